@@ -1,0 +1,74 @@
+"""The one hierarchy of errors a user can cause.
+
+The CLI maps every `ForgemlError` to one sentence on stderr and `exit_code`; the API
+(later) maps `http_status` the same way. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class ForgemlError(Exception):
+    """Base of every error a user can cause. The message is one clear sentence."""
+
+    exit_code: int = 1
+    http_status: int = 400
+
+
+class UsageError(ForgemlError):
+    """The command line itself is wrong (unknown flag value, bad combination)."""
+
+    exit_code = 2
+
+
+class NotFoundError(ForgemlError):
+    """A named object (dataset, version, spec, event) does not exist."""
+
+    http_status = 404
+
+
+class InvalidNameError(ForgemlError):
+    """A name would escape the store or is not a plain identifier."""
+
+
+class ConfigError(ForgemlError):
+    """A YAML config or recipe is invalid; the message names the file, key path and expectation."""
+
+    http_status = 422
+
+
+class InvalidDataError(ForgemlError):
+    """Input data cannot be read: unknown format, empty file, undecodable text, bad rows."""
+
+    http_status = 422
+
+
+class BadRowsError(InvalidDataError):
+    """Malformed rows were found and `--on-bad-rows fail` was chosen."""
+
+    def __init__(self, message: str, line_numbers: list[int]) -> None:
+        super().__init__(message)
+        self.line_numbers = line_numbers
+
+
+class MissingColumnError(InvalidDataError):
+    """A recipe, spec or expectation names a column the data does not have."""
+
+
+class QueryNotAllowedError(ForgemlError):
+    """A `data query` tried to write, or to read outside the store."""
+
+    http_status = 403
+
+
+class IntegrityError(ForgemlError):
+    """Stored content does not match its digest, or a rebuild did not reproduce a version."""
+
+    http_status = 500
+
+
+class AuditChainBrokenError(IntegrityError):
+    """The audit log's hash chain does not verify."""
+
+    def __init__(self, message: str, seq: int) -> None:
+        super().__init__(message)
+        self.seq = seq

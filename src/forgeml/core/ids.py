@@ -1,0 +1,83 @@
+"""Identifiers, names, digests and object references (`NAME`, `NAME@vN`, `NAME@<digest>`)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from forgeml.core.errors import InvalidNameError, UsageError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_VERSION = re.compile(r"^v(\d+)$")
+_DIGEST = re.compile(r"^[0-9a-f]{4,64}$")
+
+
+def new_id() -> str:
+    """A fresh random identifier (32 hex characters)."""
+    return uuid.uuid4().hex
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of `data`."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_json(payload: Any) -> bytes:
+    """Deterministic JSON bytes (sorted keys) for hashing and storage."""
+    return orjson.dumps(payload, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+
+
+def json_digest(payload: Any) -> str:
+    """sha256 of the canonical JSON of `payload`."""
+    return sha256_bytes(canonical_json(payload))
+
+
+def validate_name(name: str, kind: str = "name") -> str:
+    """Return `name` if it is a plain identifier, else raise `InvalidNameError`.
+
+    Names become file and table identifiers, so path separators, `..` and leading dots
+    are refused.
+    """
+    if ".." in name or "/" in name or "\\" in name or not _NAME.match(name):
+        raise InvalidNameError(
+            f"Invalid {kind} '{name}': use letters, digits, '.', '_' or '-' "
+            "(start with a letter or digit, no '/' or '..', at most 128 characters)."
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A parsed reference: `name`, optionally pinned by version number or digest prefix."""
+
+    name: str
+    version: int | None = None
+    digest_prefix: str | None = None
+
+    def __str__(self) -> str:
+        if self.version is not None:
+            return f"{self.name}@v{self.version}"
+        if self.digest_prefix is not None:
+            return f"{self.name}@{self.digest_prefix}"
+        return self.name
+
+
+def parse_ref(text: str, kind: str = "reference") -> Ref:
+    """Parse `NAME`, `NAME@vN` or `NAME@<hex digest prefix, 4+ chars>`."""
+    name, sep, selector = text.partition("@")
+    validate_name(name, kind)
+    if not sep:
+        return Ref(name)
+    if match := _VERSION.match(selector):
+        return Ref(name, version=int(match.group(1)))
+    if _DIGEST.match(selector):
+        return Ref(name, digest_prefix=selector)
+    raise UsageError(
+        f"Invalid {kind} '{text}': after '@' give vN (a version number) "
+        "or at least 4 hex characters of a digest."
+    )

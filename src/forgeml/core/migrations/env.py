@@ -1,0 +1,16 @@
+"""Alembic environment: always run on the connection forgeml hands over."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from forgeml.core.store._models import Base
+
+connection = context.config.attributes["connection"]
+context.configure(
+    connection=connection,
+    target_metadata=Base.metadata,
+    render_as_batch=connection.dialect.name == "sqlite",
+)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from forgeml.core.config import Settings, get_settings
+from forgeml.core.workspace import Workspace
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+PG_URL = os.environ.get("FORGEML_TEST_PG_URL")
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data folder {SHARED_DATA} is missing")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def adult_csv(shared_data: Path) -> Path:
+    return shared_data / "adult" / "adult.data"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    if not PG_URL:
+        pytest.skip("FORGEML_TEST_PG_URL is not set (no PostgreSQL server for this run)")
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    name = f"forgeml_test_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield PG_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'home' / 'forgeml.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+def _workspace(home: Path, db_url: str | None) -> Iterator[Workspace]:
+    workspace = Workspace(Settings(home=home, db_url=db_url, user="tester"))
+    try:
+        yield workspace
+    finally:
+        workspace.close()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Iterator[Workspace]:
+    """A workspace on the embedded default (SQLite + local artifacts)."""
+    yield from _workspace(tmp_path / "home", None)
+
+
+@pytest.fixture
+def any_workspace(tmp_path: Path, backend_url: str) -> Iterator[Workspace]:
+    """The same workspace on each metadata backend (SQLite always, PostgreSQL when up)."""
+    yield from _workspace(tmp_path / "home", backend_url)
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[object]:
+    """Run `forgeml ...` in-process against a fresh FORGEML_HOME."""
+    from forgeml.cli import main
+
+    monkeypatch.setenv("FORGEML_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("FORGEML_USER", "tester")
+    monkeypatch.delenv("FORGEML_DB_URL", raising=False)
+    monkeypatch.delenv("FORGEML_ARTIFACTS_URL", raising=False)
+    get_settings.cache_clear()
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        try:
+            main([str(arg) for arg in args])
+            code = 0
+        except SystemExit as done:
+            code = int(done.code or 0)
+        out = capsys.readouterr()
+        return CliResult(code, out.out, out.err)
+
+    yield run
+    get_settings.cache_clear()

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, select, text
+
+from forgeml.core.store import AuditEvent, open_store
+from forgeml.core.store._engine import HEAD_REVISION, StoreUnavailableError
+
+
+def test_migrations_create_every_table(backend_url: str) -> None:
+    store = open_store(backend_url)
+    tables = set(inspect(store.engine).get_table_names())
+    assert {"datasets", "dataset_versions", "dataset_lineage", "feature_specs"} <= tables
+    assert {"audit_events", "alembic_version"} <= tables
+    with store.engine.connect() as connection:
+        assert connection.scalar(text("SELECT version_num FROM alembic_version")) == HEAD_REVISION
+    store.dispose()
+
+
+def test_reopening_is_idempotent(backend_url: str) -> None:
+    open_store(backend_url).dispose()
+    store = open_store(backend_url)
+    with store.session() as session:
+        assert session.scalars(select(AuditEvent)).all() == []
+    store.dispose()
+
+
+def test_sqlite_uses_wal_foreign_keys_and_busy_timeout(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'forgeml.db'}")
+    with store.engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+    store.dispose()
+
+
+def test_a_failed_transaction_leaves_nothing(backend_url: str) -> None:
+    from datetime import UTC, datetime
+
+    store = open_store(backend_url)
+    with pytest.raises(RuntimeError), store.session() as session:
+        session.add(
+            AuditEvent(
+                seq=1, at=datetime.now(UTC), actor="a", action="x", object_ref="o",
+                payload={}, payload_digest="d", prev_hash="p", hash="h",
+            )
+        )
+        session.flush()
+        raise RuntimeError("crash mid-transaction")
+    with store.session() as session:
+        assert session.scalars(select(AuditEvent)).all() == []
+    store.dispose()
+
+
+def test_unreachable_database_is_one_clear_error() -> None:
+    with pytest.raises(StoreUnavailableError, match="Cannot open the metadata store"):
+        open_store("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2")
