@@ -60,6 +60,10 @@ class QueryNotAllowedError(ForgemlError):
     http_status = 403
 
 
+class QueryError(ForgemlError):
+    """A `data query` statement does not parse or fails to run."""
+
+
 class IntegrityError(ForgemlError):
     """Stored content does not match its digest, or a rebuild did not reproduce a version."""
 

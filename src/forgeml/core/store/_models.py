@@ -51,9 +51,10 @@ class DatasetVersion(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128))
 
-    dataset: Mapped[Dataset] = relationship(back_populates="versions")
+    # eager: versions are read in one session and shown after it closes
+    dataset: Mapped[Dataset] = relationship(back_populates="versions", lazy="joined")
     parent_edges: Mapped[list[LineageEdge]] = relationship(
-        foreign_keys="LineageEdge.child_id", order_by="LineageEdge.position"
+        foreign_keys="LineageEdge.child_id", order_by="LineageEdge.position", lazy="selectin"
     )
 
     @property
@@ -70,7 +71,7 @@ class LineageEdge(Base):
     position: Mapped[int] = mapped_column(Integer, primary_key=True)
     parent_id: Mapped[str] = mapped_column(ForeignKey("dataset_versions.id"), index=True)
 
-    parent: Mapped[DatasetVersion] = relationship(foreign_keys=[parent_id])
+    parent: Mapped[DatasetVersion] = relationship(foreign_keys=[parent_id], lazy="joined")
 
 
 class FeatureSpecVersion(Base):
@@ -87,7 +88,7 @@ class FeatureSpecVersion(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128))
 
-    dataset_version: Mapped[DatasetVersion] = relationship()
+    dataset_version: Mapped[DatasetVersion] = relationship(lazy="joined")
 
 
 class AuditEvent(Base):

@@ -1,0 +1,49 @@
+"""The `forgeml` command line. Errors a user can cause become one sentence and exit 1."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+import typer
+
+from forgeml.cli import audit as audit_commands
+from forgeml.cli import data as data_commands
+from forgeml.cli import init as init_commands
+from forgeml.core.errors import ForgemlError
+
+app = typer.Typer(
+    name="forgeml",
+    help="forgeml: raw data to a trained, served and monitored model.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("init")(init_commands.init)
+app.command("demo")(init_commands.demo)
+app.add_typer(data_commands.app, name="data")
+app.add_typer(audit_commands.app, name="audit")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI, mapping errors to a sentence and an exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    if debug:
+        args.remove("--debug")
+    try:
+        app(args=args, prog_name="forgeml", standalone_mode=False)
+    except ForgemlError as error:
+        if debug:
+            traceback.print_exc()
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(error.exit_code)
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.exceptions.Abort:
+        print("Aborted.", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,234 @@
+"""`forgeml data clean|validate|redact|split|augment|features`: versions from versions.
+
+Each command builds the transform's params from a YAML recipe and/or flags (flags win),
+runs it through `forgeml.data.pipeline.derive`, and prints what was recorded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from forgeml.cli._output import print_json, say, step
+
+if TYPE_CHECKING:
+    from forgeml.data.pipeline import Derived
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+NameOption = Annotated[
+    str | None,
+    typer.Option("--name", help="Record into this dataset (default: the parent's)."),
+]
+RefArgument = Annotated[str, typer.Argument(help="NAME, NAME@vN or NAME@<digest>.")]
+
+
+def _recipe(path: Path | None) -> dict[str, Any]:
+    from forgeml.core.configfile import load_yaml
+    from forgeml.core.errors import ConfigError
+
+    if path is None:
+        return {}
+    loaded = load_yaml(path)
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of recipe keys at the top level.")
+    return loaded
+
+
+def _run(
+    op: str,
+    ref: str,
+    params: Any,
+    name: str | None,
+    as_json: bool,
+    source: str,
+    spec_name: str | None = None,
+) -> Derived:
+    from forgeml.core.configfile import parse_model
+    from forgeml.core.workspace import open_workspace
+    from forgeml.data.pipeline import derive
+    from forgeml.data.transforms import get_transform
+
+    if isinstance(params, dict):
+        params = parse_model(get_transform(op).params, params, source)
+    with step(f"{op} {ref}"):
+        derived = derive(open_workspace(), op, ref, params, name=name, spec_name=spec_name)
+    _print_derived(op, derived, as_json)
+    return derived
+
+
+def _print_derived(op: str, derived: Derived, as_json: bool) -> None:
+    main = derived.main.version
+    outputs = {
+        "ref": main.ref,
+        "digest": main.digest,
+        "rows": main.rows,
+        "created": derived.main.created,
+        "parents": [edge.parent.ref for edge in main.parent_edges],
+        "report": derived.report,
+        "side_outputs": {
+            key: {"ref": item.version.ref, "rows": item.version.rows}
+            for key, item in derived.sides.items()
+        },
+    }
+    if derived.feature_spec is not None:
+        spec = derived.feature_spec
+        outputs["feature_spec"] = {"ref": f"{spec.name}@v{spec.version}", "digest": spec.digest}
+    if as_json:
+        print_json(outputs)
+        return
+    if derived.main.created:
+        say(f"{op}: created {main.ref} ({main.rows} rows) from {', '.join(outputs['parents'])}")
+    else:
+        say(f"{op}: the result is identical to the existing {main.ref} ({main.rows} rows)")
+    for key, item in outputs["side_outputs"].items():
+        say(f"  {key}: {item['ref']} ({item['rows']} rows)")
+    if "feature_spec" in outputs:
+        say(f"  feature spec: {outputs['feature_spec']['ref']}")
+    from forgeml.cli._profile_view import print_report
+
+    print_report(derived.report)
+
+
+def clean(
+    ref: RefArgument,
+    recipe: Annotated[Path | None, typer.Option(help="YAML clean recipe.")] = None,
+    missing_marker: Annotated[
+        list[str] | None,
+        typer.Option("--missing-marker", help="A value meaning missing (repeatable)."),
+    ] = None,
+    impute: Annotated[
+        str | None,
+        typer.Option(help="Default for nulls: none, drop, mean, median, mode."),
+    ] = None,
+    drop_duplicates: Annotated[
+        bool | None, typer.Option("--drop-duplicates", help="Drop exact duplicate rows.")
+    ] = None,
+    near_duplicates: Annotated[
+        str | None, typer.Option(help="Drop near-duplicate texts of this column (MinHash).")
+    ] = None,
+    outliers: Annotated[
+        list[str] | None, typer.Option("--outliers", help="Numeric column to filter (repeatable).")
+    ] = None,
+    outlier_method: Annotated[str, typer.Option(help="iqr or zscore.")] = "iqr",
+    lowercase: Annotated[
+        bool | None, typer.Option("--lowercase", help="Lowercase text columns.")
+    ] = None,
+    name: NameOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Missing values, types, text normalisation, duplicates and outliers."""
+    params = _recipe(recipe)
+    if missing_marker is not None:
+        params["missing_markers"] = missing_marker
+    if impute is not None:
+        params["missing"] = {**params.get("missing", {}), "strategy": impute}
+    if drop_duplicates:
+        params["drop_duplicates"] = True
+    if near_duplicates:
+        params["near_duplicates"] = {"column": near_duplicates}
+    if outliers:
+        params["outliers"] = {"columns": outliers, "method": outlier_method}
+    if lowercase:
+        params["text"] = {**(params.get("text") or {}), "lowercase": True}
+    _run("clean", ref, params, name, as_json, str(recipe or "clean flags"))
+
+
+def validate(
+    ref: RefArgument,
+    expectations: Annotated[Path, typer.Option(help="YAML expectations (pandera checks).")],
+    name: NameOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check rows against expectations; failing rows go to NAME-quarantine with reasons."""
+    _run("validate", ref, _recipe(expectations), name, as_json, str(expectations))
+
+
+def redact(
+    ref: RefArgument,
+    recipe: Annotated[Path | None, typer.Option(help="YAML redact options.")] = None,
+    columns: Annotated[
+        list[str] | None, typer.Option("--column", help="Only this column (repeatable).")
+    ] = None,
+    kinds: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind", help="email, phone, credit_card, ip, national_id (repeatable)."
+        ),
+    ] = None,
+    name: NameOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Find and mask PII (e-mail, phone, credit cards, IP addresses, national IDs)."""
+    params = _recipe(recipe)
+    if columns:
+        params["columns"] = columns
+    if kinds:
+        params["kinds"] = kinds
+    _run("redact", ref, params, name, as_json, str(recipe or "redact flags"))
+
+
+def split(
+    ref: RefArgument,
+    ratios: Annotated[str, typer.Option(help="Comma-separated, e.g. 0.8,0.1,0.1.")] = "0.8,0.1,0.1",
+    stratify: Annotated[str | None, typer.Option(help="Keep this column's balance.")] = None,
+    group: Annotated[str | None, typer.Option(help="Keep each value's rows together.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed; same seed, same split.")] = 0,
+    name: NameOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Deterministic train/validation/test split; identical records never straddle splits."""
+    from forgeml.core.errors import UsageError
+
+    try:
+        values = [float(part) for part in ratios.split(",")]
+    except ValueError:
+        raise UsageError(f"--ratios '{ratios}' is not a comma-separated list of numbers.") from None
+    params = {"ratios": values, "stratify": stratify, "group": group, "seed": seed}
+    _run("split", ref, params, name, as_json, "split options")
+
+
+def augment(
+    ref: RefArgument,
+    recipe: Annotated[Path, typer.Option(help="YAML augment recipe (text/image/tabular).")],
+    word_list: Annotated[
+        Path | None, typer.Option(help="Synonym word list (`word: syn, syn` per line).")
+    ] = None,
+    name: NameOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Add augmented rows to the train split (marked, never in validation/test)."""
+    from forgeml.core.configfile import parse_model
+    from forgeml.core.errors import UsageError
+    from forgeml.data.augment import AugmentParams, load_word_list
+
+    params = parse_model(AugmentParams, _recipe(recipe), str(recipe))
+    if word_list is not None:
+        if params.text is None:
+            raise UsageError("--word-list needs a `text` section in the augment recipe.")
+        # inline the list so the stored recipe rebuilds without the file
+        text = params.text.model_copy(update={"synonyms": load_word_list(word_list)})
+        params = params.model_copy(update={"text": text})
+    _run("augment", ref, params, name, as_json, str(recipe))
+
+
+def features(
+    ref: RefArgument,
+    spec: Annotated[Path, typer.Option(help="YAML feature spec.")],
+    spec_name: Annotated[
+        str | None, typer.Option(help="FeatureSpec name (default: <dataset>-features).")
+    ] = None,
+    name: NameOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Fit a FeatureSpec on the train split; record it and the transformed version."""
+    _run("features", ref, _recipe(spec), name, as_json, str(spec), spec_name=spec_name)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the transform commands to the `data` group."""
+    for command in (clean, validate, redact, split, augment, features):
+        app.command(command.__name__)(command)

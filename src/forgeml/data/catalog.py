@@ -1,0 +1,306 @@
+"""Dataset versions: resolve references, read rows, record new immutable versions.
+
+A version is one canonical Parquet blob in the artifact store (its digest is the
+version's identity) plus a row in the metadata store with its schema, quality profile,
+recipe and parents. Recording a version is one transaction with its audit event, so a
+failure leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, selectinload
+
+from forgeml.core.errors import NotFoundError, UsageError
+from forgeml.core.ids import Ref, new_id, parse_ref, validate_name
+from forgeml.core.store import Dataset, DatasetVersion, FeatureSpecVersion, LineageEdge
+from forgeml.core.workspace import Workspace
+from forgeml.data import quality
+from forgeml.data._frame import SPLIT_COLUMN, SPLIT_NAMES
+
+
+@dataclass
+class NewVersion:
+    """A Parquet file waiting to be recorded as a version of `name`."""
+
+    name: str
+    path: Path
+    recipe: dict[str, Any]
+    parents: Sequence[DatasetVersion] = ()
+    report: dict[str, Any] = field(default_factory=dict)
+    label: str | None = None
+
+
+@dataclass
+class Recorded:
+    """The outcome of recording: the version, and whether it already existed."""
+
+    version: DatasetVersion
+    created: bool
+
+
+def _version_query() -> Any:
+    return select(DatasetVersion).options(
+        selectinload(DatasetVersion.dataset),
+        selectinload(DatasetVersion.parent_edges)
+        .selectinload(LineageEdge.parent)
+        .selectinload(DatasetVersion.dataset),
+    )
+
+
+def resolve(session: Session, ref: str | Ref) -> DatasetVersion:
+    """The version `ref` names: `NAME` (latest), `NAME@vN` or `NAME@<digest prefix>`.
+
+    Raises:
+        NotFoundError: no such dataset or version (the message says what exists).
+        UsageError: a digest prefix matches several versions.
+    """
+    parsed = parse_ref(ref, "dataset reference") if isinstance(ref, str) else ref
+    dataset = session.scalar(select(Dataset).where(Dataset.name == parsed.name))
+    if dataset is None:
+        raise NotFoundError(
+            f"Dataset '{parsed.name}' does not exist (see `forgeml data list`)."
+        )
+    query = _version_query().where(DatasetVersion.dataset_id == dataset.id)
+    if parsed.version is not None:
+        found = session.scalars(query.where(DatasetVersion.version == parsed.version)).all()
+    elif parsed.digest_prefix is not None:
+        found = session.scalars(
+            query.where(DatasetVersion.digest.startswith(parsed.digest_prefix))
+        ).all()
+    else:
+        found = session.scalars(query.order_by(DatasetVersion.version.desc()).limit(1)).all()
+    if not found:
+        latest = session.scalar(
+            select(func.max(DatasetVersion.version)).where(DatasetVersion.dataset_id == dataset.id)
+        )
+        raise NotFoundError(
+            f"Dataset '{parsed.name}' has no version {str(parsed).partition('@')[2]} "
+            f"(its versions are v1..v{latest})."
+        )
+    if len(found) > 1:
+        raise UsageError(
+            f"Digest prefix '{parsed.digest_prefix}' matches {len(found)} versions of "
+            f"'{parsed.name}'; give more characters."
+        )
+    return found[0]
+
+
+def list_datasets(session: Session) -> list[tuple[Dataset, DatasetVersion]]:
+    """Every dataset with its latest version, by name."""
+    latest = (
+        select(DatasetVersion.dataset_id, func.max(DatasetVersion.version).label("v"))
+        .group_by(DatasetVersion.dataset_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(Dataset, DatasetVersion)
+        .join(latest, latest.c.dataset_id == Dataset.id)
+        .join(
+            DatasetVersion,
+            (DatasetVersion.dataset_id == Dataset.id) & (DatasetVersion.version == latest.c.v),
+        )
+        .order_by(Dataset.name)
+    ).all()
+    return [(row[0], row[1]) for row in rows]
+
+
+def versions_of(session: Session, name: str) -> list[DatasetVersion]:
+    """All versions of dataset `name`, oldest first."""
+    validate_name(name, "dataset name")
+    dataset = session.scalar(select(Dataset).where(Dataset.name == name))
+    if dataset is None:
+        raise NotFoundError(f"Dataset '{name}' does not exist (see `forgeml data list`).")
+    return list(
+        session.scalars(
+            _version_query()
+            .where(DatasetVersion.dataset_id == dataset.id)
+            .order_by(DatasetVersion.version)
+        )
+    )
+
+
+def children_of(session: Session, version: DatasetVersion) -> list[DatasetVersion]:
+    """Versions derived directly from `version`."""
+    return list(
+        session.scalars(
+            _version_query()
+            .join(LineageEdge, LineageEdge.child_id == DatasetVersion.id)
+            .where(LineageEdge.parent_id == version.id)
+        )
+    )
+
+
+def parquet_path(workspace: Workspace, version: DatasetVersion) -> Path:
+    """A local path to the version's Parquet blob, its digest verified."""
+    return workspace.artifacts.local_path(version.digest)
+
+
+def read_frame(
+    workspace: Workspace, version: DatasetVersion, split: str | None = None
+) -> pl.DataFrame:
+    """The version's rows, optionally one named split of them."""
+    path = parquet_path(workspace, version)
+    if split is None:
+        return pl.read_parquet(path)
+    if split not in SPLIT_NAMES:
+        raise UsageError(f"Unknown split '{split}': choose one of {', '.join(SPLIT_NAMES)}.")
+    if SPLIT_COLUMN not in version.schema:
+        raise UsageError(
+            f"{version.ref} has no splits; run `forgeml data split {version.ref}` first."
+        )
+    return pl.scan_parquet(path).filter(pl.col(SPLIT_COLUMN) == split).collect()
+
+
+def _existing(session: Session, name: str, digest: str) -> DatasetVersion | None:
+    return session.scalars(
+        _version_query()
+        .join(Dataset, Dataset.id == DatasetVersion.dataset_id)
+        .where(Dataset.name == name, DatasetVersion.digest == digest)
+        .order_by(DatasetVersion.version)
+        .limit(1)
+    ).first()
+
+
+@dataclass
+class Prepared:
+    """A new version's blob stored and its profile computed, ready to record."""
+
+    new: NewVersion
+    digest: str
+    rows: int
+    size_bytes: int
+    schema: dict[str, str]
+    profile: dict[str, Any]
+
+
+def prepare(workspace: Workspace, new: NewVersion, frame: pl.DataFrame | None = None) -> Prepared:
+    """Store the blob and profile it, outside any transaction (this is the slow part).
+
+    Args:
+        workspace: where the blob goes.
+        new: the version to prepare.
+        frame: the rows already in memory, if the caller has them (saves a read).
+    """
+    validate_name(new.name, "dataset name")
+    digest = workspace.artifacts.put_file(new.path)
+    if frame is None:
+        frame = pl.read_parquet(new.path)
+    label = new.label or quality.guess_label(frame.columns)
+    return Prepared(
+        new=new,
+        digest=digest,
+        rows=frame.height,
+        size_bytes=new.path.stat().st_size,
+        schema={name: str(dtype) for name, dtype in frame.schema.items()},
+        profile=quality.profile(frame, label),
+    )
+
+
+def record(workspace: Workspace, session: Session, prepared: Prepared) -> Recorded:
+    """Record `prepared` as the next version of its dataset, unless identical content exists.
+
+    Runs inside the caller's transaction, together with its audit event.
+    """
+    new = prepared.new
+    existing = _existing(session, new.name, prepared.digest)
+    if existing is not None:
+        return Recorded(existing, created=False)
+    dataset = session.scalar(select(Dataset).where(Dataset.name == new.name))
+    if dataset is None:
+        dataset = Dataset(id=new_id(), name=new.name, created_by=workspace.actor)
+        session.add(dataset)
+        session.flush()
+    last = session.scalar(
+        select(func.max(DatasetVersion.version)).where(DatasetVersion.dataset_id == dataset.id)
+    )
+    version = DatasetVersion(
+        id=new_id(),
+        dataset=dataset,
+        version=(last or 0) + 1,
+        digest=prepared.digest,
+        rows=prepared.rows,
+        size_bytes=prepared.size_bytes,
+        schema=prepared.schema,
+        profile=prepared.profile,
+        recipe=new.recipe,
+        report=new.report,
+        created_by=workspace.actor,
+    )
+    session.add(version)
+    session.flush()
+    for position, parent in enumerate(new.parents):
+        session.add(LineageEdge(child_id=version.id, position=position, parent_id=parent.id))
+    session.flush()
+    workspace.audit(
+        session,
+        "data.version.create",
+        version.ref,
+        {
+            "digest": prepared.digest,
+            "op": new.recipe.get("op"),
+            "parents": [parent.ref for parent in new.parents],
+        },
+    )
+    # reload with parents eagerly loaded: callers use it after the session closes
+    loaded = session.scalars(
+        _version_query()
+        .where(DatasetVersion.id == version.id)
+        .execution_options(populate_existing=True)
+    ).one()
+    return Recorded(loaded, created=True)
+
+
+def record_feature_spec(
+    workspace: Workspace, session: Session, name: str, document: bytes, source: DatasetVersion
+) -> FeatureSpecVersion:
+    """Store a fitted FeatureSpec as the next version of `name` (same bytes: same version)."""
+    validate_name(name, "feature spec name")
+    digest = workspace.artifacts.put_bytes(document)
+    existing = session.scalar(
+        select(FeatureSpecVersion).where(
+            FeatureSpecVersion.name == name, FeatureSpecVersion.digest == digest
+        )
+    )
+    if existing is not None:
+        return existing
+    last = session.scalar(
+        select(func.max(FeatureSpecVersion.version)).where(FeatureSpecVersion.name == name)
+    )
+    spec = FeatureSpecVersion(
+        id=new_id(),
+        name=name,
+        version=(last or 0) + 1,
+        digest=digest,
+        dataset_version_id=source.id,
+        created_by=workspace.actor,
+    )
+    session.add(spec)
+    session.flush()
+    workspace.audit(
+        session,
+        "data.feature_spec.create",
+        f"{name}@v{spec.version}",
+        {"digest": digest, "dataset": source.ref},
+    )
+    return spec
+
+
+def resolve_feature_spec(session: Session, ref: str) -> FeatureSpecVersion:
+    """The FeatureSpec version `ref` names (`NAME`, `NAME@vN`, `NAME@<digest>`)."""
+    parsed = parse_ref(ref, "feature spec reference")
+    query = select(FeatureSpecVersion).where(FeatureSpecVersion.name == parsed.name)
+    if parsed.version is not None:
+        query = query.where(FeatureSpecVersion.version == parsed.version)
+    elif parsed.digest_prefix is not None:
+        query = query.where(FeatureSpecVersion.digest.startswith(parsed.digest_prefix))
+    spec = session.scalars(query.order_by(FeatureSpecVersion.version.desc()).limit(1)).first()
+    if spec is None:
+        raise NotFoundError(f"Feature spec '{ref}' does not exist.")
+    return spec

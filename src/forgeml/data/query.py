@@ -1,0 +1,87 @@
+"""Read-only SQL over dataset versions with DuckDB.
+
+Every dataset is a table under its name (its latest version); a pinned version is a
+quoted identifier: `SELECT count(*) FROM "adult@v2"`. Datasets are handed to DuckDB as
+Arrow datasets, and DuckDB's own file access is switched off and locked, so a query can
+neither write nor read files outside the store.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as pa_dataset
+
+from forgeml.core.errors import QueryError, QueryNotAllowedError, UsageError
+from forgeml.core.workspace import Workspace
+from forgeml.data import catalog
+
+_QUOTED_REF = re.compile(r'"([A-Za-z0-9][A-Za-z0-9._-]*@[A-Za-z0-9]+)"')
+_READ_ONLY_STATEMENTS = ("SELECT", "EXPLAIN")
+
+
+def run_query(workspace: Workspace, sql: str, limit: int | None = None) -> pa.Table:
+    """Run one read-only SQL statement over the store's datasets.
+
+    Args:
+        workspace: the store whose datasets are visible.
+        sql: a single SELECT (or EXPLAIN) statement.
+        limit: cap on returned rows, applied after the query.
+
+    Raises:
+        QueryNotAllowedError: the statement writes, or touches files or settings.
+        QueryError: the SQL does not parse or fails to run.
+        UsageError: more than one statement.
+    """
+    import duckdb
+
+    connection = duckdb.connect(":memory:")
+    try:
+        _check_read_only(connection, sql)
+        _register_datasets(workspace, connection, sql)
+        connection.execute("SET enable_external_access = false")
+        connection.execute("SET lock_configuration = true")
+        try:
+            relation = connection.sql(sql)
+            table = relation.fetch_arrow_table() if relation is not None else pa.table({})
+        except duckdb.PermissionException as error:
+            raise QueryNotAllowedError(
+                f"data query may only read the store's datasets: {_first_line(error)}"
+            ) from None
+        except duckdb.Error as error:
+            raise QueryError(f"Query failed: {_first_line(error)}") from None
+    finally:
+        connection.close()
+    return table.slice(0, limit) if limit is not None else table
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0]
+
+
+def _check_read_only(connection: Any, sql: str) -> None:
+    import duckdb
+
+    try:
+        statements = connection.extract_statements(sql)
+    except duckdb.Error as error:
+        raise QueryError(f"Query does not parse: {_first_line(error)}") from None
+    if len(statements) != 1:
+        raise UsageError(f"data query runs one statement; got {len(statements)}.")
+    kind = statements[0].type.name
+    if kind not in _READ_ONLY_STATEMENTS:
+        raise QueryNotAllowedError(
+            f"data query is read-only: a {kind} statement is not allowed; use SELECT."
+        )
+
+
+def _register_datasets(workspace: Workspace, connection: Any, sql: str) -> None:
+    with workspace.store.session() as session:
+        versions = [version for _, version in catalog.list_datasets(session)]
+        pinned = {ref: catalog.resolve(session, ref) for ref in set(_QUOTED_REF.findall(sql))}
+    tables = {version.dataset.name: version for version in versions} | pinned
+    for name, version in tables.items():
+        path = catalog.parquet_path(workspace, version)
+        connection.register(name, pa_dataset.dataset(str(path), format="parquet"))
