@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from sqlalchemy import delete, update
 
@@ -24,7 +26,7 @@ def test_events_chain_and_verify(store) -> None:  # type: ignore[no-untyped-def]
         events = session.query(AuditEvent).order_by(AuditEvent.seq).all()
     assert result.events == 5
     assert events[0].prev_hash == audit.GENESIS_HASH
-    assert all(b.prev_hash == a.hash for a, b in zip(events, events[1:], strict=False))
+    assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(events))
 
 
 def test_edited_payload_is_named(store) -> None:  # type: ignore[no-untyped-def]

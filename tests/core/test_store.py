@@ -43,8 +43,15 @@ def test_a_failed_transaction_leaves_nothing(backend_url: str) -> None:
     with pytest.raises(RuntimeError), store.session() as session:
         session.add(
             AuditEvent(
-                seq=1, at=datetime.now(UTC), actor="a", action="x", object_ref="o",
-                payload={}, payload_digest="d", prev_hash="p", hash="h",
+                seq=1,
+                at=datetime.now(UTC),
+                actor="a",
+                action="x",
+                object_ref="o",
+                payload={},
+                payload_digest="d",
+                prev_hash="p",
+                hash="h",
             )
         )
         session.flush()

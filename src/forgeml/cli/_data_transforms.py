@@ -62,7 +62,7 @@ def _run(
 
 def _print_derived(op: str, derived: Derived, as_json: bool) -> None:
     main = derived.main.version
-    outputs = {
+    outputs: dict[str, Any] = {
         "ref": main.ref,
         "digest": main.digest,
         "rows": main.rows,
@@ -155,9 +155,7 @@ def redact(
     ] = None,
     kinds: Annotated[
         list[str] | None,
-        typer.Option(
-            "--kind", help="email, phone, credit_card, ip, national_id (repeatable)."
-        ),
+        typer.Option("--kind", help="email, phone, credit_card, ip, national_id (repeatable)."),
     ] = None,
     name: NameOption = None,
     as_json: JsonFlag = False,

@@ -55,8 +55,8 @@ def step(description: str) -> Iterator[None]:
         with err_console.status(description):
             yield
         return
+    # one line when it is done, so a failure leaves only the error on stderr
     started = time.perf_counter()
-    print(f"{description} ...", file=sys.stderr, flush=True)
     yield
     print(f"{description}: done in {time.perf_counter() - started:.2f}s", file=sys.stderr)
 

@@ -52,18 +52,14 @@ def add(
     file_format: Annotated[
         str, typer.Option("--format", help="auto, csv, tsv, jsonl, parquet, images, text.")
     ] = "auto",
-    delimiter: Annotated[
-        str | None, typer.Option(help="CSV delimiter (default: sniffed).")
-    ] = None,
+    delimiter: Annotated[str | None, typer.Option(help="CSV delimiter (default: sniffed).")] = None,
     header: Annotated[
         bool | None, typer.Option("--header/--no-header", help="First row is a header.")
     ] = None,
     on_bad_rows: Annotated[
         str, typer.Option(help="fail: stop at malformed rows; skip: drop and report them.")
     ] = "fail",
-    label: Annotated[
-        str | None, typer.Option(help="Label column, for the quality report.")
-    ] = None,
+    label: Annotated[str | None, typer.Option(help="Label column, for the quality report.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Ingest a file or folder as a new immutable version of NAME."""
@@ -73,8 +69,12 @@ def add(
 
     options = parse_model(
         IngestOptions,
-        {"format": file_format, "delimiter": delimiter, "header": header,
-         "on_bad_rows": on_bad_rows},
+        {
+            "format": file_format,
+            "delimiter": delimiter,
+            "header": header,
+            "on_bad_rows": on_bad_rows,
+        },
         "options",
     )
     with step(f"ingesting {path}"):
@@ -104,7 +104,14 @@ def list_(as_json: JsonFlag = False) -> None:
         print_json(items)
         return
     rows = [
-        (i["dataset"], f"v{i['version']}", i["rows"], i["digest"][:12], i["op"], when(i["created_at"]))
+        (
+            i["dataset"],
+            f"v{i['version']}",
+            i["rows"],
+            i["digest"][:12],
+            i["op"],
+            when(i["created_at"]),
+        )
         for i in items
     ]
     print_table("datasets", ["name", "latest", "rows", "digest", "made by", "created"], rows)
@@ -124,7 +131,14 @@ def versions(
         print_json(items)
         return
     rows = [
-        (i["ref"], i["rows"], i["digest"][:12], i["op"], ", ".join(i["parents"]), when(i["created_at"]))
+        (
+            i["ref"],
+            i["rows"],
+            i["digest"][:12],
+            i["op"],
+            ", ".join(i["parents"]),
+            when(i["created_at"]),
+        )
         for i in items
     ]
     print_table(f"versions of {name}", ["ref", "rows", "digest", "op", "parents", "created"], rows)
@@ -160,8 +174,10 @@ def _print_show(detail: dict[str, Any]) -> None:
 
     say(f"[bold]{detail['ref']}[/bold]  digest {detail['digest']}")
     say(f"rows {detail['rows']}  size {detail['size_bytes']:,} bytes  made by {detail['op']}")
-    say(f"lineage: parents {', '.join(detail['parents']) or '(source)'}; "
-        f"children {', '.join(detail['children']) or '(none)'}")
+    say(
+        f"lineage: parents {', '.join(detail['parents']) or '(source)'}; "
+        f"children {', '.join(detail['children']) or '(none)'}"
+    )
     if detail["op"] == "ingest":
         say(f"source: {detail['recipe']['params']['source']}")
     print_profile(detail["profile"], detail["schema"])

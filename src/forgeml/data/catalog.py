@@ -64,9 +64,7 @@ def resolve(session: Session, ref: str | Ref) -> DatasetVersion:
     parsed = parse_ref(ref, "dataset reference") if isinstance(ref, str) else ref
     dataset = session.scalar(select(Dataset).where(Dataset.name == parsed.name))
     if dataset is None:
-        raise NotFoundError(
-            f"Dataset '{parsed.name}' does not exist (see `forgeml data list`)."
-        )
+        raise NotFoundError(f"Dataset '{parsed.name}' does not exist (see `forgeml data list`).")
     query = _version_query().where(DatasetVersion.dataset_id == dataset.id)
     if parsed.version is not None:
         found = session.scalars(query.where(DatasetVersion.version == parsed.version)).all()
@@ -189,17 +187,17 @@ def prepare(workspace: Workspace, new: NewVersion, frame: pl.DataFrame | None = 
         frame: the rows already in memory, if the caller has them (saves a read).
     """
     validate_name(new.name, "dataset name")
-    digest = workspace.artifacts.put_file(new.path)
     if frame is None:
         frame = pl.read_parquet(new.path)
-    label = new.label or quality.guess_label(frame.columns)
+    # profile first: it validates the label, and a failure must not leave a stored blob
+    profile = quality.profile(frame, new.label or quality.guess_label(frame.columns))
     return Prepared(
         new=new,
-        digest=digest,
+        digest=workspace.artifacts.put_file(new.path),
         rows=frame.height,
         size_bytes=new.path.stat().st_size,
         schema={name: str(dtype) for name, dtype in frame.schema.items()},
-        profile=quality.profile(frame, label),
+        profile=profile,
     )
 
 

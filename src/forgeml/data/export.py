@@ -28,9 +28,7 @@ def export_frame(frame: pl.DataFrame, path: Path, file_format: str | None = None
         )
     binary = [name for name, dtype in frame.schema.items() if dtype == pl.Binary]
     if chosen == "csv" and binary:
-        raise UsageError(
-            f"Cannot export binary column(s) {', '.join(binary)} to CSV; use parquet."
-        )
+        raise UsageError(f"Cannot export binary column(s) {', '.join(binary)} to CSV; use parquet.")
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.part")
     try:

@@ -74,6 +74,7 @@ def derive(
     op: str,
     ref: str,
     params: BaseModel | dict[str, Any],
+    *,
     name: str | None = None,
     spec_name: str | None = None,
 ) -> Derived:
@@ -93,9 +94,9 @@ def derive(
         params = parse_model(transform.params, params, f"{op} recipe")
     with workspace.store.session() as session:
         parent = catalog.resolve(session, ref)
-    target = validate_name(
-        name or parent.dataset.name + transform.output_suffix, "dataset name"
-    )
+    target = validate_name(name or parent.dataset.name + transform.output_suffix, "dataset name")
+    if spec_name is not None:
+        validate_name(spec_name, "feature spec name")
     output = transform.apply(catalog.read_frame(workspace, parent), params)
     recipe = {"op": op, "params": params.model_dump(mode="json")}
     frames = {"": output.frame, **output.side_frames}
@@ -168,9 +169,7 @@ def _replay_ingest(version: DatasetVersion, out: Path) -> None:
     params = version.recipe["params"]
     source = Path(params["source"])
     if not source.exists():
-        raise NotFoundError(
-            f"Cannot rebuild {version.ref}: its source {source} no longer exists."
-        )
+        raise NotFoundError(f"Cannot rebuild {version.ref}: its source {source} no longer exists.")
     options = parse_model(IngestOptions, params["options"], f"ingest recipe of {version.ref}")
     result = ingest(source, out, options)
     if result.source_digest != params["source_digest"]:

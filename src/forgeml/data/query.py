@@ -14,11 +14,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as pa_dataset
 
-from forgeml.core.errors import QueryError, QueryNotAllowedError, UsageError
+from forgeml.core.errors import (
+    InvalidNameError,
+    NotFoundError,
+    QueryError,
+    QueryNotAllowedError,
+    UsageError,
+)
 from forgeml.core.workspace import Workspace
 from forgeml.data import catalog
 
-_QUOTED_REF = re.compile(r'"([A-Za-z0-9][A-Za-z0-9._-]*@[A-Za-z0-9]+)"')
+_EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN(\s+ANALYZE)?\s+", re.IGNORECASE)
 _READ_ONLY_STATEMENTS = ("SELECT", "EXPLAIN")
 
 
@@ -45,7 +51,7 @@ def run_query(workspace: Workspace, sql: str, limit: int | None = None) -> pa.Ta
         connection.execute("SET lock_configuration = true")
         try:
             relation = connection.sql(sql)
-            table = relation.fetch_arrow_table() if relation is not None else pa.table({})
+            table = relation.to_arrow_table() if relation is not None else pa.table({})
         except duckdb.PermissionException as error:
             raise QueryNotAllowedError(
                 f"data query may only read the store's datasets: {_first_line(error)}"
@@ -73,15 +79,45 @@ def _check_read_only(connection: Any, sql: str) -> None:
     kind = statements[0].type.name
     if kind not in _READ_ONLY_STATEMENTS:
         raise QueryNotAllowedError(
-            f"data query is read-only: a {kind} statement is not allowed; use SELECT."
+            f"data query is read-only: {kind} statements are not allowed; use SELECT."
         )
 
 
+def _table_names(connection: Any, sql: str) -> set[str]:
+    """Names of the base tables the statement reads, from DuckDB's parse tree (no binding)."""
+    import orjson
+
+    # only a SELECT serialises, so look through EXPLAIN [ANALYZE] at the query it explains
+    select_sql = _EXPLAIN_PREFIX.sub("", sql, count=1)
+    tree = orjson.loads(
+        connection.execute("SELECT json_serialize_sql(?)", [select_sql]).fetchall()[0][0]
+    )
+    names: set[str] = set()
+    pending: list[Any] = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE":
+                names.add(node["table_name"])
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return names
+
+
 def _register_datasets(workspace: Workspace, connection: Any, sql: str) -> None:
+    """Hand DuckDB the datasets the statement names (and only those: each read is verified)."""
+    versions = {}
+    names = _table_names(connection, sql)
     with workspace.store.session() as session:
-        versions = [version for _, version in catalog.list_datasets(session)]
-        pinned = {ref: catalog.resolve(session, ref) for ref in set(_QUOTED_REF.findall(sql))}
-    tables = {version.dataset.name: version for version in versions} | pinned
-    for name, version in tables.items():
+        for name in names:
+            if "@" in name:  # a pinned reference must resolve
+                versions[name] = catalog.resolve(session, name)
+                continue
+            try:
+                versions[name] = catalog.resolve(session, name)
+            except (NotFoundError, InvalidNameError):
+                continue  # not a dataset: DuckDB reports the unknown table itself
+    for name, version in versions.items():
         path = catalog.parquet_path(workspace, version)
         connection.register(name, pa_dataset.dataset(str(path), format="parquet"))

@@ -1,0 +1,479 @@
+"""Streaming ingest of delimited text (CSV / TSV) with whole-file type inference.
+
+Also holds what every line-oriented reader shares: `TrackedReader` (one pass over the
+source that hashes it, checks it is UTF-8 and counts its lines) and `BadRows`.
+
+The file is read once. Pass 1 parses it with Arrow's streaming CSV reader, every column
+as text, strips and nulls the fields and writes them to a temporary Parquet file while
+tallying which type every value of each column parses as. Pass 2 reads that file back,
+casts each column to the type that held for the WHOLE file and hands the batches to the
+canonical writer. Memory stays at a few blocks whatever the file size.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import hashlib
+import io
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from forgeml.core.errors import BadRowsError, InvalidDataError
+from forgeml.data._parquet import write_canonical
+
+SAMPLE_BYTES = 64 * 1024
+MAX_LISTED_BAD_ROWS = 1000
+_BLOCK_BYTES = 1024 * 1024
+_SNIFF_DELIMITERS = ",\t;|"
+_SNIFF_ROWS = 200
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+# Tried in this order: a column is the first type that every non-null value parses as.
+_CANDIDATES = ("Int64", "Float64", "Boolean")
+_ARROW_TYPES = {
+    "Int64": pa.int64(),
+    "Float64": pa.float64(),
+    "Boolean": pa.bool_(),
+    "String": pa.large_string(),
+}
+
+
+@dataclass
+class BadRows:
+    """Malformed rows found while reading: 1-based line numbers (the first 1000) and a count."""
+
+    lines: list[int] = field(default_factory=list)
+    count: int = 0
+    names: list[str] = field(default_factory=list)
+
+    def add(self, line: int, name: str | None = None) -> None:
+        """Record one bad row; `name` (a file's relative path) replaces the line in messages."""
+        self.count += 1
+        if len(self.lines) < MAX_LISTED_BAD_ROWS:
+            self.lines.append(line)
+            if name is not None:
+                self.names.append(name)
+
+    def check(self, source: Path, on_bad_rows: str, what: str) -> None:
+        """Raise `BadRowsError` when rows were bad and the caller chose to fail on them."""
+        if not self.count or on_bad_rows != "fail":
+            return
+        shown = self.names[:5] if self.names else [f"line {n}" for n in self.lines[:5]]
+        more = ", ..." if self.count > len(shown) else ""
+        raise BadRowsError(
+            f"'{source}' has {self.count} {what} ({', '.join(shown)}{more}); fix them or set "
+            "on_bad_rows to 'skip' (--on-bad-rows skip) to drop them.",
+            list(self.lines),
+        )
+
+
+@dataclass
+class Outcome:
+    """What a format reader hands back to `ingest`."""
+
+    rows: int
+    digest: str
+    bad: BadRows
+
+
+class TrackedReader:
+    """A binary file read once: hashed, checked to be UTF-8 and line-counted as bytes pass.
+
+    Arrow reads it through `read()`; an exception raised here reaches the caller wrapped by
+    Arrow, so the clear one is also kept in `error`.
+    """
+
+    def __init__(self, path: Path, check_utf8: bool = True) -> None:
+        self.path = path
+        self.newlines = 0
+        self.size = 0
+        self.ends_with_newline = True
+        self.error: InvalidDataError | None = None
+        self.closed = False
+        self._file = path.open("rb")
+        self._sha = hashlib.sha256()
+        self._decoder = codecs.getincrementaldecoder("utf-8")() if check_utf8 else None
+
+    def read(self, size: int = -1) -> bytes:
+        """Read up to `size` bytes (all when negative), accounting for them."""
+        data = self._file.read(size)
+        self._sha.update(data)
+        if self._decoder is not None:
+            self._check_utf8(self._decoder, data)
+        self.newlines += data.count(b"\n")
+        if data:
+            self.size += len(data)
+            self.ends_with_newline = data.endswith(b"\n")
+        return data
+
+    def _check_utf8(self, decoder: codecs.IncrementalDecoder, data: bytes) -> None:
+        # A multi-byte character split across reads waits in the decoder: offsets count it.
+        pending = len(decoder.getstate()[0])
+        try:
+            decoder.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            offset = max(exc.start - pending, 0)
+            line = self.newlines + data[:offset].count(b"\n") + 1
+            self.error = InvalidDataError(
+                f"'{self.path}' is not valid UTF-8 text at line {line}; re-save the file as UTF-8."
+            )
+            raise self.error from None
+
+    @property
+    def lines(self) -> int:
+        """Physical lines read so far (a last line without a newline counts)."""
+        return self.newlines + (0 if self.ends_with_newline else 1)
+
+    def readable(self) -> bool:
+        """Arrow's file adapter asks."""
+        return True
+
+    def finish(self) -> str:
+        """Read whatever is left (so the digest covers the whole file) and return the digest."""
+        while self.read(_BLOCK_BYTES):
+            pass
+        return self._sha.hexdigest()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+        self.closed = True
+
+
+def read_sample(path: Path) -> bytes:
+    """The first ~64 KiB of `path`, cut after its last complete line when it has one."""
+    with path.open("rb") as handle:
+        sample = handle.read(SAMPLE_BYTES)
+    if len(sample) == SAMPLE_BYTES and b"\n" in sample:
+        sample = sample[: sample.rfind(b"\n") + 1]
+    return sample
+
+
+def sniff_delimiter(sample: str) -> str | None:
+    """The candidate (`, TAB ; |`) that most consistently splits rows into >1 fields.
+
+    Each candidate parses the first 200 rows of the sample (quotes respected); its score is
+    the share of rows having the most common field count, zero when that count is 1. Ties
+    go to the earlier candidate; None when no candidate scores. `csv.Sniffer` is not used:
+    its quote-guessing regular expression is quadratic (8 s on a 56 KB sample whose fields
+    open quotes that never close).
+    """
+    best, best_score = None, 0.0
+    for candidate in _SNIFF_DELIMITERS:
+        widths = _row_widths(sample, candidate)
+        if not widths:
+            continue
+        width, hits = Counter(widths).most_common(1)[0]
+        score = hits / len(widths) if width > 1 else 0.0
+        if score > best_score:
+            best, best_score = candidate, score
+    return best
+
+
+def _row_widths(sample: str, delimiter: str) -> list[int]:
+    rows = csv.reader(io.StringIO(sample), delimiter=delimiter, skipinitialspace=True)
+    widths: list[int] = []
+    try:
+        for row in rows:
+            if row:
+                widths.append(len(row))
+            if len(widths) >= _SNIFF_ROWS:
+                break
+    except csv.Error:
+        pass  # a quote left open at the end of the sample: judge the rows before it
+    return widths
+
+
+def sniff_header(sample: str, delimiter: str) -> bool:
+    """Whether the first row is a header: true unless one of its fields is a number.
+
+    `csv.Sniffer.has_header` answers no for sst2's train.tsv and most all-text files,
+    because it only votes on columns of one type or one length; a header of numbers is
+    the rarer case, and the `header` option overrides it.
+    """
+    rows = csv.reader(io.StringIO(sample), delimiter=delimiter, skipinitialspace=True)
+    first = next((row for row in rows if row), [])
+    return not any(_NUMBER.fullmatch(value.strip()) for value in first)
+
+
+def strips_spaces(delimiter: str) -> bool:
+    """Fields lose leading spaces (`a, b` -> `b`) unless the delimiter is itself blank."""
+    return delimiter not in (" ", "\t")
+
+
+def ingest_delimited(
+    source: Path, out_path: Path, delimiter: str, header: bool, on_bad_rows: str
+) -> Outcome:
+    """Read a delimited text file and write it canonically to `out_path`.
+
+    Args:
+        source: the file.
+        out_path: where the canonical Parquet goes.
+        delimiter: one character.
+        header: whether the first row names the columns.
+        on_bad_rows: "fail" or "skip" rows with the wrong number of fields.
+
+    Returns:
+        Rows written, the source digest and the bad rows (1-based line numbers).
+
+    Raises:
+        InvalidDataError: undecodable text, no rows, duplicate column names.
+        BadRowsError: malformed rows with `on_bad_rows="fail"`.
+    """
+    with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".ingest-") as tmp:
+        staged = _stage_strings(source, Path(tmp) / "strings.parquet", delimiter, header)
+        if staged.records != staged.lines and staged.bad.lines:
+            staged.bad.lines = _records_to_lines(source, delimiter, staged.bad.lines)
+        staged.bad.check(source, on_bad_rows, "rows with the wrong number of fields")
+        if staged.rows == 0:
+            raise _no_rows(source, staged.bad.count)
+        dtypes = staged.tally.dtypes()
+        schema = pa.schema(
+            [(n, _ARROW_TYPES[d]) for n, d in zip(staged.names, dtypes, strict=True)]
+        )
+        batches = _typed_batches(Path(tmp) / "strings.parquet", staged.names, dtypes)
+        rows = write_canonical(batches, out_path, schema)
+    return Outcome(rows=rows, digest=staged.digest, bad=staged.bad)
+
+
+def _no_rows(source: Path, skipped: int) -> InvalidDataError:
+    if skipped:
+        return InvalidDataError(
+            f"'{source}' has no rows left after skipping {skipped} malformed rows; check the "
+            "delimiter and the header."
+        )
+    return InvalidDataError(f"'{source}' has no rows; add data rows below the header.")
+
+
+class _TypeTally:
+    """Which candidate types every non-null value of each column has parsed as so far."""
+
+    def __init__(self, width: int) -> None:
+        self.candidates = [list(_CANDIDATES) for _ in range(width)]
+        self.non_null = [0] * width
+
+    def update(self, frame: pl.DataFrame) -> None:
+        exprs: list[pl.Expr] = []
+        for i, name in enumerate(frame.columns):
+            if self.candidates[i]:  # a column already known to be text costs nothing more
+                exprs.append(pl.col(name).count().alias(f"n{i}"))
+                exprs += [
+                    _parses(pl.col(name), d).sum().alias(f"{d}{i}") for d in self.candidates[i]
+                ]
+        if not exprs:
+            return
+        counts = frame.select(exprs).row(0, named=True)
+        for i, kept in enumerate(self.candidates):
+            if kept:
+                seen = counts[f"n{i}"]
+                self.non_null[i] += seen
+                self.candidates[i] = [d for d in kept if counts[f"{d}{i}"] == seen]
+
+    def dtypes(self) -> list[str]:
+        return [
+            kept[0] if kept and seen else "String"
+            for kept, seen in zip(self.candidates, self.non_null, strict=True)
+        ]
+
+
+def _parses(column: pl.Expr, dtype: str) -> pl.Expr:
+    if dtype == "Boolean":
+        return column.str.to_lowercase().is_in(["true", "false"])
+    return column.cast(pl.Int64 if dtype == "Int64" else pl.Float64, strict=False).is_not_null()
+
+
+def _cast(column: pl.Expr, dtype: str) -> pl.Expr:
+    if dtype == "Boolean":
+        return column.str.to_lowercase() == "true"
+    if dtype == "String":
+        return column
+    return column.cast(pl.Int64 if dtype == "Int64" else pl.Float64, strict=True)
+
+
+@dataclass
+class _Staged:
+    names: list[str]
+    rows: int
+    records: int
+    lines: int
+    digest: str
+    bad: BadRows
+    tally: _TypeTally
+
+
+def _stage_strings(source: Path, strings: Path, delimiter: str, header: bool) -> _Staged:
+    """Pass 1: parse every field as text, clean it, tally types, write it to `strings`."""
+    bad = BadRows()
+
+    def on_invalid(row: pa_csv.InvalidRow) -> str:
+        # Arrow numbers records (blank lines and quoted newlines not counted); mapped later.
+        bad.add(row.number if row.number is not None else 0)
+        return "skip"
+
+    width = _column_count(source, delimiter)
+    reader = TrackedReader(source)
+    try:
+        stream = pa_csv.open_csv(
+            reader,
+            read_options=pa_csv.ReadOptions(
+                use_threads=False, block_size=_BLOCK_BYTES, autogenerate_column_names=True
+            ),
+            parse_options=_parse_options(delimiter, on_invalid),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={f"f{i}": pa.large_string() for i in range(width)}
+            ),
+        )
+        names, rows, tally = _write_strings(stream, strings, header, delimiter, source)
+        digest = reader.finish()
+    except pa.ArrowInvalid as exc:
+        raise _arrow_error(source, exc, reader) from exc
+    finally:
+        reader.close()
+    records = rows + bad.count + (1 if header else 0)
+    return _Staged(names, rows, records, reader.lines, digest, bad, tally)
+
+
+def _write_strings(
+    stream: pa_csv.CSVStreamingReader, strings: Path, header: bool, delimiter: str, source: Path
+) -> tuple[list[str], int, _TypeTally]:
+    strip = strips_spaces(delimiter)
+    names: list[str] = []
+    tally = _TypeTally(0)
+    rows = 0
+    writer: pq.ParquetWriter | None = None
+    try:
+        for batch in stream:
+            if writer is None:
+                names = _column_names(batch, header, source)
+                tally = _TypeTally(len(names))
+            frame = _clean(batch.slice(1) if header and writer is None else batch, strip)
+            tally.update(frame)
+            table = frame.to_arrow()
+            if writer is None:
+                # Staging only: plain pages without dictionaries or statistics write 3x faster.
+                writer = pq.ParquetWriter(
+                    strings,
+                    table.schema,
+                    compression="none",
+                    use_dictionary=False,
+                    write_statistics=False,
+                )
+            writer.write_table(table)
+            rows += frame.height
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        raise InvalidDataError(f"'{source}' has no rows; add a header and data rows.")
+    return names, rows, tally
+
+
+def _clean(batch: pa.RecordBatch, strip: bool) -> pl.DataFrame:
+    """Strip leading spaces (when the delimiter allows) and make empty fields null."""
+    frame = pl.DataFrame(pl.from_arrow(batch))
+    exprs = []
+    for name in frame.columns:
+        column = pl.col(name).str.strip_chars_start(" ") if strip else pl.col(name)
+        exprs.append(column.replace("", None))
+    return frame.select(exprs)
+
+
+def _column_names(batch: pa.RecordBatch, header: bool, source: Path) -> list[str]:
+    width = batch.num_columns
+    if not header:
+        return [f"column_{i + 1}" for i in range(width)]
+    if batch.num_rows == 0:
+        raise InvalidDataError(f"'{source}' has no rows; add a header and data rows.")
+    raw = [batch.column(i)[0].as_py() or "" for i in range(width)]
+    names = [value.strip() or f"column_{i + 1}" for i, value in enumerate(raw)]
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in seen:
+            raise InvalidDataError(
+                f"'{source}' has the column name '{name}' twice (columns {seen[name] + 1} and "
+                f"{i + 1}); rename one, or set header to false to name columns column_1, ..."
+            )
+        seen[name] = i
+    return names
+
+
+def _typed_batches(strings: Path, names: list[str], dtypes: list[str]) -> Iterator[pa.RecordBatch]:
+    """Pass 2: the staged text cast to the types that held over the whole file."""
+    exprs = [
+        _cast(pl.col(f"f{i}"), dtype).alias(name)
+        for i, (name, dtype) in enumerate(zip(names, dtypes, strict=True))
+    ]
+    # Row group by row group (each one CSV block): `iter_batches` pre-buffers far more.
+    staged = pq.ParquetFile(strings, pre_buffer=False)
+    for index in range(staged.num_row_groups):
+        table = staged.read_row_group(index)
+        yield from pl.DataFrame(pl.from_arrow(table)).select(exprs).to_arrow().to_batches()
+
+
+def _parse_options(delimiter: str, handler: object = None) -> pa_csv.ParseOptions:
+    return pa_csv.ParseOptions(
+        delimiter=delimiter,
+        quote_char='"',
+        double_quote=True,
+        newlines_in_values=True,
+        invalid_row_handler=handler,
+    )
+
+
+def _column_count(source: Path, delimiter: str) -> int:
+    """How many fields Arrow finds in the first row (it fixes the width for the whole file)."""
+    sample = read_sample(source)
+    try:
+        probe = pa_csv.open_csv(
+            io.BytesIO(sample),
+            read_options=pa_csv.ReadOptions(use_threads=False, autogenerate_column_names=True),
+            parse_options=_parse_options(delimiter, lambda _row: "skip"),
+        )
+    except pa.ArrowInvalid as exc:
+        raise _arrow_error(source, exc, None) from exc
+    return len(probe.schema)
+
+
+def _arrow_error(source: Path, exc: pa.ArrowInvalid, reader: TrackedReader | None) -> Exception:
+    if reader is not None and reader.error is not None:
+        return reader.error
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "Empty CSV file" in detail:
+        return InvalidDataError(f"'{source}' has no rows; add a header and data rows.")
+    if "UTF8" in detail:
+        return InvalidDataError(f"'{source}' is not valid UTF-8 text; re-save the file as UTF-8.")
+    return InvalidDataError(f"'{source}' could not be parsed as delimited text ({detail}).")
+
+
+def _records_to_lines(source: Path, delimiter: str, records: list[int]) -> list[int]:
+    """Map Arrow's record numbers to physical line numbers (blank lines, quoted newlines).
+
+    Only runs when the file has such lines AND bad rows: it reads the file a second time.
+    """
+    wanted = set(records)
+    found: dict[int, int] = {}
+    record = last_line = 0
+    with source.open(encoding="utf-8", newline="") as handle:
+        rows = csv.reader(handle, delimiter=delimiter, quotechar='"', doublequote=True)
+        try:
+            for row in rows:
+                start, last_line = last_line + 1, rows.line_num
+                if not row:
+                    continue
+                record += 1
+                if record in wanted:
+                    found[record] = start
+                    if len(found) == len(wanted):
+                        break
+        except csv.Error:
+            pass  # e.g. a field over the csv module's size limit: keep record numbers
+    return [found.get(number, number) for number in records]

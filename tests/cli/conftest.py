@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from forgeml.core.config import Settings
+from forgeml.core.workspace import Workspace
+from tests.conftest import CliResult
+from tests.data.conftest import write_table_csv
+
+
+@pytest.fixture
+def home_workspace(tmp_path: Path) -> Iterator[Workspace]:
+    """The workspace the `cli` fixture's commands write to, opened directly."""
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
+    try:
+        yield workspace
+    finally:
+        workspace.close()
+
+
+@pytest.fixture
+def small_csv(tmp_path: Path) -> Path:
+    return write_table_csv(tmp_path / "small.csv")
+
+
+def assert_ok(result: CliResult) -> None:
+    assert result.code == 0, result.stderr
+
+
+def json_out(result: CliResult) -> Any:
+    assert_ok(result)
+    return json.loads(result.stdout)
+
+
+def assert_cli_error(result: CliResult, expected: str, code: int = 1) -> None:
+    """Exit `code`, one `error: ` line last on stderr, no traceback."""
+    assert result.code == code, (result.code, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    assert lines[-1] == errors[0], result.stderr
+    assert expected in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.stdout
