@@ -299,19 +299,23 @@ def run_pandas(source: Path, out_dir: Path) -> dict[str, Any]:
 
     watch = Stopwatch()
     writes = Stopwatch()
+    rows = []
+    # One name rebound stage by stage, so that (as in forgeml) no stage's input outlives it.
     with watch.stage("ingest"):
-        raw = pd.read_csv(source, na_values=["?"])
+        frame = pd.read_csv(source, na_values=["?"])
         with writes.stage("ingest"):
-            raw.to_parquet(out_dir / "raw.parquet")
+            frame.to_parquet(out_dir / "raw.parquet")
+    rows.append(len(frame))
     with watch.stage("clean"):
-        cleaned = _pandas_clean(raw)
+        frame = _pandas_clean(frame)
         with writes.stage("clean"):
-            cleaned.to_parquet(out_dir / "clean.parquet")
+            frame.to_parquet(out_dir / "clean.parquet")
+    rows.append(len(frame))
     with watch.stage("split"):
-        split = _pandas_split(cleaned)
+        frame = _pandas_split(frame)
         with writes.stage("split"):
-            split.to_parquet(out_dir / "split.parquet")
-    rows = [len(raw), len(cleaned), len(split)]
+            frame.to_parquet(out_dir / "split.parquet")
+    rows.append(len(frame))
     return {
         "stages": watch.seconds,
         "parquet_write_s": sum(writes.seconds.values()),

@@ -49,3 +49,37 @@ def test_works_over_another_fsspec_filesystem() -> None:
     digest = store.put_bytes(b"in memory")
     assert store.get_bytes(digest) == b"in memory"
     assert store.local_path(digest).read_bytes() == b"in memory"
+
+
+def test_a_temporary_file_of_the_store_is_moved_into_place(tmp_path: Path) -> None:
+    store = ArtifactStore(str(tmp_path / "artifacts"))
+    with store.local_tempfile(suffix=".parquet") as temp:
+        temp.write_bytes(b"moved")
+        digest = store.put_file(temp, move=True)
+        assert not temp.exists()
+    assert digest == hashlib.sha256(b"moved").hexdigest()
+    assert store.get_bytes(digest) == b"moved"
+    assert list((tmp_path / "artifacts" / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("move", [False, True])
+def test_other_files_are_copied(tmp_path: Path, move: bool) -> None:
+    store = ArtifactStore(str(tmp_path / "artifacts"))
+    source = tmp_path / "outside.bin"
+    source.write_bytes(b"copied")
+    digest = store.put_file(source, move=move)
+    assert source.read_bytes() == b"copied"
+    assert store.get_bytes(digest) == b"copied"
+    with store.local_tempfile() as temp:
+        temp.write_bytes(b"copied")
+        assert store.put_file(temp, move=move) == digest
+        assert temp.exists()  # already stored: nothing to move
+
+
+def test_remote_stores_copy_even_when_asked_to_move(tmp_path: Path) -> None:
+    store = ArtifactStore("memory://forgeml-move-test")
+    source = tmp_path / "local.bin"
+    source.write_bytes(b"remote")
+    digest = store.put_file(source, move=True)
+    assert source.exists()
+    assert store.get_bytes(digest) == b"remote"

@@ -237,6 +237,25 @@ def test_imputation_fills_nulls(rule: dict[str, Any], column: str, expected_fill
     assert out.frame.select(others).equals(frame.select(others))
 
 
+@pytest.mark.parametrize(
+    ("values", "mode"),
+    [
+        (["d", "b", None, "c", "a2", "e"], "a2"),
+        (["d", "b", "d", None, "b", "a"], "b"),
+        (["z"] + [f"w{i}" for i in range(50)] + ["z", "y", "y", None], "y"),
+        (["only", None], "only"),
+    ],
+    ids=["all once", "tie", "many once", "single"],
+)
+def test_text_mode_is_the_most_frequent_then_smallest(values: list[str | None], mode: str) -> None:
+    frame = pl.DataFrame({"s": values})
+
+    out = apply(frame, _params({"missing": {"strategy": "mode"}}))
+
+    assert out.report["imputed"]["s"]["value"] == mode
+    assert out.frame["s"].to_list() == [mode if v is None else v for v in values]
+
+
 def test_default_strategy_with_overrides_and_drop() -> None:
     recipe = {"missing": {"strategy": "drop", "columns": {"s": {"strategy": "mode"}}}}
 

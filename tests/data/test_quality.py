@@ -301,3 +301,82 @@ def test_diff_refuses_what_is_not_a_profile(small: pl.DataFrame, bad: Any) -> No
         diff(profile(small), bad)
     assert "second argument" in str(error.value)
     assert _is_one_sentence(str(error.value))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["k", "c", "a", "b", "z", "y", "x", "w", "v", "u", "t", "s"],
+        ["k", "c", "a", "c", "z", "y", None, "x", "w", "v", "u", "t", "s", "c", "k"],
+        ["r"] * 12 + [f"u{i:03d}" for i in range(200)] + ["q"] * 3 + [None],
+        ["same"] * 30,
+        [None, None],
+    ],
+    ids=["all unique", "ties at one", "many singles", "one value", "all null"],
+)
+def test_text_counts_match_counter(values: list[str | None]) -> None:
+    for dtype in (pl.String, pl.Categorical):
+        frame = pl.DataFrame({"s": values}, schema={"s": dtype})
+        stats = profile(frame)["column_stats"]["s"]
+        counts = Counter(v for v in values if v is not None)
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:10]
+        assert stats["top"] == [{"value": value, "count": n} for value, n in ranked]
+        assert stats["distinct"] == len(counts)
+
+
+def _with_split(frame: pl.DataFrame) -> pl.DataFrame:
+    splits = pl.Series("__split__", ["train", "test"] * (frame.height // 2))
+    return frame.reverse().with_columns(splits)
+
+
+def test_statistics_of_unchanged_columns_are_copied(small: pl.DataFrame) -> None:
+    user = small.drop("__split__")
+    first = profile(user, known=[])
+    again = profile(_with_split(user), known=[first])
+    assert again["column_stats"] == first["column_stats"]
+    assert again["fingerprints"] == first["fingerprints"]
+    assert again["duplicate_rate"] == first["duplicate_rate"]
+    assert again["splits"] == {"train": 3, "test": 3}
+    fresh = profile(_with_split(user))
+    for name, stats in fresh["column_stats"].items():
+        assert stats.keys() == first["column_stats"][name].keys()
+
+
+@pytest.mark.parametrize(
+    ("change", "changed"),
+    [
+        (pl.col("n").fill_null(0), "n"),
+        (pl.col("s").replace("bb", "b"), "s"),
+        (pl.col("x").cast(pl.Float32), "x"),
+        (pl.col("tags").list.reverse(), "tags"),
+    ],
+    ids=["value", "text", "type", "list"],
+)
+def test_changed_columns_are_profiled_again(
+    small: pl.DataFrame, change: pl.Expr, changed: str
+) -> None:
+    user = small.drop("__split__")
+    first = profile(user)
+    # A sentinel: copied statistics would keep it, computed ones cannot.
+    planted = {
+        **first,
+        "column_stats": {k: {**v, "planted": 1} for k, v in first["column_stats"].items()},
+    }
+    edited = user.with_columns(change)
+    result = profile(edited, known=[planted])
+    assert result == profile(edited) | {
+        "column_stats": {
+            name: stats if name == changed else {**stats, "planted": 1}
+            for name, stats in profile(edited)["column_stats"].items()
+        }
+    }
+
+
+def test_duplicate_rate_is_copied_only_for_the_same_rows() -> None:
+    frame = pl.DataFrame({"a": [1, 1, 2, 3], "b": ["x", "x", "y", "z"]})
+    first = profile(frame)
+    assert first["duplicate_rate"] == 0.25
+    planted = {**first, "duplicate_rate": 0.5}
+    assert profile(frame.reverse(), known=[planted])["duplicate_rate"] == 0.5
+    swapped = frame.with_columns(pl.col("b").reverse())  # same column values, other rows
+    assert profile(swapped, known=[planted])["duplicate_rate"] == 0.0

@@ -11,6 +11,9 @@ import typer
 from forgeml.cli import audit as audit_commands
 from forgeml.cli import data as data_commands
 from forgeml.cli import init as init_commands
+from forgeml.cli import models as models_commands
+from forgeml.cli import runs as runs_commands
+from forgeml.cli import train as train_commands
 from forgeml.core.errors import ForgemlError
 
 app = typer.Typer(
@@ -22,7 +25,12 @@ app = typer.Typer(
 )
 app.command("init")(init_commands.init)
 app.command("demo")(init_commands.demo)
+app.command("train")(train_commands.train)
+app.command("finetune")(train_commands.finetune)
+app.command("tune")(train_commands.tune)
 app.add_typer(data_commands.app, name="data")
+app.add_typer(runs_commands.app, name="runs")
+app.add_typer(models_commands.app, name="models")
 app.add_typer(audit_commands.app, name="audit")
 
 

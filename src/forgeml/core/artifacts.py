@@ -45,30 +45,47 @@ class ArtifactStore:
     def exists(self, digest: str) -> bool:
         return bool(self.fs.exists(self._key(digest)))
 
-    def put_file(self, path: str | Path) -> str:
-        """Store a local file's bytes; returns their digest. Idempotent."""
+    def put_file(self, path: str | Path, *, move: bool = False) -> str:
+        """Store a local file's bytes; returns their digest. Idempotent.
+
+        Args:
+            path: the file.
+            move: the caller is done with the file: when it lies in this local store's
+                temporary folder (see `local_tempfile`), it is renamed into place instead
+                of copied. Otherwise (a remote store, a file elsewhere) it is copied, and
+                it is left where it is either way when the blob already exists.
+        """
         digest = file_digest(path)
         key = self._key(digest)
         if self.fs.exists(key):
             return digest
-        if self.is_local:
-            Path(key).parent.mkdir(parents=True, exist_ok=True)
-            with self.local_tempfile(suffix=".part") as temp:
-                with open(path, "rb") as source, open(temp, "wb") as target:
-                    while chunk := source.read(_CHUNK):
-                        target.write(chunk)
-                    target.flush()
-                    os.fsync(target.fileno())
-                os.replace(temp, key)
-        else:
+        if not self.is_local:
             self.fs.put_file(str(path), key)
+            return digest
+        Path(key).parent.mkdir(parents=True, exist_ok=True)
+        if move and self._in_tmp(Path(path)):
+            with open(path, "rb") as source:
+                os.fsync(source.fileno())  # durable before it becomes visible, as a copy is
+            os.replace(path, key)
+            return digest
+        with self.local_tempfile(suffix=".part") as temp:
+            with open(path, "rb") as source, open(temp, "wb") as target:
+                while chunk := source.read(_CHUNK):
+                    target.write(chunk)
+                target.flush()
+                os.fsync(target.fileno())
+            os.replace(temp, key)
         return digest
 
     def put_bytes(self, data: bytes) -> str:
         """Store `data`; returns its digest. Idempotent."""
         with self.local_tempfile() as temp:
             temp.write_bytes(data)
-            return self.put_file(temp)
+            return self.put_file(temp, move=True)
+
+    def _in_tmp(self, path: Path) -> bool:
+        """Whether `path` is a file in this local store's temporary folder (same filesystem)."""
+        return path.resolve().parent == (Path(self.root) / "tmp").resolve()
 
     def get_bytes(self, digest: str) -> bytes:
         """The blob's bytes, verified against `digest`."""

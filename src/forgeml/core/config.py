@@ -31,6 +31,11 @@ class Settings(BaseSettings):
         default=None,
         description="fsspec URL of the artifact store; default FORGEML_HOME/artifacts.",
     )
+    run_lease_seconds: int = Field(
+        default=30,
+        ge=1,
+        description="A run whose heartbeat is older than this is marked KILLED.",
+    )
     user: str | None = Field(
         default=None,
         description="Actor recorded in the audit log; default the login name.",

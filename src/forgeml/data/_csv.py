@@ -3,11 +3,14 @@
 Also holds what every line-oriented reader shares: `TrackedReader` (one pass over the
 source that hashes it, checks it is UTF-8 and counts its lines) and `BadRows`.
 
-The file is read once. Pass 1 parses it with Arrow's streaming CSV reader, every column
-as text, strips and nulls the fields and writes them to a temporary Parquet file while
-tallying which type every value of each column parses as. Pass 2 reads that file back,
-casts each column to the type that held for the WHOLE file and hands the batches to the
-canonical writer. Memory stays at a few blocks whatever the file size.
+Two readers give the same rows, types and bytes. A file without quotes goes through
+`ingest_plain` (polars' streaming reader; see the comment above it), which hands any other
+file back. `ingest_arrow` reads everything: pass 1 parses the file with Arrow's streaming
+CSV reader, every column as text, strips and nulls the fields and writes them to a
+temporary Parquet file while tallying which type every value of each column parses as,
+naming malformed rows by line; pass 2 casts each column to the type that held for the
+WHOLE file and streams it to the canonical writer. Memory stays bounded whatever the
+file size (a few blocks for Arrow's; polars' buffers, a few hundred MB at most).
 """
 
 from __future__ import annotations
@@ -18,19 +21,24 @@ import hashlib
 import io
 import re
 import tempfile
+import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import polars as pl
-import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
 
 from forgeml.core.errors import BadRowsError, InvalidDataError
-from forgeml.data._parquet import write_canonical
+from forgeml.data._parquet import sink_flat
 
+if TYPE_CHECKING:  # pyarrow is imported by the Arrow path only: the fast path stays leaner
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+_T = TypeVar("_T")
 SAMPLE_BYTES = 64 * 1024
 MAX_LISTED_BAD_ROWS = 1000
 _BLOCK_BYTES = 1024 * 1024
@@ -39,12 +47,6 @@ _SNIFF_ROWS = 200
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 # Tried in this order: a column is the first type that every non-null value parses as.
 _CANDIDATES = ("Int64", "Float64", "Boolean")
-_ARROW_TYPES = {
-    "Int64": pa.int64(),
-    "Float64": pa.float64(),
-    "Boolean": pa.bool_(),
-    "String": pa.large_string(),
-}
 
 
 @dataclass
@@ -229,6 +231,16 @@ def ingest_delimited(
         InvalidDataError: undecodable text, no rows, duplicate column names.
         BadRowsError: malformed rows with `on_bad_rows="fail"`.
     """
+    fast = ingest_plain(source, out_path, delimiter, header)
+    if fast is not None:
+        return fast
+    return ingest_arrow(source, out_path, delimiter, header, on_bad_rows)
+
+
+def ingest_arrow(
+    source: Path, out_path: Path, delimiter: str, header: bool, on_bad_rows: str
+) -> Outcome:
+    """The general reader behind `ingest_delimited`: quotes, bad rows with line numbers."""
     with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".ingest-") as tmp:
         staged = _stage_strings(source, Path(tmp) / "strings.parquet", delimiter, header)
         if staged.records != staged.lines and staged.bad.lines:
@@ -236,13 +248,9 @@ def ingest_delimited(
         staged.bad.check(source, on_bad_rows, "rows with the wrong number of fields")
         if staged.rows == 0:
             raise _no_rows(source, staged.bad.count)
-        dtypes = staged.tally.dtypes()
-        schema = pa.schema(
-            [(n, _ARROW_TYPES[d]) for n, d in zip(staged.names, dtypes, strict=True)]
-        )
-        batches = _typed_batches(Path(tmp) / "strings.parquet", staged.names, dtypes)
-        rows = write_canonical(batches, out_path, schema)
-    return Outcome(rows=rows, digest=staged.digest, bad=staged.bad)
+        typed = _typed_strings(Path(tmp) / "strings.parquet", staged.names, staged.tally.dtypes())
+        pl.collect_all([sink_flat(typed, out_path)], engine="streaming")
+    return Outcome(rows=staged.rows, digest=staged.digest, bad=staged.bad)
 
 
 def _no_rows(source: Path, skipped: int) -> InvalidDataError:
@@ -291,12 +299,14 @@ def _parses(column: pl.Expr, dtype: str) -> pl.Expr:
     return column.cast(pl.Int64 if dtype == "Int64" else pl.Float64, strict=False).is_not_null()
 
 
-def _cast(column: pl.Expr, dtype: str) -> pl.Expr:
+def _cast(column: pl.Expr, dtype: str, strict: bool = True) -> pl.Expr:
     if dtype == "Boolean":
+        if strict:  # fails on any other word, as the numeric casts do
+            return column.str.to_lowercase().replace_strict(["true", "false"], [True, False])
         return column.str.to_lowercase() == "true"
     if dtype == "String":
         return column
-    return column.cast(pl.Int64 if dtype == "Int64" else pl.Float64, strict=True)
+    return column.cast(pl.Int64 if dtype == "Int64" else pl.Float64, strict=strict)
 
 
 @dataclass
@@ -312,6 +322,9 @@ class _Staged:
 
 def _stage_strings(source: Path, strings: Path, delimiter: str, header: bool) -> _Staged:
     """Pass 1: parse every field as text, clean it, tally types, write it to `strings`."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
     bad = BadRows()
 
     def on_invalid(row: pa_csv.InvalidRow) -> str:
@@ -345,6 +358,8 @@ def _stage_strings(source: Path, strings: Path, delimiter: str, header: bool) ->
 def _write_strings(
     stream: pa_csv.CSVStreamingReader, strings: Path, header: bool, delimiter: str, source: Path
 ) -> tuple[list[str], int, _TypeTally]:
+    import pyarrow.parquet as pq
+
     strip = strips_spaces(delimiter)
     names: list[str] = []
     tally = _TypeTally(0)
@@ -393,7 +408,10 @@ def _column_names(batch: pa.RecordBatch, header: bool, source: Path) -> list[str
         return [f"column_{i + 1}" for i in range(width)]
     if batch.num_rows == 0:
         raise InvalidDataError(f"'{source}' has no rows; add a header and data rows.")
-    raw = [batch.column(i)[0].as_py() or "" for i in range(width)]
+    return _header_names([batch.column(i)[0].as_py() or "" for i in range(width)], source)
+
+
+def _header_names(raw: list[str], source: Path) -> list[str]:
     names = [value.strip() or f"column_{i + 1}" for i, value in enumerate(raw)]
     seen: dict[str, int] = {}
     for i, name in enumerate(names):
@@ -406,20 +424,17 @@ def _column_names(batch: pa.RecordBatch, header: bool, source: Path) -> list[str
     return names
 
 
-def _typed_batches(strings: Path, names: list[str], dtypes: list[str]) -> Iterator[pa.RecordBatch]:
+def _typed_strings(strings: Path, names: list[str], dtypes: list[str]) -> pl.LazyFrame:
     """Pass 2: the staged text cast to the types that held over the whole file."""
-    exprs = [
+    return pl.scan_parquet(strings).select(
         _cast(pl.col(f"f{i}"), dtype).alias(name)
         for i, (name, dtype) in enumerate(zip(names, dtypes, strict=True))
-    ]
-    # Row group by row group (each one CSV block): `iter_batches` pre-buffers far more.
-    staged = pq.ParquetFile(strings, pre_buffer=False)
-    for index in range(staged.num_row_groups):
-        table = staged.read_row_group(index)
-        yield from pl.DataFrame(pl.from_arrow(table)).select(exprs).to_arrow().to_batches()
+    )
 
 
 def _parse_options(delimiter: str, handler: object = None) -> pa_csv.ParseOptions:
+    import pyarrow.csv as pa_csv
+
     return pa_csv.ParseOptions(
         delimiter=delimiter,
         quote_char='"',
@@ -431,6 +446,9 @@ def _parse_options(delimiter: str, handler: object = None) -> pa_csv.ParseOption
 
 def _column_count(source: Path, delimiter: str) -> int:
     """How many fields Arrow finds in the first row (it fixes the width for the whole file)."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
     sample = read_sample(source)
     try:
         probe = pa_csv.open_csv(
@@ -477,3 +495,246 @@ def _records_to_lines(source: Path, delimiter: str, records: list[int]) -> list[
         except csv.Error:
             pass  # e.g. a field over the csv module's size limit: keep record numbers
     return [found.get(number, number) for number in records]
+
+
+# --- fast path: files without quotes ----------------------------------------------------
+#
+# Most delimited files quote nothing. For them, splitting at the delimiter and at newlines
+# IS the parse, so polars' streaming reader (quotes off) gives exactly Arrow's rows, several
+# times faster and in one pass: the Parquet is written with the types the first 64 KiB
+# suggest, cast strictly, so that finishing proves every value of the file parses as its
+# column's type (the sample already ruled the earlier candidate types out). A thread
+# meanwhile hashes the bytes and counts delimiters, newlines, quotes, carriage returns and
+# leading spaces; the result stands only when those counts prove that every line has exactly
+# the header's field count (polars pads short rows with nulls silently, and fails on long
+# ones), that nothing is quoted and that no leading space went unstripped. When a cast fails
+# (a late `abc` in a numeric column), the file is read again, casting leniently while
+# counting what parses as each type over the whole file (the first read does that when the
+# sample left a column undecided: all null in it), and written once more if a type differs.
+# Anything else (quotes, wrong field counts, blank lines, lone carriage returns, bad UTF-8)
+# makes `ingest_plain` return None, and the Arrow path above reads the file with its full
+# error reporting.
+
+_RAW_BLOCK_BYTES = 2 * 1024 * 1024
+_NEWLINE, _CARRIAGE_RETURN, _SPACE = 10, 13, 32
+
+
+class _RawScan:
+    """The digest of a file and the byte counts that prove a quote-free parse exact."""
+
+    def __init__(self, delimiter: int, count_spaces: bool = True) -> None:
+        self.delimiter = delimiter
+        self.count_spaces = count_spaces
+        self.delimiters = self.newlines = self.leading_spaces = 0
+        self.carriage_returns = self.crlf = 0
+        self.quotes = False
+        self.last = _NEWLINE  # the file starts a line
+        self.started = False
+        self.error: BaseException | None = None
+        self._sha = hashlib.sha256()
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the bytes read."""
+        return self._sha.hexdigest()
+
+    def lines(self) -> int:
+        """Physical lines (a last line without a newline counts)."""
+        return self.newlines + (0 if self.last == _NEWLINE else 1)
+
+    def run(self, path: Path) -> None:
+        """Read the whole file; an error is kept for the thread that waits on this one."""
+        try:
+            with path.open("rb", buffering=0) as handle:
+                while block := handle.read(_RAW_BLOCK_BYTES):
+                    self.feed(block)
+        except BaseException as exc:  # re-raised by `ingest_plain`, after the join
+            self.error = exc
+
+    def feed(self, block: bytes) -> None:
+        """Account for the next block of the file."""
+        self._sha.update(block)
+        data = np.frombuffer(block, dtype=np.uint8)
+        self.delimiters += int(np.count_nonzero(data == self.delimiter))
+        self.newlines += int(np.count_nonzero(data == _NEWLINE))
+        self.quotes = self.quotes or b'"' in block
+        if b"\r" in block:
+            self.carriage_returns += block.count(b"\r")
+            self.crlf += block.count(b"\r\n")
+        if self.last == _CARRIAGE_RETURN and data[0] == _NEWLINE:
+            self.crlf += 1
+        if self.count_spaces:
+            self.leading_spaces += self._leading_spaces(block, data)
+        self.last = int(data[-1])
+        self.started = True
+
+    def _leading_spaces(self, block: bytes, data: np.ndarray) -> int:
+        """Fields in `block` that start with a space (after a delimiter or a line start)."""
+        starts = (data[:-1] == self.delimiter) | (data[:-1] == _NEWLINE)
+        count = int(np.count_nonzero(starts & (data[1:] == _SPACE)))
+        count += int(data[0] == _SPACE and self.last in (self.delimiter, _NEWLINE))
+        if not self.started and block.startswith(codecs.BOM_UTF8 + b" "):
+            count += 1  # the first field, after the byte order mark
+        return count
+
+
+@dataclass
+class _Plan:
+    """How the fast path reads a file: column names, stripping, and types per column."""
+
+    names: list[str]
+    strip: bool
+    candidates: list[list[str]]  # per column, the types all its sample values parse as
+    dtypes: list[str]  # per column, the type written
+    decided: bool  # every column's type follows from the sample (no all-null column)
+
+    @property
+    def width(self) -> int:
+        return len(self.names)
+
+
+def ingest_plain(source: Path, out_path: Path, delimiter: str, header: bool) -> Outcome | None:
+    """Read a delimited file without quotes the fast way (see the comment above).
+
+    Returns:
+        The outcome, or None when the file needs the Arrow reader; `out_path` may then
+        hold a partial write, which the caller overwrites.
+
+    Raises:
+        InvalidDataError: the file is fine but has no data rows, or repeats a column name.
+        OSError: the file cannot be read.
+    """
+    plan = _plan(source, read_sample(source), delimiter, header)
+    if plan is None:
+        return None
+    raw = _RawScan(ord(delimiter), count_spaces=strips_spaces(delimiter) and not plan.strip)
+    reader = threading.Thread(target=raw.run, args=(source,), name="forgeml-csv-scan")
+    reader.start()
+    base = pl.scan_csv(source, **_plain_options(plan, delimiter, header)).select(_cleaned(plan))
+    # Counts by type, or {} when the strict write proved the guessed types; None: it failed.
+    first = _write if plan.decided else _write_and_count
+    try:
+        counts = _try(lambda: first(base, plan, out_path))
+    finally:
+        reader.join()
+    if raw.error is not None:
+        raise raw.error
+    if raw.quotes or raw.carriage_returns != raw.crlf or raw.leading_spaces:
+        return None  # quotes, a lone CR (a line end for Arrow only), unstripped spaces
+    if counts is None and plan.decided:  # a value that does not parse as its guessed type
+        counts = _try(lambda: _write_and_count(base, plan, out_path))
+    if counts is None:
+        return None
+    if counts and _final_dtypes(plan, counts) != plan.dtypes:
+        plan.dtypes = _final_dtypes(plan, counts)
+        _write(base, plan, out_path)
+    rows = pl.scan_parquet(out_path).select(pl.len()).collect().item()
+    if not _proven(raw, plan.width, rows, header):
+        return None
+    if rows == 0:
+        raise _no_rows(source, 0)
+    return Outcome(rows=rows, digest=raw.digest, bad=BadRows())
+
+
+def _try(run: Callable[[], _T]) -> _T | None:
+    """`run()`, or None when polars fails (a cast, bad UTF-8, a row with too many fields)."""
+    try:
+        return run()
+    except pl.exceptions.PolarsError:
+        return None
+
+
+def _plan(source: Path, sample: bytes, delimiter: str, header: bool) -> _Plan | None:
+    """Names, stripping and guessed types from the sample; None when it has quotes."""
+    first, newline, _ = sample.partition(b"\n")
+    if b'"' in sample or not delimiter.isascii() or not (newline or len(sample) < SAMPLE_BYTES):
+        return None
+    try:
+        values = first.decode("utf-8").removeprefix("\ufeff").removesuffix("\r").split(delimiter)
+    except UnicodeDecodeError:
+        return None
+    if len(values) < 2:  # a one-column file: no delimiter count can prove its rows
+        return None
+    if header:
+        names = _header_names(values, source)
+    else:
+        names = [f"column_{i + 1}" for i in range(len(values))]
+    scan = _RawScan(ord(delimiter))
+    scan.feed(sample)
+    plan = _Plan(names, strips_spaces(delimiter) and scan.leading_spaces > 0, [], [], True)
+    rows = _try(lambda: pl.read_csv(sample, **_plain_options(plan, delimiter, header)))
+    if rows is None:
+        return None
+    tally = _TypeTally(plan.width)
+    tally.update(rows.select(_cleaned(plan)))
+    plan.candidates, plan.dtypes = tally.candidates, tally.dtypes()
+    # A column all null in the sample (still every candidate) is decided by the whole file.
+    plan.decided = all(
+        seen or not kept for kept, seen in zip(tally.candidates, tally.non_null, strict=True)
+    )
+    return plan
+
+
+def _plain_options(plan: _Plan, delimiter: str, header: bool) -> dict[str, Any]:
+    return {
+        "has_header": False,
+        "skip_rows": int(header),
+        "separator": delimiter,
+        "quote_char": None,
+        "schema": {f"f{i}": pl.String for i in range(plan.width)},
+    }
+
+
+def _cleaned(plan: _Plan) -> list[pl.Expr]:
+    """Each column as the Arrow path leaves it: leading spaces stripped, empty is null."""
+    names = [f"f{i}" for i in range(plan.width)]
+    if not plan.strip:
+        return [pl.col(name) for name in names]  # polars reads an empty field as null
+    return [pl.col(n).str.strip_chars_start(" ").replace("", None).alias(n) for n in names]
+
+
+def _typed(base: pl.LazyFrame, plan: _Plan, strict: bool) -> pl.LazyFrame:
+    """The rows cast to `plan.dtypes`; when not `strict`, a value that does not parse is null."""
+    return base.select(
+        _cast(pl.col(f"f{i}"), dtype, strict).alias(name)
+        for i, (name, dtype) in enumerate(zip(plan.names, plan.dtypes, strict=True))
+    )
+
+
+def _write(base: pl.LazyFrame, plan: _Plan, out_path: Path) -> dict[str, int]:
+    """Write the rows cast strictly to `plan.dtypes` (a value that does not parse fails)."""
+    pl.collect_all([sink_flat(_typed(base, plan, strict=True), out_path)], engine="streaming")
+    return {}
+
+
+def _write_and_count(base: pl.LazyFrame, plan: _Plan, out_path: Path) -> dict[str, int]:
+    """Write leniently cast rows while counting, per column in doubt, what parses as what."""
+    exprs = [pl.len().alias("rows")]
+    for i, kept in enumerate(plan.candidates):
+        if kept:
+            column = pl.col(f"f{i}")
+            exprs.append(column.count().alias(f"n{i}"))
+            exprs += [_parses(column, dtype).sum().alias(f"{dtype}{i}") for dtype in kept]
+    sink = sink_flat(_typed(base, plan, strict=False), out_path)
+    counts = pl.collect_all([sink, base.select(exprs)], engine="streaming")[1]
+    return dict(counts.row(0, named=True))
+
+
+def _final_dtypes(plan: _Plan, counts: dict[str, int]) -> list[str]:
+    """The first type every value of a column parses as, over the whole file."""
+    dtypes = []
+    for i, kept in enumerate(plan.candidates):
+        seen = counts.get(f"n{i}", 0)
+        parsed = [dtype for dtype in kept if counts[f"{dtype}{i}"] == seen]
+        dtypes.append(parsed[0] if parsed and seen else "String")
+    return dtypes
+
+
+def _proven(raw: _RawScan, width: int, rows: int, header: bool) -> bool:
+    """Whether every line has exactly `width` fields, so that no row was padded or lost.
+
+    Polars fails on a line with too many fields, so equal totals mean that every line
+    (blank ones included) has exactly width - 1 delimiters.
+    """
+    lines = raw.lines()
+    return raw.delimiters == lines * (width - 1) and rows == lines - int(header)

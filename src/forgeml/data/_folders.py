@@ -13,7 +13,7 @@ import io
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
+import polars as pl
 
 from forgeml.core.errors import InvalidDataError
 from forgeml.data._csv import BadRows, Outcome
@@ -24,14 +24,14 @@ TEXT_SUFFIXES = frozenset({".txt", ".text", ".md"})
 # A batch is flushed at whichever comes first: images can be large, texts many.
 _BATCH_ROWS = 1024
 _BATCH_BYTES = 64 * 1024 * 1024
-_IMAGE_SCHEMA = pa.schema(
-    [
-        ("image", pa.large_binary()),
-        ("label", pa.large_string()),
-        ("path", pa.large_string()),
-        ("width", pa.int64()),
-        ("height", pa.int64()),
-    ]
+_IMAGE_SCHEMA = pl.Schema(
+    {
+        "image": pl.Binary(),
+        "label": pl.String(),
+        "path": pl.String(),
+        "width": pl.Int64(),
+        "height": pl.Int64(),
+    }
 )
 
 
@@ -113,8 +113,8 @@ def ingest_texts(root: Path, out_path: Path) -> Outcome:
     """
     files = _require_files(root)
     labelled = any("/" in f for f in files)
-    fields = [("path", pa.large_string()), ("text", pa.large_string())]
-    schema = pa.schema(fields + ([("label", pa.large_string())] if labelled else []))
+    names = ["path", "text", *(["label"] if labelled else [])]
+    schema = pl.Schema({name: pl.String() for name in names})
     digest = hashlib.sha256()
     rows = write_canonical(_text_batches(root, files, digest, schema), out_path, schema)
     return Outcome(rows=rows, digest=digest.hexdigest(), bad=BadRows())
@@ -136,8 +136,8 @@ def _read(root: Path, relative: str, digest: hashlib._Hash) -> bytes:
 
 def _image_batches(
     root: Path, files: list[str], digest: hashlib._Hash, bad: BadRows
-) -> Iterator[pa.RecordBatch]:
-    columns: dict[str, list[object]] = {name: [] for name in _IMAGE_SCHEMA.names}
+) -> Iterator[pl.DataFrame]:
+    columns: dict[str, list[object]] = {name: [] for name in _IMAGE_SCHEMA.names()}
     size = 0
     for index, relative in enumerate(files, start=1):
         data = _read(root, relative, digest)
@@ -146,14 +146,14 @@ def _image_batches(
             bad.add(index, relative)
             continue
         row = (data, relative.split("/", 1)[0], relative, *dimensions)
-        for name, value in zip(_IMAGE_SCHEMA.names, row, strict=True):
+        for name, value in zip(_IMAGE_SCHEMA.names(), row, strict=True):
             columns[name].append(value)
         size += len(data)
         if len(columns["path"]) >= _BATCH_ROWS or size >= _BATCH_BYTES:
-            yield pa.RecordBatch.from_pydict(columns, schema=_IMAGE_SCHEMA)
-            columns, size = {name: [] for name in _IMAGE_SCHEMA.names}, 0
+            yield pl.DataFrame(columns, schema=_IMAGE_SCHEMA)
+            columns, size = {name: [] for name in _IMAGE_SCHEMA.names()}, 0
     if columns["path"]:
-        yield pa.RecordBatch.from_pydict(columns, schema=_IMAGE_SCHEMA)
+        yield pl.DataFrame(columns, schema=_IMAGE_SCHEMA)
 
 
 def _image_size(data: bytes) -> tuple[int, int] | None:
@@ -169,9 +169,9 @@ def _image_size(data: bytes) -> tuple[int, int] | None:
 
 
 def _text_batches(
-    root: Path, files: list[str], digest: hashlib._Hash, schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
-    columns: dict[str, list[str | None]] = {name: [] for name in schema.names}
+    root: Path, files: list[str], digest: hashlib._Hash, schema: pl.Schema
+) -> Iterator[pl.DataFrame]:
+    columns: dict[str, list[str | None]] = {name: [] for name in schema.names()}
     size = 0
     for relative in files:
         data = _read(root, relative, digest)
@@ -188,7 +188,7 @@ def _text_batches(
             columns["label"].append(relative.split("/", 1)[0] if "/" in relative else None)
         size += len(data)
         if len(columns["path"]) >= _BATCH_ROWS or size >= _BATCH_BYTES:
-            yield pa.RecordBatch.from_pydict(columns, schema=schema)
-            columns, size = {name: [] for name in schema.names}, 0
+            yield pl.DataFrame(columns, schema=schema)
+            columns, size = {name: [] for name in schema.names()}, 0
     if columns["path"]:
-        yield pa.RecordBatch.from_pydict(columns, schema=schema)
+        yield pl.DataFrame(columns, schema=schema)

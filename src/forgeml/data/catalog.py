@@ -183,19 +183,24 @@ def prepare(workspace: Workspace, new: NewVersion, frame: pl.DataFrame | None = 
 
     Args:
         workspace: where the blob goes.
-        new: the version to prepare.
+        new: the version to prepare. Its file is moved into the store when it is one of the
+            store's temporary files (`local_tempfile`): do not use it afterwards.
         frame: the rows already in memory, if the caller has them (saves a read).
+            Statistics of columns unchanged from a parent are copied from its profile.
     """
     validate_name(new.name, "dataset name")
     if frame is None:
         frame = pl.read_parquet(new.path)
     # profile first: it validates the label, and a failure must not leave a stored blob
-    profile = quality.profile(frame, new.label or quality.guess_label(frame.columns))
+    label = new.label or quality.guess_label(frame.columns)
+    known = [parent.profile for parent in new.parents if parent.profile]
+    profile = quality.profile(frame, label, known=known)
+    size_bytes = new.path.stat().st_size
     return Prepared(
         new=new,
-        digest=workspace.artifacts.put_file(new.path),
+        digest=workspace.artifacts.put_file(new.path, move=True),
         rows=frame.height,
-        size_bytes=new.path.stat().st_size,
+        size_bytes=size_bytes,
         schema={name: str(dtype) for name, dtype in frame.schema.items()},
         profile=profile,
     )

@@ -518,9 +518,26 @@ _STATISTICS = {
 }
 
 
+def _text_mode(values: pl.Series) -> Any:
+    """The most frequent value of a String column, ties to the smallest (as `_STATISTICS`).
+
+    Equal values hash alike, so only values whose hash repeats can occur more than once:
+    on free text, where most values are unique, this skips most of the string group-by.
+    """
+    values = values.drop_nulls()
+    repeated = values.hash(seed=0).is_duplicated()
+    if not repeated.any():
+        return values.min()  # every value once: all tie
+    counts = values.filter(repeated).to_frame("value").group_by("value").len(name="count")
+    best = counts.top_k(1, by=["count", "value"], reverse=[False, True]).row(0, named=True)
+    # A hash collision can repeat a hash without repeating a value: then all still tie.
+    return best["value"] if best["count"] > 1 else values.min()
+
+
 def _fill_values(fit: pl.DataFrame, rules: dict[str, MissingRule]) -> dict[str, Any]:
     """The value that fills each column's nulls; a column with nothing to fill from is left out."""
-    computed = [c for c, rule in rules.items() if rule.strategy in _STATISTICS]
+    texts = [c for c, r in rules.items() if r.strategy == "mode" and fit.schema[c] == pl.String]
+    computed = [c for c, rule in rules.items() if rule.strategy in _STATISTICS and c not in texts]
     stats = (
         fit.select(_STATISTICS[rules[c].strategy](pl.col(c)).alias(c) for c in computed).row(
             0, named=True
@@ -528,6 +545,7 @@ def _fill_values(fit: pl.DataFrame, rules: dict[str, MissingRule]) -> dict[str, 
         if computed
         else {}
     )
+    stats |= {c: _text_mode(fit.get_column(c)) for c in texts}
     values: dict[str, Any] = {}
     for column, rule in rules.items():
         dtype = fit.schema[column]

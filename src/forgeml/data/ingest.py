@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from forgeml.core.errors import InvalidDataError
@@ -218,6 +216,9 @@ def _file_digest(path: Path) -> str:
 
 def _ingest_parquet(source: Path, out_path: Path) -> Outcome:
     """Copy a Parquet file row group by row group into canonical form."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     digest = _file_digest(source)
     try:
         parquet = pq.ParquetFile(source, pre_buffer=False)
@@ -238,6 +239,11 @@ def _ingest_parquet(source: Path, out_path: Path) -> Outcome:
     except pa.ArrowInvalid as exc:
         raise InvalidDataError(
             f"'{source}' has a corrupt part ({_first_line(exc)}); re-export the file."
+        ) from exc
+    except pl.exceptions.PolarsError as exc:
+        raise InvalidDataError(
+            f"'{source}' has a column type forgeml cannot store ({_first_line(exc)}); convert "
+            "it to a plain type (number, text, date, list, struct) and export again."
         ) from exc
     if rows == 0:
         raise InvalidDataError(f"'{source}' has no rows; export it again with its data.")
@@ -271,7 +277,7 @@ def _ingest_jsonl(source: Path, out_path: Path, on_bad_rows: str) -> Outcome:
             raise InvalidDataError(f"'{source}' has no rows; add one JSON object per line.")
         unified = _unify_schemas(source, parts)
         batches = _aligned_batches(parts, unified)
-        rows = write_canonical(batches, out_path, unified.to_arrow().schema)
+        rows = write_canonical(batches, out_path, unified.schema)
     return Outcome(rows=rows, digest=digest, bad=bad)
 
 
@@ -357,10 +363,9 @@ def _unify_schemas(source: Path, parts: list[tuple[Path, int]]) -> pl.DataFrame:
 
 def _aligned_batches(
     parts: list[tuple[Path, int]], unified: pl.DataFrame
-) -> Iterator[pa.RecordBatch]:
+) -> Iterator[pl.DataFrame]:
     for part, _ in parts:
-        frame = pl.concat([unified, pl.read_parquet(part)], how="diagonal_relaxed")
-        yield from frame.to_arrow().to_batches()
+        yield pl.concat([unified, pl.read_parquet(part)], how="diagonal_relaxed")
 
 
 def _first_line(exc: Exception) -> str:

@@ -146,7 +146,9 @@ class TrainConfig(_Strict):
     )
     lora: LoraConfig | None = Field(default=None, description="LoRA fine-tuning (finetune).")
     distill: DistillConfig | None = Field(default=None, description="Distillation mode.")
-    register: bool = Field(default=True, description="Register the final model version.")
+    register_model: bool = Field(
+        default=True, description="Register the final model version in the model registry."
+    )
 
     @model_validator(mode="after")
     def _one_length(self) -> TrainConfig:

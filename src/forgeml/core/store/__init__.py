@@ -9,6 +9,7 @@ from forgeml.core.store._models import (
     FeatureSpecVersion,
     LineageEdge,
 )
+from forgeml.core.store._runs import ModelVersionRecord, RunRecord
 
 __all__ = [
     "AuditEvent",
@@ -17,6 +18,8 @@ __all__ = [
     "DatasetVersion",
     "FeatureSpecVersion",
     "LineageEdge",
+    "ModelVersionRecord",
+    "RunRecord",
     "Store",
     "open_store",
 ]

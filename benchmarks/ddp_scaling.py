@@ -1,0 +1,265 @@
+"""Benchmark of issue 3: data-parallel (DDP, gloo) scaling of MLP training on CPU.
+
+What is measured: the same MLP (`mlp` zoo model, hidden 512-256, ~180k parameters) on the
+same Adult features, global batch 256, `--steps` optimiser steps, trained through
+`forgeml.tracking.runner.run_training` (a tracked run, as `forgeml train` runs it) with
+
+- `1 proc x 1 thread`: `workers: 1`, in process, `torch.set_num_threads(1)`: the baseline
+  of the scaling figure;
+- `2 procs x 1 thread`: `workers: 2`: torchrun starts two ranks (`forgeml.tracking.worker`)
+  that each train 128 rows of every global batch and all-reduce gradients (DDP over gloo);
+  `OMP_NUM_THREADS=1`, so each process has one core of a 2-core machine;
+- `1 proc x N threads` (N = cores): `workers: 1` with all cores to one process: what the
+  machine gives without DDP, for context.
+
+Scaling efficiency = (2-proc samples/s) / (2 x 1-proc-1-thread samples/s); 1.0 is perfect.
+Samples/s come from the loop's own per-step clock (the `samples_per_s` metric rank 0 logs
+to MLflow: global batch / step time, all-reduce waits included), as total samples over
+summed step times after the first `WARMUP_STEPS` steps; end-to-end wall time of the run
+(process and torchrun start-up, data loading, DDP set-up) is reported beside it. Each
+configuration runs in its own subprocess, `--repeats` times, alternating; medians reported.
+
+Data: Adult (`../shared/data/adult/adult.data`) prepared in a temp FORGEML_HOME as
+examples/adult/README.md does (add, clean, split 0.8/0.1/0.1 stratified on Y, features).
+On a machine shared with other work the 2-process figure suffers most: both cores must be
+free at once. The load average is reported with the figures.
+
+Run from the repository root:
+
+    PYTHONPATH=src .venv/bin/python benchmarks/ddp_scaling.py            # 600 steps x 3
+    PYTHONPATH=src .venv/bin/python benchmarks/ddp_scaling.py --quick    # 120 steps x 1
+    PYTHONPATH=src .venv/bin/python benchmarks/ddp_scaling.py --json     # JSON last line
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
+    from forgeml.train.config import TrainConfig
+
+REPO = Path(__file__).resolve().parents[1]
+ADULT = REPO.parent / "shared" / "data" / "adult" / "adult.data"
+EXAMPLES = REPO / "examples" / "adult"
+HIDDEN = (512, 256)
+BATCH_SIZE = 256
+WARMUP_STEPS = 10
+# name -> (processes, threads per process); 0 threads: all cores
+LAYOUTS = {"1x1": (1, 1), "2x1": (2, 1), "1xN": (1, 0)}
+
+
+def prepare_adult(home: Path) -> None:
+    """Adult cleaned, split and featurised in `home`, as the example README does."""
+    from forgeml.core.config import Settings
+    from forgeml.core.configfile import load_yaml
+    from forgeml.core.workspace import Workspace
+    from forgeml.data import pipeline
+    from forgeml.data.ingest import IngestOptions
+    from forgeml.tracking import open_client
+
+    workspace = Workspace(Settings(home=home, user="bench"))
+    try:
+        pipeline.add(workspace, "adult", ADULT, IngestOptions())
+        pipeline.derive(workspace, "clean", "adult", load_yaml(EXAMPLES / "clean.yaml"))
+        split = {"ratios": [0.8, 0.1, 0.1], "stratify": "Y", "seed": 0}
+        pipeline.derive(workspace, "split", "adult", split)
+        pipeline.derive(workspace, "features", "adult", load_yaml(EXAMPLES / "features.yaml"))
+        open_client(workspace)  # migrate MLflow's database once, outside the timed runs
+    finally:
+        workspace.close()
+
+
+def bench_config(steps: int, workers: int) -> TrainConfig:
+    """The run every layout repeats: train split only, constant LR, nothing registered."""
+    from forgeml.train.config import TrainConfig
+
+    return TrainConfig.model_validate(
+        {
+            "name": "bench-ddp",
+            "data": {
+                "dataset": "adult",
+                "target": "Y",
+                "feature_spec": "adult-features",
+                "eval_split": None,
+                "test_split": None,
+            },
+            "model": {"name": "mlp", "params": {"hidden": list(HIDDEN), "dropout": 0.1}},
+            "optimizer": {"name": "adamw", "lr": 1e-3},
+            "max_steps": steps,
+            "batch_size": BATCH_SIZE,
+            "workers": workers,
+            "register_model": False,
+        }
+    )
+
+
+def step_throughput(workspace: Workspace, run_id: str) -> dict[str, float]:
+    """Samples/s from the run's per-step `samples_per_s` metric, warm-up steps left out."""
+    from forgeml.tracking import open_client
+
+    history = open_client(workspace).get_metric_history(run_id, "samples_per_s")
+    rates = [point.value for point in sorted(history, key=lambda point: point.step)]
+    timed = rates[WARMUP_STEPS:] or rates
+    seconds = sum(BATCH_SIZE / rate for rate in timed)
+    return {"samples_per_s": len(timed) * BATCH_SIZE / seconds, "logged_steps": len(rates)}
+
+
+def worker(layout: str, steps: int) -> dict[str, Any]:
+    """Train one layout once in this process (and its torchrun ranks); its figures."""
+    import torch
+
+    from forgeml.core.workspace import open_workspace
+    from forgeml.tracking.runner import run_training
+
+    processes, threads = LAYOUTS[layout]
+    if processes == 1:
+        torch.set_num_threads(threads or os.cpu_count() or 1)
+    workspace = open_workspace()  # FORGEML_HOME, which the torchrun ranks read too
+    try:
+        start = time.perf_counter()
+        summary = run_training(workspace, bench_config(steps, processes))
+        wall = time.perf_counter() - start
+        result = step_throughput(workspace, summary.run_id)
+    finally:
+        workspace.close()
+    return {
+        **result,
+        "wall_s": wall,
+        "wall_samples_per_s": steps * BATCH_SIZE / wall,
+        "steps": summary.steps,
+        "threads_per_process": threads or os.cpu_count(),
+    }
+
+
+def spawn_worker(layout: str, home: Path, steps: int) -> dict[str, Any]:
+    """Run one layout in a fresh interpreter and return the JSON it prints last."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("FORGEML_")}
+    env.pop("MLFLOW_TRACKING_URI", None)  # the temp home's own MLflow database
+    env.update(FORGEML_HOME=str(home), FORGEML_USER="bench")
+    processes, threads = LAYOUTS[layout]
+    if processes > 1:
+        env["OMP_NUM_THREADS"] = str(threads)  # what torchrun would set, said explicitly
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", layout]
+    completed = subprocess.run(
+        [*command, "--steps", str(steps)], capture_output=True, text=True, env=env, check=False
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"the {layout} worker failed:\n{completed.stderr.strip()[-4000:]}")
+    return dict(json.loads(completed.stdout.strip().splitlines()[-1]))
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over the runs of one layout."""
+    return {
+        "samples_per_s": statistics.median(run["samples_per_s"] for run in runs),
+        "wall_s": statistics.median(run["wall_s"] for run in runs),
+        "wall_samples_per_s": statistics.median(run["wall_samples_per_s"] for run in runs),
+        "threads_per_process": runs[0]["threads_per_process"],
+        "runs": runs,
+    }
+
+
+def measure(steps: int, repeats: int, progress: bool) -> dict[str, Any]:
+    """Prepare Adult, run every layout `repeats` times alternately, and compare."""
+    load_start = os.getloadavg()[0]
+    results: dict[str, list[dict[str, Any]]] = {layout: [] for layout in LAYOUTS}
+    with tempfile.TemporaryDirectory(prefix="forgeml-bench-ddp-") as scratch:
+        home = Path(scratch) / "home"
+        prepare_adult(home)
+        order = list(LAYOUTS)
+        for index in range(repeats):
+            for layout in order if index % 2 == 0 else order[::-1]:
+                results[layout].append(spawn_worker(layout, home, steps))
+                if progress:
+                    done = results[layout][-1]
+                    print(
+                        f"  run {index + 1}/{repeats} {layout}: {done['samples_per_s']:,.0f} "
+                        f"samples/s ({done['wall_s']:.1f} s wall)",
+                        file=sys.stderr,
+                    )
+    layouts = {layout: summarise(runs) for layout, runs in results.items()}
+    single, double = layouts["1x1"]["samples_per_s"], layouts["2x1"]["samples_per_s"]
+    return {
+        "steps": steps,
+        "batch_size": BATCH_SIZE,
+        "repeats": repeats,
+        "hidden": list(HIDDEN),
+        "warmup_steps_excluded": WARMUP_STEPS,
+        "cpu_count": os.cpu_count(),
+        "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
+        "layouts": layouts,
+        "speedup_2x1_over_1x1": double / single,
+        "scaling_efficiency": double / (2 * single),
+        "speedup_2x1_over_1xN": double / layouts["1xN"]["samples_per_s"],
+    }
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """The figures as a plain-text table."""
+    load = report["load_average_1min"]
+    lines = [
+        f"DDP (gloo) scaling on CPU: MLP 512-256 on Adult, global batch {report['batch_size']}, "
+        f"{report['steps']} steps, median of {report['repeats']} run(s) per layout",
+        f"{report['cpu_count']} CPUs, load {load['start']:.1f} -> {load['end']:.1f}; "
+        f"samples/s from step times after the first {report['warmup_steps_excluded']} steps",
+        f"{'layout':<26}{'samples/s':>12}{'wall (s)':>10}{'wall samples/s':>16}",
+    ]
+    names = {"1x1": "1 proc x 1 thread", "2x1": "2 procs x 1 thread (DDP)", "1xN": ""}
+    names["1xN"] = f"1 proc x {report['layouts']['1xN']['threads_per_process']} threads"
+    for layout, figures in report["layouts"].items():
+        lines.append(
+            f"{names[layout]:<26}{figures['samples_per_s']:>12,.0f}{figures['wall_s']:>10.1f}"
+            f"{figures['wall_samples_per_s']:>16,.0f}"
+        )
+    lines.append(
+        f"scaling efficiency (2-proc / (2 x 1-proc)): {report['scaling_efficiency']:.2f} "
+        f"(speed-up {report['speedup_2x1_over_1x1']:.2f}x); 2 procs vs 1 proc on all cores: "
+        f"{report['speedup_2x1_over_1xN']:.2f}x"
+    )
+    lines.append("each DDP process has one core of this 2-core machine (OMP_NUM_THREADS=1)")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--steps", type=int, default=None, help="steps per run (default 600)")
+    parser.add_argument("--repeats", type=int, default=None, help="runs per layout (default 3)")
+    parser.add_argument("--quick", action="store_true", help="120 steps, 1 run per layout")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
+    parser.add_argument("--worker", choices=list(LAYOUTS), help="run one layout (internal)")
+    args = parser.parse_args(argv)
+    if args.steps is None:
+        args.steps = 120 if args.quick else 600
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 3
+    if args.steps <= WARMUP_STEPS or args.repeats < 1:
+        parser.error(f"--steps must exceed {WARMUP_STEPS} and --repeats be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    args = parse_args(argv)
+    if args.worker is not None:
+        print(json.dumps(worker(args.worker, args.steps)))
+        return 0
+    report = measure(args.steps, args.repeats, progress=not args.json)
+    print(format_table(report))
+    if args.json:
+        print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""`forgeml models list|show|promote`: the model registry (MLflow) and its lineage."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from forgeml.cli._output import print_json, print_table, say, when
+
+if TYPE_CHECKING:
+    from forgeml.core.store import ModelVersionRecord
+
+app = typer.Typer(help="Registered model versions, aliases and promotion.", no_args_is_help=True)
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+
+
+def version_summary(record: ModelVersionRecord, aliases: dict[str, int]) -> dict[str, Any]:
+    return {
+        "ref": f"{record.name}@v{record.version}",
+        "name": record.name,
+        "version": record.version,
+        "aliases": sorted(a for a, v in aliases.items() if v == record.version),
+        "run_id": record.run_id,
+        "dataset": record.dataset_version.ref if record.dataset_version else None,
+        "parent": record.parent,
+        "digest": record.artifact_digest,
+        "metrics": record.metrics or {},
+        "created_at": record.created_at,
+    }
+
+
+def _workspace() -> Any:
+    from forgeml.core.workspace import open_workspace
+
+    return open_workspace()
+
+
+@app.command("list")
+def list_(
+    name: Annotated[str | None, typer.Argument(help="Only versions of this model.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Registered model versions with their aliases."""
+    from forgeml.tracking import list_models, model_aliases
+
+    workspace = _workspace()
+    records = list_models(workspace, name)
+    aliases = {n: model_aliases(workspace, n) for n in {r.name for r in records}}
+    items = [version_summary(r, aliases[r.name]) for r in records]
+    if as_json:
+        print_json(items)
+        return
+    rows = [
+        (i["ref"], ", ".join(i["aliases"]), i["dataset"], i["parent"] or "", when(i["created_at"]))
+        for i in items
+    ]
+    print_table("models", ["version", "aliases", "dataset", "parent", "created"], rows)
+
+
+@app.command("show")
+def show(
+    ref: Annotated[str, typer.Argument(help="NAME, NAME@vN or NAME@ALIAS.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """A model version's lineage (dataset, run, parent) and metrics."""
+    from forgeml.tracking import get_model_version, model_aliases
+
+    workspace = _workspace()
+    record = get_model_version(workspace, ref)
+    detail = version_summary(record, model_aliases(workspace, record.name))
+    if as_json:
+        print_json(detail)
+        return
+    say(f"[bold]{detail['ref']}[/bold] {' '.join('@' + a for a in detail['aliases'])}")
+    say(f"dataset {detail['dataset']} -> run {detail['run_id']} -> model {detail['ref']}")
+    if detail["parent"]:
+        say(f"parent model: {detail['parent']}")
+    rows = [
+        (k, f"{v:.4f}")
+        for k, v in detail["metrics"].items()
+        if isinstance(v, int | float) and "/" not in k
+    ]
+    print_table("metrics", ["metric", "value"], rows)
+
+
+@app.command("promote")
+def promote(
+    name: Annotated[str, typer.Argument(help="Registered model name.")],
+    version: Annotated[int, typer.Argument(help="Version number to promote.")],
+    alias: Annotated[str, typer.Option(help="Alias to point at it.")] = "production",
+    metric: Annotated[str, typer.Option(help="Gating metric.")] = "accuracy",
+    mode: Annotated[str, typer.Option(help="max: higher is better; min: lower is.")] = "max",
+    force: Annotated[
+        bool, typer.Option("--force", help="Promote even if it does not win (audited).")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Point ALIAS at a version if it beats the current holder on the metric."""
+    from forgeml.core.errors import UsageError
+    from forgeml.tracking import promote as promote_version
+
+    if mode not in ("max", "min"):
+        raise UsageError(f"--mode must be max or min, not '{mode}'.")
+    result = promote_version(
+        _workspace(), name, version, alias, metric, "max" if mode == "max" else "min", force
+    )
+    payload = {
+        "model": f"{result.model.name}@v{result.model.version}",
+        "alias": result.alias,
+        "metric": result.metric,
+        "value": result.value,
+        "previous": result.previous,
+        "previous_value": result.previous_value,
+        "forced": result.forced,
+        "changed": result.changed,
+    }
+    if as_json:
+        print_json(payload)
+        return
+    was = f" (was {result.previous}: {result.previous_value})" if result.previous else ""
+    say(
+        f"@{alias} -> {payload['model']} ({metric} {result.value}){was}"
+        + (" [forced]" if result.forced else "")
+    )

@@ -1,0 +1,137 @@
+"""`forgeml runs list|show|compare`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from forgeml.cli._output import print_json, print_table, say, when
+
+if TYPE_CHECKING:
+    from forgeml.core.store import RunRecord
+
+app = typer.Typer(help="Tracked training runs (MLflow).", no_args_is_help=True)
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+
+
+def run_summary(run: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": run.id,
+        "name": run.name,
+        "status": run.status,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+        "parent_run_id": run.parent_run_id,
+        "metrics": run.metrics or {},
+        "error": run.error,
+    }
+
+
+def _workspace() -> Any:
+    from forgeml.core.workspace import open_workspace
+
+    return open_workspace()
+
+
+@app.command("list")
+def list_(
+    name: Annotated[str | None, typer.Option(help="Only runs of this name.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List runs, newest first (runs whose process died are marked KILLED first)."""
+    from forgeml.tracking import list_runs, reap_expired
+
+    workspace = _workspace()
+    reap_expired(workspace)
+    runs = [run_summary(run) for run in list_runs(workspace, name=name)]
+    if as_json:
+        print_json(runs)
+        return
+    rows = [
+        (r["run_id"][:12], r["name"], r["status"], when(r["started_at"]), _headline(r["metrics"]))
+        for r in runs
+    ]
+    print_table("runs", ["run", "name", "status", "started", "metrics"], rows)
+
+
+def _headline(metrics: dict[str, Any]) -> str:
+    keys = [k for k in ("accuracy", "f1", "roc_auc", "rmse", "perplexity", "loss") if k in metrics]
+    return "  ".join(f"{k} {metrics[k]:.4g}" for k in keys[:3])
+
+
+@app.command("show")
+def show(
+    run: Annotated[str, typer.Argument(help="Run id, id prefix, or name (latest).")],
+    as_json: JsonFlag = False,
+) -> None:
+    """A run's status, config, lineage and final metrics."""
+    from forgeml.tracking import get_run, reap_expired
+
+    workspace = _workspace()
+    reap_expired(workspace)
+    record = get_run(workspace, run)
+    detail = run_summary(record) | {"config": record.config, "dataset": _dataset_ref(record)}
+    if as_json:
+        print_json(detail)
+        return
+    say(f"[bold]{record.name}[/bold] run {record.id}: {record.status}")
+    say(f"dataset {detail['dataset']}; started {when(record.started_at)}")
+    if record.error:
+        say(f"error: {record.error}")
+    metrics = record.metrics or {}
+    rows = [(k, f"{v:.4f}") for k, v in metrics.items() if _is_number(v) and "/" not in k]
+    print_table("final metrics", ["metric", "value"], rows)
+    slices = [k for k in metrics if "/" in k]
+    if slices:
+        say(f"{len(slices)} per-slice metrics: `forgeml runs show {record.id[:12]} --json`")
+
+
+def _dataset_ref(record: RunRecord) -> str | None:
+    version = getattr(record, "dataset_version", None)
+    return version.ref if version is not None else None
+
+
+@app.command("compare")
+def compare(
+    runs: Annotated[list[str], typer.Argument(help="The runs to compare.")],
+    metric: Annotated[
+        list[str] | None,
+        typer.Option("--metric", help="Curves to plot (default: train_loss and eval_loss)."),
+    ] = None,
+    plot: Annotated[Path, typer.Option(help="Where to write the PNG of the curves.")] = Path(
+        "runs-compare.png"
+    ),
+    as_json: JsonFlag = False,
+) -> None:
+    """A table of final metrics side by side, and a PNG plot of the metric curves."""
+    from forgeml.cli._plot import plot_curves
+    from forgeml.tracking import get_run
+    from forgeml.tracking.history import metric_history
+
+    workspace = _workspace()
+    records = [get_run(workspace, ref) for ref in runs]
+    keys = sorted({k for r in records for k, v in (r.metrics or {}).items() if _is_number(v)})
+    curves = {
+        f"{r.name} {r.id[:8]}": metric_history(
+            workspace, r.id, metric or ["train_loss", "eval_loss"]
+        )
+        for r in records
+    }
+    plot_curves(curves, plot)
+    if as_json:
+        print_json({"runs": [run_summary(r) for r in records], "metrics": keys, "plot": str(plot)})
+        return
+    header = ["metric", *[f"{r.name} {r.id[:8]}" for r in records]]
+    rows = [[k, *[_fmt((r.metrics or {}).get(k)) for r in records]] for k in keys]
+    print_table("final metrics", header, rows)
+    say(f"curves written to {plot}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4f}" if _is_number(value) else ""

@@ -1,0 +1,75 @@
+"""A model bundle folder, checked and packed as a deterministic tar (same files, same digest)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from forgeml.core.errors import InvalidDataError, NotFoundError
+
+REQUIRED_FILES = ("model.json",)
+# formats that may execute code when loaded; a bundle carries safetensors instead
+PICKLE_SUFFIXES = frozenset({".pkl", ".pickle", ".pt", ".pth", ".ckpt", ".bin", ".joblib"})
+
+
+def check_bundle(folder: Path) -> list[Path]:
+    """The bundle's files (relative, sorted), after checking it is a safe, complete bundle.
+
+    Raises:
+        NotFoundError: the folder does not exist.
+        InvalidDataError: a required file or the safetensors weights are missing, or a file
+            is a pickle or a link.
+    """
+    if not folder.is_dir():
+        raise NotFoundError(f"Model bundle folder {folder} does not exist.")
+    files = sorted(path.relative_to(folder) for path in folder.rglob("*") if not path.is_dir())
+    for path in files:
+        if (folder / path).is_symlink():
+            raise InvalidDataError(
+                f"Model bundle {folder} contains the link {path}; copy the file in instead."
+            )
+        if path.suffix.lower() in PICKLE_SUFFIXES:
+            raise InvalidDataError(
+                f"Model bundle {folder} contains {path}, a pickle-based format that can run "
+                "code when loaded; save weights as safetensors instead."
+            )
+    names = {path.as_posix() for path in files}
+    missing = [name for name in REQUIRED_FILES if name not in names]
+    if missing:
+        raise InvalidDataError(f"Model bundle {folder} lacks {', '.join(missing)}.")
+    if not any(path.suffix == ".safetensors" for path in files):
+        raise InvalidDataError(f"Model bundle {folder} has no .safetensors weights file.")
+    return files
+
+
+def write_tar(folder: Path, files: list[Path], target: Path) -> None:
+    """Pack `files` of `folder` into `target` with fixed metadata, so equal bundles hash equal."""
+    with tarfile.open(target, "w", format=tarfile.PAX_FORMAT) as tar:
+        for path in files:
+            info = tar.gettarinfo(str(folder / path), arcname=path.as_posix())
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            info.mode = 0o644
+            with open(folder / path, "rb") as handle:
+                tar.addfile(info, handle)
+
+
+def extract_tar(blob: Path, dest: Path) -> Path:
+    """Unpack `blob` into `dest`, replacing what was there; a crash leaves old or new."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        with tarfile.open(blob, "r") as tar:
+            # the "data" filter refuses absolute paths, links out of the folder, devices
+            tar.extractall(staging, filter="data")
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}-old-{os.getpid()}")
+            os.replace(dest, old)
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(staging, dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return dest

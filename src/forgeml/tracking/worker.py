@@ -1,0 +1,21 @@
+"""`python -m forgeml.tracking.worker`: the torchrun entry point of a distributed run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from forgeml.tracking.runner import worker_main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="One rank of a forgeml training run.")
+    parser.add_argument("--run-dir", type=Path, required=True)
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--resume", action="store_true")
+    args = parser.parse_args()
+    worker_main(args.run_dir, args.run_id, args.resume)
+
+
+if __name__ == "__main__":
+    main()

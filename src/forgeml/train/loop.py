@@ -1,0 +1,589 @@
+"""The training loop: a plain PyTorch loop that reads top to bottom (cf. nanoGPT's train.py).
+
+`fit` trains a model on `TaskData` as a `TrainConfig` says: AdamW/Adam/SGD with a warm-up
+schedule stepped per optimiser step, gradient accumulation, clipping, bf16 autocast,
+evaluation and early stopping, atomic checkpoints and exact resume, and DDP when the caller
+passes a wrapped model and a `DistContext`.
+
+Data order is a pure function of (seed, epoch): epoch e visits the train rows in the order
+torch.randperm(N, generator=manual_seed(seed + e)), in global batches of `batch_size`
+(the last incomplete batch is dropped). Each global batch is cut into `grad_accum`
+micro-steps and each micro-step into `world_size` equal contiguous shares, one per rank;
+every micro-loss is a mean over its share divided by `grad_accum`, so with DDP's gradient
+averaging every layout computes the gradient of the mean loss over the global batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812 (the usual alias)
+from torch import nn
+
+from forgeml.core.errors import ConfigError, ForgemlError, UsageError
+from forgeml.train.checkpoint import (
+    TrainState,
+    checkpoint_due,
+    config_digest,
+    load_latest,
+    save_checkpoint,
+)
+from forgeml.train.config import DistillConfig, TrainConfig
+from forgeml.train.distill import distillation_loss, predict_teacher
+from forgeml.train.evaluate import evaluate, scalar_metrics
+from forgeml.train.logger import MetricLogger
+from forgeml.train.schedule import build_optimizer, build_scheduler
+from forgeml.train.task import SplitData, TaskData, TaskKind
+
+Progress = Callable[[int, int, dict[str, float]], None]
+
+
+class TrainingDivergedError(ForgemlError):
+    """The training loss became NaN or infinite."""
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """This process's place in a (possibly distributed) job.
+
+    With `world_size > 1` the caller has initialised the process group and passes the
+    model already wrapped (DDP, or FSDP2's `fully_shard`) and placed on `device`.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+@dataclass
+class FitResult:
+    """What a finished (or stopped) `fit` reports."""
+
+    steps: int
+    epochs_completed: int
+    stopped_early: bool  # early stopping ended the run
+    final_metrics: dict[str, float]  # eval metrics at the end, and test_* on the test split
+    history: list[tuple[int, dict[str, float]]]  # everything logged, rank 0 only
+    preempted: bool = False  # should_stop() asked to stop; a checkpoint was written
+    confusion_matrices: dict[str, list[list[int]]] = field(default_factory=dict)  # eval/test
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """How the train split is cut into optimiser steps."""
+
+    steps_per_epoch: int
+    total_steps: int
+    micro_batch: int  # rows per rank per micro-step
+
+
+def fit(
+    model: nn.Module,
+    data: TaskData,
+    config: TrainConfig,
+    *,
+    run_dir: Path,
+    logger: MetricLogger,
+    resume: bool = False,
+    teacher: nn.Module | None = None,
+    dist: DistContext | None = None,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> FitResult:
+    """Train `model` on `data.train` as `config` says, evaluating on `data.eval`.
+
+    Args:
+        model: Returns logits from `model(**inputs)`; DDP/FSDP-wrapped when distributed.
+        data: The task's splits as tensors.
+        config: The validated training config.
+        run_dir: The run's folder (checkpoints go to `run_dir/checkpoints/`).
+        logger: Receives metrics every step (rank 0 only).
+        resume: Continue from the run's latest checkpoint (a fresh start if it has none).
+        teacher: Teacher model for distillation (`config.distill` must be set).
+        dist: Rank, world size and device; default: one process on the model's device.
+        progress: Called as progress(step, total_steps, metrics) after each step (rank 0).
+        should_stop: Polled every step; True writes a checkpoint and returns (preemption).
+
+    Returns:
+        Steps done, final metrics and the logged history.
+
+    Raises:
+        ConfigError: The config does not fit the data (batch size, early stopping, ...).
+        UsageError: `run_dir` has checkpoints but `resume` is False.
+        TrainingDivergedError: The loss became NaN/inf (the last checkpoint is kept).
+        CheckpointError: A checkpoint cannot be written or restored.
+    """
+    dist = dist or DistContext(device=_device_of(model))
+    raw_model = unwrap_model(model)
+    if dist.world_size == 1:
+        raw_model.to(dist.device)
+    _check_setup(config, data, teacher)
+    plan = plan_batches(config, len(data.train), dist.world_size)
+    optimizer = build_optimizer(raw_model, config.optimizer, dist.device.type)
+    scheduler = build_scheduler(optimizer, config.schedule, plan.total_steps)
+    if resume and dist.world_size > 1:
+        # rank 0 may still be writing the checkpoint of a run that just ended in this job
+        torch.distributed.barrier()
+    state = _start_state(run_dir, config, raw_model, optimizer, scheduler, resume)
+    trainable = [p for p in raw_model.parameters() if p.requires_grad]
+    if teacher is not None:
+        teacher.to(dist.device).eval()
+
+    def checkpoint() -> None:
+        # every rank joins (FSDP gathers its shards); rank 0 alone writes
+        save_checkpoint(
+            run_dir,
+            model=raw_model,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            state=state,
+            keep=config.checkpoint.keep,
+            write=dist.is_main,
+        )
+
+    recorder = _Recorder(logger, dist.is_main, progress)
+    eval_metrics: dict[str, float] = {}
+    matrices: dict[str, list[list[int]]] = {}
+    evaluated_step = -1
+    checkpointed_step, checkpointed_at = state.step, time.monotonic()
+    stopped_early = _patience_exhausted(state, config)  # a resumed run that had stopped early
+    preempted = False
+    order = epoch_order(len(data.train), config.seed, state.epoch)
+    model.train()
+    while state.step < plan.total_steps and not (stopped_early or preempted):
+        started = time.perf_counter()
+        loss = accumulate_gradients(
+            model, data, order, state.batch_in_epoch, plan, dist, config, teacher
+        )
+        grad_norm = clip_gradients(trainable, config.clip_grad_norm)
+        # the step's one host-device sync: loss (for the log and the NaN check) and stop flag
+        loss_value, norm_value, preempted = _step_statistics(loss, grad_norm, should_stop, dist)
+        lr = optimizer.param_groups[0]["lr"]
+        if not math.isfinite(loss_value):
+            raise _diverged(state.step + 1, loss_value, lr, checkpointed_step)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        # the step is done: move the data position past it (a checkpoint now resumes after it)
+        if _advance(state, plan):
+            order = epoch_order(len(data.train), config.seed, state.epoch)
+
+        throughput = config.batch_size / (time.perf_counter() - started)
+        metrics = _step_metrics(loss_value, norm_value, lr, throughput, state, plan)
+        recorder.log(metrics, state.step)
+        recorder.progress(state.step, plan.total_steps, metrics)
+
+        if _eval_due(config, state, data.eval):
+            eval_metrics = _evaluate_split(raw_model, data, "eval", config, dist, matrices)
+            evaluated_step = state.step
+            recorder.log(eval_metrics, state.step, "eval_")
+            stopped_early = _update_early_stopping(state, eval_metrics, config)
+            model.train()
+
+        if checkpoint_due(config.checkpoint, state.step, checkpointed_at):
+            checkpoint()
+            checkpointed_step, checkpointed_at = state.step, time.monotonic()
+
+    if checkpointed_step != state.step:
+        checkpoint()
+    if not preempted:  # preemption returns at once; the resumed run evaluates
+        fresh = eval_metrics if evaluated_step == state.step else None
+        eval_metrics = _final_metrics(
+            raw_model, data, config, dist, matrices, fresh, recorder, state.step
+        )
+    return FitResult(
+        steps=state.step,
+        epochs_completed=state.epoch,
+        stopped_early=stopped_early,
+        final_metrics=eval_metrics,
+        history=recorder.history,
+        preempted=preempted,
+        confusion_matrices=matrices,
+    )
+
+
+def plan_batches(config: TrainConfig, train_rows: int, world_size: int) -> BatchPlan:
+    """Steps per epoch, total steps and the per-rank micro-batch size.
+
+    Raises:
+        ConfigError: The batch does not split evenly, or exceeds the train split.
+    """
+    per_micro_step = config.batch_size // config.grad_accum
+    if per_micro_step % world_size:
+        raise ConfigError(
+            f"batch_size {config.batch_size} / grad_accum {config.grad_accum} = "
+            f"{per_micro_step} rows per micro-step cannot be split evenly over {world_size} "
+            "workers; make batch_size a multiple of grad_accum * workers."
+        )
+    steps_per_epoch = train_rows // config.batch_size
+    if steps_per_epoch == 0:
+        raise ConfigError(
+            f"batch_size {config.batch_size} is larger than the {train_rows} training rows; "
+            "lower batch_size."
+        )
+    total = (
+        config.max_steps if config.max_steps is not None else steps_per_epoch * (config.epochs or 1)
+    )
+    return BatchPlan(steps_per_epoch, total, per_micro_step // world_size)
+
+
+def epoch_order(rows: int, seed: int, epoch: int) -> torch.Tensor:
+    """The order in which epoch `epoch` visits the train rows (same on every rank)."""
+    return torch.randperm(rows, generator=torch.Generator().manual_seed(seed + epoch))
+
+
+def micro_batch_rows(
+    order: torch.Tensor,
+    batch_index: int,
+    micro_step: int,
+    plan: BatchPlan,
+    dist: DistContext,
+    grad_accum: int,
+) -> torch.Tensor:
+    """Row ids of this rank's share of one micro-step of global batch `batch_index`."""
+    per_micro_step = plan.micro_batch * dist.world_size
+    start = batch_index * per_micro_step * grad_accum + micro_step * per_micro_step
+    start += dist.rank * plan.micro_batch
+    return order[start : start + plan.micro_batch]
+
+
+def accumulate_gradients(
+    model: nn.Module,
+    data: TaskData,
+    order: torch.Tensor,
+    batch_index: int,
+    plan: BatchPlan,
+    dist: DistContext,
+    config: TrainConfig,
+    teacher: nn.Module | None,
+) -> torch.Tensor:
+    """Forward and backward over the `grad_accum` micro-steps of one global batch.
+
+    Returns:
+        The detached mean loss of this rank's rows (no device sync here).
+    """
+    accum = config.grad_accum
+    losses: list[torch.Tensor] = []
+    for micro_step in range(config.grad_accum):
+        rows = micro_batch_rows(order, batch_index, micro_step, plan, dist, config.grad_accum)
+        inputs, targets = _gather(data.train, rows, dist.device)
+        last = micro_step == config.grad_accum - 1
+        # gradients are all-reduced once per optimiser step, not per micro-step
+        with _gradient_sync(model, last), _autocast(dist.device, config.precision):
+            logits = model(**inputs)
+            teacher_logits = None if teacher is None else predict_teacher(teacher, inputs)
+        loss = compute_loss(data.task, logits, targets, teacher_logits, config.distill)
+        (loss / accum if accum > 1 else loss).backward()
+        losses.append(loss.detach())
+    return losses[0] if accum == 1 else torch.stack(losses).mean()
+
+
+def compute_loss(
+    task: TaskKind,
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    teacher_logits: torch.Tensor | None = None,
+    distill: DistillConfig | None = None,
+) -> torch.Tensor:
+    """The training loss of one micro-batch, a mean over its rows (tokens for LMs).
+
+    Classification and language modelling: cross-entropy (-100 targets are ignored);
+    regression: mean squared error; with a teacher: the distillation loss.
+    """
+    logits = logits.float()  # losses in fp32 even under bf16 autocast
+    if teacher_logits is not None and distill is not None:
+        return distillation_loss(
+            logits, teacher_logits, targets, distill.temperature, distill.alpha
+        )
+    if task == "regression":
+        return F.mse_loss(logits.reshape(targets.shape), targets.float())
+    if logits.dim() > 2:  # [B, T, vocab] -> [B*T, vocab] (views cost autograd nodes: only here)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    return F.cross_entropy(logits, targets)
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The user's module inside a DDP wrapper (FSDP2 shards in place, no wrapper)."""
+    if isinstance(model, nn.parallel.DistributedDataParallel):
+        return model.module
+    return model
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch (CPU and CUDA), numpy and Python's `random` with one seed."""
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+
+def _check_setup(config: TrainConfig, data: TaskData, teacher: nn.Module | None) -> None:
+    has_eval = data.eval is not None and len(data.eval) > 0
+    if config.early_stopping is not None and not has_eval:
+        raise ConfigError(
+            "early_stopping needs an evaluation split, but the data has none; "
+            "set data.eval_split (or data.eval_dataset) or remove early_stopping."
+        )
+    if (teacher is None) != (config.distill is None):
+        raise ConfigError(
+            "Distillation needs both a `distill` section in the config and a teacher model; "
+            "give both or neither."
+        )
+    if config.distill is not None and data.task == "regression":
+        raise ConfigError(
+            "Distillation applies to classification and language models, not regression."
+        )
+
+
+def _start_state(
+    run_dir: Path,
+    config: TrainConfig,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    resume: bool,
+) -> TrainState:
+    """A fresh, seeded state; or, on resume, everything restored from the last checkpoint."""
+    digest = config_digest(config)
+    checkpoint = load_latest(run_dir)
+    if checkpoint is not None and not resume:
+        raise UsageError(
+            f"Run folder {run_dir} already has checkpoints (latest: step {checkpoint.state.step}); "
+            "resume it (--resume) or train into a new run."
+        )
+    if checkpoint is None:
+        seed_everything(config.seed)
+        return TrainState(config_digest=digest)
+    if checkpoint.state.config_digest != digest:
+        raise ConfigError(
+            f"Cannot resume from {checkpoint.path}: the training config differs from the one "
+            "that wrote it; resume with the same config or start a new run."
+        )
+    checkpoint.restore(model, optimizer, scheduler)
+    return checkpoint.state
+
+
+def _gather(
+    split: SplitData, rows: torch.Tensor, device: torch.device
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    inputs = {
+        name: tensor[rows].to(device, non_blocking=True) for name, tensor in split.inputs.items()
+    }
+    return inputs, split.targets[rows].to(device, non_blocking=True)
+
+
+def _gradient_sync(model: nn.Module, enabled: bool) -> contextlib.AbstractContextManager[None]:
+    if enabled:
+        return contextlib.nullcontext()
+    if isinstance(model, nn.parallel.DistributedDataParallel):
+        return model.no_sync()
+    if hasattr(model, "set_requires_gradient_sync"):  # FSDP2
+        return _fsdp_no_sync(model)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _fsdp_no_sync(model: nn.Module) -> Iterator[None]:
+    model.set_requires_gradient_sync(False)  # type: ignore[operator]
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)  # type: ignore[operator]
+
+
+def _autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager[None]:
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def clip_gradients(parameters: list[nn.Parameter], max_norm: float | None) -> torch.Tensor | None:
+    """Clip the total gradient norm to `max_norm` (no-op when None); the norm before it."""
+    if max_norm is None:
+        return None
+    return nn.utils.clip_grad_norm_(parameters, max_norm)
+
+
+def _step_statistics(
+    loss: torch.Tensor,
+    grad_norm: torch.Tensor | None,
+    should_stop: Callable[[], bool] | None,
+    dist: DistContext,
+) -> tuple[float, float | None, bool]:
+    """Loss, gradient norm and the stop request of this step, in one device sync.
+
+    With several ranks one all-reduce averages the loss over ranks (the loss of the global
+    batch) and shares the stop request, so all ranks stop at the same step.
+    """
+    stop = should_stop is not None and should_stop()
+    if dist.world_size == 1 and grad_norm is None:
+        return loss.item(), None, stop
+    if grad_norm is not None and hasattr(grad_norm, "full_tensor"):
+        grad_norm = grad_norm.full_tensor()  # FSDP2: a replicated DTensor
+    norm = torch.zeros_like(loss) if grad_norm is None else grad_norm.to(loss.device)
+    stats = torch.stack([loss, norm, torch.full_like(loss, float(stop))])
+    if dist.world_size > 1:
+        import torch.distributed as torch_dist
+
+        torch_dist.all_reduce(stats)  # sum over ranks
+        stats[:2] /= dist.world_size
+    loss_value, norm_value, stops = stats.tolist()
+    return loss_value, (norm_value if grad_norm is not None else None), stops > 0
+
+
+def _diverged(step: int, loss: float, lr: float, checkpointed_step: int) -> TrainingDivergedError:
+    kept = f"step {checkpointed_step}" if checkpointed_step else "none written yet"
+    return TrainingDivergedError(
+        f"Training diverged at step {step}: the loss is {loss}; lower optimizer.lr (now {lr:g}) "
+        f"or set clip_grad_norm, then train again (last good checkpoint: {kept})."
+    )
+
+
+def _advance(state: TrainState, plan: BatchPlan) -> bool:
+    """Count one step done; True when it finished an epoch."""
+    state.step += 1
+    state.batch_in_epoch += 1
+    if state.batch_in_epoch < plan.steps_per_epoch:
+        return False
+    state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+    return True
+
+
+def _step_metrics(
+    loss: float,
+    grad_norm: float | None,
+    lr: float,
+    throughput: float,
+    state: TrainState,
+    plan: BatchPlan,
+) -> dict[str, float]:
+    metrics = {
+        "train_loss": loss,
+        "lr": lr,
+        "samples_per_s": throughput,
+        "epoch": state.epoch + state.batch_in_epoch / plan.steps_per_epoch,
+    }
+    if grad_norm is not None:
+        metrics["grad_norm"] = grad_norm  # before clipping
+    return metrics
+
+
+def _eval_due(config: TrainConfig, state: TrainState, split: SplitData | None) -> bool:
+    if split is None or len(split) == 0:
+        return False
+    if config.eval_every_steps is not None:
+        return state.step % config.eval_every_steps == 0
+    return state.batch_in_epoch == 0  # an epoch just ended
+
+
+def _evaluate_split(
+    model: nn.Module,
+    data: TaskData,
+    which: str,
+    config: TrainConfig,
+    dist: DistContext,
+    matrices: dict[str, list[list[int]]],
+) -> dict[str, float]:
+    """Float metrics of split `which`; its confusion matrix goes to `matrices`.
+
+    Every rank evaluates the whole split on the unwrapped model (same weights, same
+    numbers), so early-stopping decisions agree without communication.
+    """
+    split = data.eval if which == "eval" else data.test
+    if split is None or len(split) == 0:
+        return {}
+    results = evaluate(
+        model,
+        split,
+        data.task,
+        config.batch_size,
+        data.class_names,
+        device=dist.device,
+        precision=config.precision,
+    )
+    metrics, matrix = scalar_metrics(results)
+    if matrix is not None:
+        matrices[which] = matrix
+    return metrics
+
+
+def _update_early_stopping(
+    state: TrainState, metrics: dict[str, float], config: TrainConfig
+) -> bool:
+    """Record an evaluation; True when patience has run out."""
+    stopping = config.early_stopping
+    if stopping is None:
+        return False
+    if stopping.metric not in metrics:
+        raise ConfigError(
+            f"early_stopping.metric '{stopping.metric}' is not an evaluation metric; "
+            f"choose one of {', '.join(sorted(n for n in metrics if '/' not in n))}."
+        )
+    value = metrics[stopping.metric]
+    best = state.best_metric
+    if best is None or (value < best if stopping.mode == "min" else value > best):
+        state.best_metric, state.bad_evals = value, 0
+    else:
+        state.bad_evals += 1
+    return _patience_exhausted(state, config)
+
+
+def _patience_exhausted(state: TrainState, config: TrainConfig) -> bool:
+    stopping = config.early_stopping
+    return stopping is not None and state.bad_evals >= stopping.patience
+
+
+def _final_metrics(
+    model: nn.Module,
+    data: TaskData,
+    config: TrainConfig,
+    dist: DistContext,
+    matrices: dict[str, list[list[int]]],
+    fresh_eval: dict[str, float] | None,
+    recorder: _Recorder,
+    step: int,
+) -> dict[str, float]:
+    """Eval metrics of the final weights (reused if just computed) and test_* metrics."""
+    final = fresh_eval
+    if final is None:
+        final = _evaluate_split(model, data, "eval", config, dist, matrices)
+        recorder.log(final, step, "eval_")
+    test = _evaluate_split(model, data, "test", config, dist, matrices)
+    recorder.log(test, step, "test_")
+    return {**final, **{f"test_{name}": value for name, value in test.items()}}
+
+
+@dataclass
+class _Recorder:
+    """Rank 0's outlet for metrics: the logger, the progress callback and the history."""
+
+    logger: MetricLogger
+    is_main: bool
+    on_progress: Progress | None
+    history: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+
+    def log(self, metrics: dict[str, float], step: int, prefix: str = "") -> None:
+        if self.is_main and metrics:
+            named = {prefix + name: value for name, value in metrics.items()} if prefix else metrics
+            self.logger.log_metrics(named, step)
+            self.history.append((step, named))
+
+    def progress(self, step: int, total: int, metrics: dict[str, float]) -> None:
+        if self.is_main and self.on_progress is not None:
+            self.on_progress(step, total, metrics)
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    parameter = next(model.parameters(), None)
+    return parameter.device if parameter is not None else torch.device("cpu")
