@@ -12,6 +12,10 @@ same Adult features, global batch 256, `--steps` optimiser steps, trained throug
 - `1 proc x N threads` (N = cores): `workers: 1` with all cores to one process: what the
   machine gives without DDP, for context.
 
+- `raw loop 1x1` / `raw DDP loop 2x1`: the baseline, a minimal hand-written loop (randperm,
+  index, forward, loss, backward, step; DDP-wrapped with 2 ranks) started by torchrun with
+  the same threads, model, data and order, without tracking: the scaling the machine allows.
+
 Scaling efficiency = (2-proc samples/s) / (2 x 1-proc-1-thread samples/s); 1.0 is perfect.
 Samples/s come from the loop's own per-step clock (the `samples_per_s` metric rank 0 logs
 to MLflow: global batch / step time, all-reduce waits included), as total samples over
@@ -54,8 +58,9 @@ EXAMPLES = REPO / "examples" / "adult"
 HIDDEN = (512, 256)
 BATCH_SIZE = 256
 WARMUP_STEPS = 10
-# name -> (processes, threads per process); 0 threads: all cores
-LAYOUTS = {"1x1": (1, 1), "2x1": (2, 1), "1xN": (1, 0)}
+# name -> (processes, threads per process); 0 threads: all cores. "raw" layouts run the
+# hand-written baseline loop instead of forgeml.
+LAYOUTS = {"1x1": (1, 1), "2x1": (2, 1), "1xN": (1, 0), "raw1x1": (1, 1), "raw2x1": (2, 1)}
 
 
 def prepare_adult(home: Path) -> None:
@@ -114,6 +119,74 @@ def step_throughput(workspace: Workspace, run_id: str) -> dict[str, float]:
     return {"samples_per_s": len(timed) * BATCH_SIZE / seconds, "logged_steps": len(rates)}
 
 
+def raw_rank(steps: int, out: Path) -> None:
+    """One rank of the baseline: a minimal loop (DDP-wrapped with 2 ranks), no tracking.
+
+    Same model, data, global batch and data order as forgeml; each rank takes its
+    contiguous half of every global batch. Rank 0 writes its figures to `out` as JSON.
+    """
+    import torch
+    import torch.distributed as torch_dist
+    import torch.nn.functional as F  # noqa: N812 (the usual alias)
+
+    from forgeml.core.workspace import open_workspace
+    from forgeml.train.data import load_task_data
+    from forgeml.train.models import build_model
+
+    config = bench_config(steps, 1)
+    workspace = open_workspace()
+    try:
+        task = load_task_data(workspace, config)
+    finally:
+        workspace.close()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    torch.manual_seed(0)
+    model: torch.nn.Module = build_model("mlp", task, config.model.params)
+    if world > 1:
+        torch_dist.init_process_group("gloo")
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    features, labels = task.train.inputs["features"], task.train.targets
+    share, per_epoch = BATCH_SIZE // world, len(labels) // BATCH_SIZE
+    order = torch.Tensor()
+    seconds = []
+    for step in range(steps):
+        start = time.perf_counter()
+        batch = step % per_epoch
+        if batch == 0:
+            generator = torch.Generator().manual_seed(step // per_epoch)
+            order = torch.randperm(len(labels), generator=generator)
+        first = batch * BATCH_SIZE + rank * share
+        index = order[first : first + share]
+        loss = F.cross_entropy(model(features[index]), labels[index])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # DDP all-reduces the gradients here
+        optimizer.step()
+        seconds.append(time.perf_counter() - start)
+    if world > 1:
+        torch_dist.destroy_process_group()
+    if rank == 0:
+        timed = seconds[WARMUP_STEPS:]
+        rate = len(timed) * BATCH_SIZE / sum(timed)
+        out.write_text(json.dumps({"samples_per_s": rate, "logged_steps": len(seconds)}))
+
+
+def run_raw(layout: str, steps: int) -> dict[str, Any]:
+    """Start the baseline's ranks under torchrun and collect rank 0's figures."""
+    processes, _ = LAYOUTS[layout]
+    with tempfile.TemporaryDirectory(prefix="forgeml-bench-raw-") as scratch:
+        out = Path(scratch) / "raw.json"
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        command += ["--nproc-per-node", str(processes), str(Path(__file__).resolve())]
+        command += ["--raw-rank", "--steps", str(steps), "--out", str(out)]
+        start = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        result = dict(json.loads(out.read_text()))
+    return {**result, "wall_s": wall, "steps": steps}
+
+
 def worker(layout: str, steps: int) -> dict[str, Any]:
     """Train one layout once in this process (and its torchrun ranks); its figures."""
     import torch
@@ -122,6 +195,13 @@ def worker(layout: str, steps: int) -> dict[str, Any]:
     from forgeml.tracking.runner import run_training
 
     processes, threads = LAYOUTS[layout]
+    if layout.startswith("raw"):
+        result = run_raw(layout, steps)
+        return {
+            **result,
+            "wall_samples_per_s": steps * BATCH_SIZE / result["wall_s"],
+            "threads_per_process": threads,
+        }
     if processes == 1:
         torch.set_num_threads(threads or os.cpu_count() or 1)
     workspace = open_workspace()  # FORGEML_HOME, which the torchrun ranks read too
@@ -147,7 +227,7 @@ def spawn_worker(layout: str, home: Path, steps: int) -> dict[str, Any]:
     env.pop("MLFLOW_TRACKING_URI", None)  # the temp home's own MLflow database
     env.update(FORGEML_HOME=str(home), FORGEML_USER="bench")
     processes, threads = LAYOUTS[layout]
-    if processes > 1:
+    if processes > 1 or layout.startswith("raw"):
         env["OMP_NUM_THREADS"] = str(threads)  # what torchrun would set, said explicitly
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", layout]
     completed = subprocess.run(
@@ -189,6 +269,7 @@ def measure(steps: int, repeats: int, progress: bool) -> dict[str, Any]:
                     )
     layouts = {layout: summarise(runs) for layout, runs in results.items()}
     single, double = layouts["1x1"]["samples_per_s"], layouts["2x1"]["samples_per_s"]
+    raw_single, raw_double = (layouts[name]["samples_per_s"] for name in ("raw1x1", "raw2x1"))
     return {
         "steps": steps,
         "batch_size": BATCH_SIZE,
@@ -201,6 +282,7 @@ def measure(steps: int, repeats: int, progress: bool) -> dict[str, Any]:
         "speedup_2x1_over_1x1": double / single,
         "scaling_efficiency": double / (2 * single),
         "speedup_2x1_over_1xN": double / layouts["1xN"]["samples_per_s"],
+        "raw_scaling_efficiency": raw_double / (2 * raw_single),
     }
 
 
@@ -214,7 +296,12 @@ def format_table(report: dict[str, Any]) -> str:
         f"samples/s from step times after the first {report['warmup_steps_excluded']} steps",
         f"{'layout':<26}{'samples/s':>12}{'wall (s)':>10}{'wall samples/s':>16}",
     ]
-    names = {"1x1": "1 proc x 1 thread", "2x1": "2 procs x 1 thread (DDP)", "1xN": ""}
+    names = {
+        "1x1": "1 proc x 1 thread",
+        "2x1": "2 procs x 1 thread (DDP)",
+        "raw1x1": "raw loop, 1 proc x 1",
+        "raw2x1": "raw DDP loop, 2 procs x 1",
+    }
     names["1xN"] = f"1 proc x {report['layouts']['1xN']['threads_per_process']} threads"
     for layout, figures in report["layouts"].items():
         lines.append(
@@ -225,6 +312,10 @@ def format_table(report: dict[str, Any]) -> str:
         f"scaling efficiency (2-proc / (2 x 1-proc)): {report['scaling_efficiency']:.2f} "
         f"(speed-up {report['speedup_2x1_over_1x1']:.2f}x); 2 procs vs 1 proc on all cores: "
         f"{report['speedup_2x1_over_1xN']:.2f}x"
+    )
+    lines.append(
+        f"baseline (hand-written loop, no tracking) scaling efficiency: "
+        f"{report['raw_scaling_efficiency']:.2f}"
     )
     lines.append("each DDP process has one core of this 2-core machine (OMP_NUM_THREADS=1)")
     return "\n".join(lines)
@@ -238,11 +329,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="120 steps, 1 run per layout")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     parser.add_argument("--worker", choices=list(LAYOUTS), help="run one layout (internal)")
+    parser.add_argument("--raw-rank", action="store_true", help="a baseline rank (internal)")
+    parser.add_argument("--out", type=Path, help="where a baseline rank 0 writes (internal)")
     args = parser.parse_args(argv)
     if args.steps is None:
         args.steps = 120 if args.quick else 600
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
+    if args.raw_rank and args.out is None:
+        parser.error("--raw-rank needs --out")
     if args.steps <= WARMUP_STEPS or args.repeats < 1:
         parser.error(f"--steps must exceed {WARMUP_STEPS} and --repeats be at least 1")
     return args
@@ -251,6 +346,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = parse_args(argv)
+    if args.raw_rank:
+        raw_rank(args.steps, args.out)
+        return 0
     if args.worker is not None:
         print(json.dumps(worker(args.worker, args.steps)))
         return 0

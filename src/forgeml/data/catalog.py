@@ -181,12 +181,13 @@ class Prepared:
 def prepare(workspace: Workspace, new: NewVersion, frame: pl.DataFrame | None = None) -> Prepared:
     """Store the blob and profile it, outside any transaction (this is the slow part).
 
+    Statistics of columns unchanged from a parent are copied from the parent's profile.
+
     Args:
         workspace: where the blob goes.
         new: the version to prepare. Its file is moved into the store when it is one of the
             store's temporary files (`local_tempfile`): do not use it afterwards.
         frame: the rows already in memory, if the caller has them (saves a read).
-            Statistics of columns unchanged from a parent are copied from its profile.
     """
     validate_name(new.name, "dataset name")
     if frame is None:
