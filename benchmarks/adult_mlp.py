@@ -35,34 +35,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from _adult import EXAMPLES, prepare_adult
+
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
     from forgeml.train.config import TrainConfig
 
-REPO = Path(__file__).resolve().parents[1]
-ADULT = REPO.parent / "shared" / "data" / "adult" / "adult.data"
-EXAMPLES = REPO / "examples" / "adult"
 SLICE = "sex"
 METRICS = ("accuracy", "f1_macro", "roc_auc")
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 ACCURACY_TARGET = 0.845
-
-
-def prepare_adult(home: Path) -> Workspace:
-    """A workspace holding Adult cleaned, split and featurised as the example README does."""
-    from forgeml.core.config import Settings
-    from forgeml.core.configfile import load_yaml
-    from forgeml.core.workspace import Workspace
-    from forgeml.data import pipeline
-    from forgeml.data.ingest import IngestOptions
-
-    workspace = Workspace(Settings(home=home, user="bench"))
-    pipeline.add(workspace, "adult", ADULT, IngestOptions())
-    pipeline.derive(workspace, "clean", "adult", load_yaml(EXAMPLES / "clean.yaml"))
-    split = {"ratios": [0.8, 0.1, 0.1], "stratify": "Y", "seed": 0}
-    pipeline.derive(workspace, "split", "adult", split)
-    pipeline.derive(workspace, "features", "adult", load_yaml(EXAMPLES / "features.yaml"))
-    return workspace
 
 
 def example_config(seed: int, quick: bool) -> TrainConfig:

@@ -18,10 +18,11 @@ same Adult features, global batch 256, `--steps` optimiser steps, trained throug
 
 Scaling efficiency = (2-proc samples/s) / (2 x 1-proc-1-thread samples/s); 1.0 is perfect.
 Samples/s come from the loop's own per-step clock (the `samples_per_s` metric rank 0 logs
-to MLflow: global batch / step time, all-reduce waits included), as total samples over
-summed step times after the first `WARMUP_STEPS` steps; end-to-end wall time of the run
-(process and torchrun start-up, data loading, DDP set-up) is reported beside it. Each
-configuration runs in its own subprocess, `--repeats` times, alternating; medians reported.
+to MLflow: global batch / step time, all-reduce waits included, averaged over each window
+of `log_every_steps`), as total samples over summed step times after the first
+`WARMUP_STEPS`; end-to-end wall time of the run (process and torchrun start-up, data
+loading, DDP set-up) is reported beside it. Each configuration runs in its own subprocess,
+`--repeats` times, alternating; medians reported.
 
 Data: Adult (`../shared/data/adult/adult.data`) prepared in a temp FORGEML_HOME as
 examples/adult/README.md does (add, clean, split 0.8/0.1/0.1 stratified on Y, features).
@@ -48,40 +49,18 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from _adult import prepare_adult
+
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
     from forgeml.train.config import TrainConfig
 
-REPO = Path(__file__).resolve().parents[1]
-ADULT = REPO.parent / "shared" / "data" / "adult" / "adult.data"
-EXAMPLES = REPO / "examples" / "adult"
 HIDDEN = (512, 256)
 BATCH_SIZE = 256
 WARMUP_STEPS = 10
 # name -> (processes, threads per process); 0 threads: all cores. "raw" layouts run the
 # hand-written baseline loop instead of forgeml.
 LAYOUTS = {"1x1": (1, 1), "2x1": (2, 1), "1xN": (1, 0), "raw1x1": (1, 1), "raw2x1": (2, 1)}
-
-
-def prepare_adult(home: Path) -> None:
-    """Adult cleaned, split and featurised in `home`, as the example README does."""
-    from forgeml.core.config import Settings
-    from forgeml.core.configfile import load_yaml
-    from forgeml.core.workspace import Workspace
-    from forgeml.data import pipeline
-    from forgeml.data.ingest import IngestOptions
-    from forgeml.tracking import open_client
-
-    workspace = Workspace(Settings(home=home, user="bench"))
-    try:
-        pipeline.add(workspace, "adult", ADULT, IngestOptions())
-        pipeline.derive(workspace, "clean", "adult", load_yaml(EXAMPLES / "clean.yaml"))
-        split = {"ratios": [0.8, 0.1, 0.1], "stratify": "Y", "seed": 0}
-        pipeline.derive(workspace, "split", "adult", split)
-        pipeline.derive(workspace, "features", "adult", load_yaml(EXAMPLES / "features.yaml"))
-        open_client(workspace)  # migrate MLflow's database once, outside the timed runs
-    finally:
-        workspace.close()
 
 
 def bench_config(steps: int, workers: int) -> TrainConfig:
@@ -113,10 +92,17 @@ def step_throughput(workspace: Workspace, run_id: str) -> dict[str, float]:
     from forgeml.tracking import open_client
 
     history = open_client(workspace).get_metric_history(run_id, "samples_per_s")
-    rates = [point.value for point in sorted(history, key=lambda point: point.step)]
-    timed = rates[WARMUP_STEPS:] or rates
-    seconds = sum(BATCH_SIZE / rate for rate in timed)
-    return {"samples_per_s": len(timed) * BATCH_SIZE / seconds, "logged_steps": len(rates)}
+    # each point is the mean rate over the steps since the previous point (log_every_steps)
+    points = sorted((point.step, point.value) for point in history)
+    timed: list[tuple[int, float]] = []  # (steps in the window, samples/s)
+    before = 0
+    for step, rate in points:
+        if step > WARMUP_STEPS or step == points[-1][0]:
+            timed.append((step - before, rate))
+        before = step
+    seconds = sum(steps * BATCH_SIZE / rate for steps, rate in timed)
+    samples = sum(steps for steps, _ in timed) * BATCH_SIZE
+    return {"samples_per_s": samples / seconds, "logged_points": len(points)}
 
 
 def raw_rank(steps: int, out: Path) -> None:
@@ -255,7 +241,7 @@ def measure(steps: int, repeats: int, progress: bool) -> dict[str, Any]:
     results: dict[str, list[dict[str, Any]]] = {layout: [] for layout in LAYOUTS}
     with tempfile.TemporaryDirectory(prefix="forgeml-bench-ddp-") as scratch:
         home = Path(scratch) / "home"
-        prepare_adult(home)
+        prepare_adult(home).close()
         order = list(LAYOUTS)
         for index in range(repeats):
             for layout in order if index % 2 == 0 else order[::-1]:

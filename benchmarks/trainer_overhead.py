@@ -48,6 +48,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from _adult import prepare_adult
+
 if TYPE_CHECKING:
     import torch
     from torch import nn
@@ -56,9 +58,6 @@ if TYPE_CHECKING:
     from forgeml.train.config import TrainConfig
     from forgeml.train.task import TaskData
 
-REPO = Path(__file__).resolve().parents[1]
-ADULT = REPO.parent / "shared" / "data" / "adult" / "adult.data"
-EXAMPLES = REPO / "examples" / "adult"
 HIDDEN = (512, 256)
 BATCH_SIZE = 256
 LR = 1e-3
@@ -86,23 +85,6 @@ def cpu_seconds() -> float:
     """User + system CPU seconds of this process so far (all threads, tracking's included)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def prepare_adult(home: Path) -> Workspace:
-    """A workspace holding Adult cleaned, split and featurised as the example README does."""
-    from forgeml.core.config import Settings
-    from forgeml.core.configfile import load_yaml
-    from forgeml.core.workspace import Workspace
-    from forgeml.data import pipeline
-    from forgeml.data.ingest import IngestOptions
-
-    workspace = Workspace(Settings(home=home, user="bench"))
-    pipeline.add(workspace, "adult", ADULT, IngestOptions())
-    pipeline.derive(workspace, "clean", "adult", load_yaml(EXAMPLES / "clean.yaml"))
-    split = {"ratios": [0.8, 0.1, 0.1], "stratify": "Y", "seed": 0}
-    pipeline.derive(workspace, "split", "adult", split)
-    pipeline.derive(workspace, "features", "adult", load_yaml(EXAMPLES / "features.yaml"))
-    return workspace
 
 
 def bench_config(steps: int) -> TrainConfig:

@@ -159,6 +159,28 @@ def test_every_step_logs_loss_lr_and_throughput_and_reports_progress(tmp_path: P
     assert eval_steps == [12, 24]  # once per epoch by default
 
 
+def test_the_logger_gets_training_metrics_as_means_every_log_every_steps(
+    tmp_path: Path,
+) -> None:
+    logger = MemoryLogger()
+    config = make_config(
+        epochs=2, log_every_steps=5, schedule={"name": "linear", "warmup_steps": 4}
+    )
+    result = fit(TinyNet(), make_task(), config, run_dir=tmp_path / "run", logger=logger)
+
+    sent = [(step, metrics) for step, metrics in logger.history if "train_loss" in metrics]
+    assert [step for step, _ in sent] == [5, 10, 15, 20, 24]  # and the last, partial window
+    per_step = {step: metrics for step, metrics in result.history if "train_loss" in metrics}
+    for step, metrics in sent:
+        window = [per_step[s] for s in range(step - 4 if step % 5 == 0 else 21, step + 1)]
+        assert metrics["train_loss"] == pytest.approx(
+            sum(m["train_loss"] for m in window) / len(window)
+        )
+        assert (metrics["lr"], metrics["epoch"]) == (per_step[step]["lr"], per_step[step]["epoch"])
+    evaluated = [step for step, metrics in logger.history if "eval_accuracy" in metrics]
+    assert evaluated == [12, 24]
+
+
 def test_grad_accumulation_of_4x16_equals_one_batch_of_64(tmp_path: Path) -> None:
     weights = []
     for accum in (1, 4):

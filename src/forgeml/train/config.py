@@ -138,6 +138,11 @@ class TrainConfig(_Strict):
     eval_every_steps: int | None = Field(
         default=None, ge=1, description="Evaluate every N steps (default: each epoch)."
     )
+    log_every_steps: int = Field(
+        default=10,
+        ge=1,
+        description="Send training metrics to tracking every N steps, as means over the N.",
+    )
     early_stopping: EarlyStoppingConfig | None = None
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     workers: int = Field(default=1, ge=1, description="Processes (DDP through torchrun).")
