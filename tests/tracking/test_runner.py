@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import optuna
 import pytest
 import torch
 
@@ -217,6 +218,7 @@ def _raise_at(step: int, error: BaseException) -> Any:
         (KeyboardInterrupt(), "KILLED", "KeyboardInterrupt"),
         (RuntimeError("disk on fire"), "FAILED", "RuntimeError: disk on fire"),
         (MemoryError(), "FAILED", "out of memory"),
+        (optuna.TrialPruned("pruned at step 3"), "KILLED", "pruned at step 3"),
     ],
 )
 def test_an_interrupted_or_crashed_run_is_ended_in_both_stores_and_registers_nothing(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -127,8 +128,16 @@ def run_training(
         finish_run(handle, status, {}, error=message or type(error).__name__)
         raise
     except BaseException as error:
-        finish_run(handle, RunStatus.FAILED, {}, error=f"{type(error).__name__}: {error}")
+        if _is_pruned(error):  # an HPO pruner stopped the trial on purpose: not a failure
+            finish_run(handle, RunStatus.KILLED, {}, error=str(error) or "pruned")
+        else:
+            finish_run(handle, RunStatus.FAILED, {}, error=f"{type(error).__name__}: {error}")
         raise
+
+
+def _is_pruned(error: BaseException) -> bool:
+    optuna = sys.modules.get("optuna")  # only a study imports it; a plain run need not
+    return optuna is not None and isinstance(error, optuna.TrialPruned)
 
 
 def _finish(

@@ -122,7 +122,7 @@ def run_tuning(
             if "loss" in metrics:
                 trial.report(sign * metrics["loss"], step)
                 if trial.should_prune():
-                    raise optuna.TrialPruned()
+                    raise optuna.TrialPruned(f"pruned by the study's pruner at step {step}")
 
         from forgeml.train.loop import TrainingDivergedError
 
@@ -135,7 +135,7 @@ def run_tuning(
             )
         except TrainingDivergedError:
             # a diverging trial is a bad region of the space, not a reason to stop the study
-            raise optuna.TrialPruned() from None
+            raise optuna.TrialPruned("pruned: the training loss diverged") from None
         runs[trial.number] = summary.run_id
         trial.set_user_attr("run_id", summary.run_id)
         if options.metric not in summary.metrics:
