@@ -162,9 +162,9 @@ def count_flops(workspace: Any, config: Any) -> dict[str, Any]:
     from torch.utils.flop_counter import FlopCounterMode
 
     from forgeml.train.data import load_task_data
-    from forgeml.train.loop import epoch_order
     from forgeml.train.lora import trainable_parameters
     from forgeml.train.recipe import prepare_model
+    from forgeml.train.step import epoch_order
 
     task = load_task_data(workspace, config)
     torch.manual_seed(config.seed)

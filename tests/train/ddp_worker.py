@@ -19,8 +19,9 @@ from safetensors.torch import save_file
 from forgeml.train.config import TrainConfig
 from forgeml.train.distributed import cleanup, init_distributed, wrap_model
 from forgeml.train.logger import NullLogger
-from forgeml.train.loop import fit, unwrap_model
+from forgeml.train.loop import fit
 from forgeml.train.models import build_model
+from forgeml.train.step import unwrap_model
 from forgeml.train.task import SplitData, TaskData
 
 

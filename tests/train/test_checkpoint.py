@@ -25,8 +25,9 @@ from forgeml.train.checkpoint import (
 )
 from forgeml.train.config import ScheduleConfig, TrainConfig
 from forgeml.train.logger import NullLogger
-from forgeml.train.loop import DistContext, fit
+from forgeml.train.loop import fit
 from forgeml.train.schedule import build_scheduler
+from forgeml.train.step import DistContext
 from forgeml.train.task import SplitData, TaskData
 
 

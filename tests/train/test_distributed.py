@@ -20,7 +20,7 @@ from forgeml.train.distributed import (
     under_torchrun,
     wrap_model,
 )
-from forgeml.train.loop import DistContext
+from forgeml.train.step import DistContext
 from tests.train import ddp_worker
 
 REPO = Path(__file__).resolve().parents[2]

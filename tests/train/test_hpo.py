@@ -59,7 +59,7 @@ def test_tpe_finds_the_optimum_region_quickly(db_url: str) -> None:
 
     start = time.perf_counter()
     result = tune(bowl, space, n_trials=30, storage_url=db_url, study_name="bowl", seed=0)
-    assert time.perf_counter() - start < 10
+    assert time.perf_counter() - start < 60  # ~3 s idle; generous for a loaded machine
     assert len(result.trials) == 30
     assert result.best_value is not None
     assert result.best_value < 2.0

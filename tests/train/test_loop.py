@@ -18,14 +18,12 @@ from forgeml.core.errors import ConfigError, UsageError
 from forgeml.train.checkpoint import list_checkpoints, load_latest
 from forgeml.train.config import TrainConfig
 from forgeml.train.logger import MemoryLogger
-from forgeml.train.loop import (
+from forgeml.train.loop import FitResult, TrainingDivergedError, fit
+from forgeml.train.step import (
     BatchPlan,
     DistContext,
-    FitResult,
-    TrainingDivergedError,
     accumulate_gradients,
     epoch_order,
-    fit,
     micro_batch_rows,
     plan_batches,
 )

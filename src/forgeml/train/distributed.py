@@ -22,7 +22,7 @@ import torch.distributed as torch_dist
 from torch import nn
 
 from forgeml.core.errors import ConfigError
-from forgeml.train.loop import DistContext
+from forgeml.train.step import DistContext
 
 Strategy = Literal["ddp", "fsdp"]
 

@@ -17,8 +17,9 @@ import torch
 from forgeml.train.config import TrainConfig
 from forgeml.train.data import load_task_data
 from forgeml.train.logger import MetricLogger
-from forgeml.train.loop import DistContext, FitResult, fit
+from forgeml.train.loop import FitResult, fit
 from forgeml.train.models import build_model
+from forgeml.train.step import DistContext
 
 if TYPE_CHECKING:
     from torch import nn
