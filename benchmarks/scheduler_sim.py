@@ -13,7 +13,7 @@ Pure Python over `forgeml.scheduler.policy` (no store, no executor, no subproces
 
 2. Policy quality. A discrete-event simulation of one trace, run once with `schedule` and once
    with `fifo_schedule` (strict submission order, no backfill, no preemption). The trace:
-   - cluster: 32 nodes x (8 GPUs, 96 CPUs, 1,024 GB) = 256 GPUs (`--quick`: 16 nodes);
+   - cluster: 16 nodes x (8 GPUs, 96 CPUs, 1,024 GB) = 128 GPUs (`--nodes` to change it);
    - jobs: 90% GPU jobs of 2^k GPUs, k = 0..6 (1..64 GPUs) with P(k) proportional to 0.6^k,
      run as ceil(size / 8) workers of min(size, 8) GPUs with 8 CPUs and 64 GB per GPU;
      10% CPU-only jobs of 4..32 CPUs, 8 GB per CPU;
@@ -22,14 +22,16 @@ Pure Python over `forgeml.scheduler.policy` (no store, no executor, no subproces
      prod (4, no, 20%, 10% critical / 50% high / 40% normal), research (3, yes, 35%,
      10% high / 70% normal / 20% low), dev (2, yes, 25%, 50% normal / 50% low),
      batch (1, yes, 20%, all low);
-   - arrivals: Poisson, at the rate that offers 1.3x the cluster's GPU capacity, for 3,000
-     jobs (`--quick`: 800); then the simulation runs until every job has finished;
+   - arrivals: Poisson, at the rate that offers 1.3x the cluster's GPU capacity, for 2,400
+     jobs (~4.5 simulated days; `--quick`: 800); then it runs until every job has finished;
    - preemption: a victim keeps its room 30 s (checkpoint + exit), loses the work done since
      its last checkpoint (every 10 min), and pays 60 s of start-up when it resumes;
    - a scheduling cycle runs after each batch of simultaneous events (arrival, end, stop).
    Figures, over the window from 10% of the arrival period to its end (the cluster is
-   overloaded then, so an idle GPU is the policy's doing): GPU utilisation (GPU-seconds of
-   useful work / capacity), mean and p95 wait (submission to first start) per queue, each
+   overloaded then: work is always waiting, and GPUs idle only because of the policy's
+   decisions or because what waits does not fit): GPU utilisation (GPU-seconds of useful
+   work / capacity), mean and p95 wait (submission to first start) per queue and the mean
+   and longest wait of the large gangs (>= 32 GPUs, those backfill could starve), each
    queue's share of the GPU-seconds against its weighted max-min fair share given its
    demand, preemptions and GPU-hours lost to them. A queue is starved when one of its jobs
    never starts or its share is under half its fair share. Target: utilisation >= 1.2x
@@ -466,6 +468,7 @@ def measure_quality(jobs: int, nodes: int, seeds: int, progress: bool) -> dict[s
 def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians over seeds of every figure (per queue too); `runs` keeps the raw ones."""
     scalar = ("utilisation", "preemptions", "lost_gpu_h", "cycles", "policy_s")
+    scalar += ("large_mean_wait_h", "large_max_wait_h")
     summary: dict[str, Any] = {key: statistics.median(run[key] for run in runs) for key in scalar}
     summary["queues"] = {
         name: {key: statistics.median(run["queues"][name][key] for run in runs) for key in figures}
@@ -548,6 +551,8 @@ def _quality_lines(quality: dict[str, Any], verdict: dict[bool, str]) -> list[st
         lines.append(
             f"{policy}: GPU utilisation {figures['utilisation']:.3f}, "
             f"{figures['preemptions']:g} preemptions ({figures['lost_gpu_h']:.1f} GPU-h lost), "
+            f"gangs >= {LARGE_GPUS} GPUs wait {figures['large_mean_wait_h']:.1f} h "
+            f"(longest {figures['large_max_wait_h']:.1f} h), "
             f"{figures['cycles']:,.0f} cycles in {figures['policy_s']:.1f} s"
         )
     ratio, starved = quality["utilisation_ratio"], quality["starved"]
@@ -575,16 +580,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeats", type=int, default=None, help="cycles timed (default 5)")
-    parser.add_argument("--jobs", type=int, default=None, help="trace jobs (default 3,000)")
-    parser.add_argument("--nodes", type=int, default=None, help="simulated nodes (default 32)")
+    parser.add_argument("--jobs", type=int, default=None, help="trace jobs (default 2,400)")
+    parser.add_argument("--nodes", type=int, default=None, help="simulated nodes (default 16)")
     parser.add_argument("--seeds", type=int, default=None, help="traces (default 3)")
     parser.add_argument("--seed", type=int, default=0, help="seed of part 1 (default 0)")
-    parser.add_argument("--quick", action="store_true", help="3 repeats, 800 jobs, 16 nodes")
+    parser.add_argument("--quick", action="store_true", help="3 repeats, 800 jobs, 1 seed")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     parser.add_argument("--profile", action="store_true", help="cProfile one cycle and stop")
     args = parser.parse_args(argv)
     quick = {"repeats": 3, "jobs": 800, "nodes": 16, "seeds": 1}
-    full = {"repeats": 5, "jobs": 3_000, "nodes": 32, "seeds": 3}
+    full = {"repeats": 5, "jobs": 2_400, "nodes": 16, "seeds": 3}
     for name, value in (quick if args.quick else full).items():
         if getattr(args, name) is None:
             setattr(args, name, value)

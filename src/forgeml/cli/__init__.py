@@ -9,10 +9,14 @@ import click
 import typer
 
 from forgeml.cli import audit as audit_commands
+from forgeml.cli import cost as cost_commands
 from forgeml.cli import data as data_commands
 from forgeml.cli import init as init_commands
+from forgeml.cli import jobs as jobs_commands
 from forgeml.cli import models as models_commands
+from forgeml.cli import queues as queues_commands
 from forgeml.cli import runs as runs_commands
+from forgeml.cli import server as server_commands
 from forgeml.cli import train as train_commands
 from forgeml.core.errors import ForgemlError
 
@@ -32,6 +36,10 @@ app.add_typer(data_commands.app, name="data")
 app.add_typer(runs_commands.app, name="runs")
 app.add_typer(models_commands.app, name="models")
 app.add_typer(audit_commands.app, name="audit")
+app.add_typer(jobs_commands.app, name="jobs")
+app.add_typer(queues_commands.app, name="queues")
+app.add_typer(cost_commands.app, name="cost")
+app.command("server")(server_commands.server)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -36,6 +36,26 @@ class Settings(BaseSettings):
         ge=1,
         description="A run whose heartbeat is older than this is marked KILLED.",
     )
+    scheduler_cpus: float | None = Field(
+        default=None,
+        gt=0,
+        description="CPUs the local executor may hand out; default every core of this machine.",
+    )
+    scheduler_gpus: int | None = Field(
+        default=None,
+        ge=0,
+        description="GPUs the local executor may hand out; default every GPU NVML sees.",
+    )
+    scheduler_memory_gb: float | None = Field(
+        default=None,
+        gt=0,
+        description="Memory (GB) the local executor may hand out; default this machine's RAM.",
+    )
+    scheduler_interval: float = Field(
+        default=1.0,
+        gt=0,
+        description="Seconds between two scheduling cycles of `forgeml server`.",
+    )
     user: str | None = Field(
         default=None,
         description="Actor recorded in the audit log; default the login name.",

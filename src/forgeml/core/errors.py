@@ -64,6 +64,24 @@ class QueryError(ForgemlError):
     """A `data query` statement does not parse or fails to run."""
 
 
+class AlreadyExistsError(ForgemlError):
+    """An object of that name exists already (a queue, ...)."""
+
+    http_status = 409
+
+
+class InvalidJobError(ForgemlError):
+    """A job cannot be accepted: a bad spec, or a request the cluster or queue can never fit."""
+
+    http_status = 422
+
+
+class JobStateError(ForgemlError):
+    """The job is not in a state that allows this (cancel a finished job, retry a running one)."""
+
+    http_status = 409
+
+
 class IntegrityError(ForgemlError):
     """Stored content does not match its digest, or a rebuild did not reproduce a version."""
 

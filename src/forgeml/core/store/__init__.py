@@ -1,6 +1,7 @@
 """The metadata store: SQLAlchemy models, engines and sessions, migrations."""
 
 from forgeml.core.store._engine import Store, open_store
+from forgeml.core.store._jobs import JobAttemptRecord, JobEventRecord, JobRecord, QueueRecord
 from forgeml.core.store._models import (
     AuditEvent,
     Base,
@@ -17,8 +18,12 @@ __all__ = [
     "Dataset",
     "DatasetVersion",
     "FeatureSpecVersion",
+    "JobAttemptRecord",
+    "JobEventRecord",
+    "JobRecord",
     "LineageEdge",
     "ModelVersionRecord",
+    "QueueRecord",
     "RunRecord",
     "Store",
     "open_store",

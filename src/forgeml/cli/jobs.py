@@ -1,0 +1,339 @@
+"""`forgeml jobs submit|list|show|logs|cancel|retry|export`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from forgeml.cli._output import print_json, print_table, say, when
+
+if TYPE_CHECKING:
+    from forgeml.core.store import JobRecord
+    from forgeml.core.workspace import Workspace
+
+app = typer.Typer(
+    help="Jobs: submit any command, follow it, cancel or retry it.", no_args_is_help=True
+)
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+JobArg = Annotated[str, typer.Argument(help="Job id, id prefix, or name (latest).")]
+
+
+def _workspace() -> Workspace:
+    from forgeml.core.workspace import open_workspace
+
+    return open_workspace()
+
+
+def _write(data: bytes) -> None:
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+
+
+def submit_and_run(
+    workspace: Workspace,
+    fields: dict[str, Any],
+    *,
+    detach: bool,
+    wait: bool,
+    model_name: str | None = None,
+    output: Any = _write,
+) -> JobRecord:
+    """Record the job; run it in the foreground unless a server runs (or `detach`).
+
+    Returns the job as it stands when this returns (ended when it ran or was waited for).
+    """
+    from forgeml.scheduler.cluster import local_cluster
+    from forgeml.scheduler.foreground import follow, run_in_foreground
+    from forgeml.scheduler.jobs import parse_spec, submit
+    from forgeml.scheduler.lease import running_server
+
+    spec = parse_spec({"owner": workspace.actor} | fields)
+    server = running_server(workspace.settings)
+    local = server is None or server.executor == "local"
+    nodes = local_cluster(workspace.settings) if local else []
+    executor = server.executor if server else "local"
+    job = submit(workspace, spec, nodes=nodes, executor=executor, model_name=model_name)
+    if server is None and not detach:
+        return run_in_foreground(workspace, job.id, output)
+    if wait:
+        return follow(workspace, job.id, output)
+    return job
+
+
+def exit_for(job: JobRecord) -> None:
+    """Raise the job's failure as one sentence (exit 1) when it did not succeed."""
+    from forgeml.core.errors import ForgemlError
+
+    if job.state in ("FAILED", "CANCELLED"):
+        first_line = (job.error or f"Job {job.id} ended {job.state}.").splitlines()[0]
+        raise ForgemlError(f"{first_line} (job {job.id}; `forgeml jobs show {job.id[:12]}`)")
+
+
+@app.command(
+    "submit", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True}
+)
+def submit_command(
+    command: Annotated[list[str], typer.Argument(help="The command and its arguments (after --).")],
+    cpus: Annotated[float, typer.Option(help="CPU cores per worker.")] = 1.0,
+    gpus: Annotated[int, typer.Option(help="GPUs per worker.")] = 0,
+    memory: Annotated[float, typer.Option(help="Memory per worker, in GB.")] = 1.0,
+    workers: Annotated[int, typer.Option(help="Processes started together (gang).")] = 1,
+    queue: Annotated[str, typer.Option(help="The queue to wait in.")] = "default",
+    priority: Annotated[str, typer.Option(help="low, normal, high or critical.")] = "normal",
+    max_retries: Annotated[int, typer.Option(help="Retries after a failed attempt.")] = 0,
+    backoff: Annotated[float, typer.Option(help="First retry delay (s); doubles.")] = 5.0,
+    timeout: Annotated[float | None, typer.Option(help="Wall-time limit (s).")] = None,
+    name: Annotated[str | None, typer.Option(help="Job name (default: the program).")] = None,
+    env: Annotated[list[str] | None, typer.Option(help="Extra environment KEY=VALUE.")] = None,
+    detach: Annotated[bool, typer.Option(help="Queue it for the server; return at once.")] = False,
+    wait: Annotated[
+        bool, typer.Option(help="With a server: stream its log until it ends.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run any command as a job: `forgeml jobs submit --cpus 2 -- python train.py`."""
+    workspace = _workspace()
+    fields = {
+        "name": name or Path(command[0]).name,
+        "command": command,
+        "resources": {"cpus": cpus, "gpus": gpus, "memory_gb": memory},
+        "workers": workers,
+        "queue": queue,
+        "priority": priority,
+        "max_retries": max_retries,
+        "backoff_seconds": backoff,
+        "timeout_seconds": timeout,
+        # the submitter's working directory, so relative paths in the command still work
+        "env": {"FORGEML_JOB_CWD": os.getcwd()} | _parse_env(env or []),
+    }
+    output = (lambda _: None) if as_json else _write
+    job = submit_and_run(workspace, fields, detach=detach, wait=wait, output=output)
+    if as_json:
+        print_json(_summary(job))
+    elif job.state == "PENDING":
+        say(
+            f"job {job.id} queued in '{job.queue}'; "
+            f"follow it with `forgeml jobs logs -f {job.id[:12]}`"
+        )
+    exit_for(job)
+
+
+def _parse_env(pairs: list[str]) -> dict[str, str]:
+    from forgeml.core.errors import UsageError
+
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"Invalid --env '{pair}': use KEY=VALUE.")
+        env[key] = value
+    return env
+
+
+def _summary(job: JobRecord) -> dict[str, Any]:
+    from forgeml.scheduler.jobs import job_summary
+
+    return job_summary(job)
+
+
+@app.command("list")
+def list_(
+    state: Annotated[list[str] | None, typer.Option(help="Only jobs in this state.")] = None,
+    queue: Annotated[str | None, typer.Option(help="Only jobs of this queue.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many (newest first).")] = 100,
+    as_json: JsonFlag = False,
+) -> None:
+    """List jobs, newest first."""
+    from forgeml.scheduler.jobs import list_jobs
+
+    states = [s.upper() for s in state or []]
+    jobs = [
+        _summary(job) for job in list_jobs(_workspace(), states=states, queue=queue, limit=limit)
+    ]
+    if as_json:
+        print_json(jobs)
+        return
+    rows = [
+        (
+            j["job_id"][:12],
+            j["name"],
+            j["state"],
+            j["queue"],
+            j["priority"],
+            j["attempts"],
+            when(j["submitted_at"]),
+        )
+        for j in jobs
+    ]
+    print_table(
+        "jobs", ["job", "name", "state", "queue", "priority", "attempts", "submitted"], rows
+    )
+
+
+def attempt_summary(attempt: Any) -> dict[str, Any]:
+    return {
+        "number": attempt.number,
+        "state": attempt.state,
+        "executor": attempt.executor,
+        "nodes": attempt.nodes,
+        "started_at": attempt.started_at,
+        "ended_at": attempt.ended_at,
+        "exit_code": attempt.exit_code,
+        "reason": attempt.reason,
+        "log_digest": attempt.log_digest,
+        "cpu_seconds": attempt.cpu_seconds,
+        "gpu_seconds": attempt.gpu_seconds,
+        "memory_gb_seconds": attempt.memory_gb_seconds,
+        "peak_memory_gb": attempt.peak_memory_gb,
+        "wall_seconds": attempt.wall_seconds,
+        "cost": attempt.cost,
+    }
+
+
+@app.command("show")
+def show(job: JobArg, as_json: JsonFlag = False) -> None:
+    """A job's state, attempts (usage and cost), events and, if it failed, its log tail."""
+    from forgeml.scheduler.jobs import attempts_of, events_of, get_job
+
+    workspace = _workspace()
+    with workspace.store.session() as session:
+        record = get_job(session, job)
+        attempts = [attempt_summary(a) for a in attempts_of(session, record.id)]
+        events: list[dict[str, Any]] = [
+            {
+                "at": e.at,
+                "attempt": e.attempt,
+                "from": e.from_state,
+                "to": e.to_state,
+                "reason": e.reason,
+            }
+            for e in events_of(session, record.id)
+        ]
+    detail = _summary(record) | {"spec": record.spec, "attempts": attempts, "events": events}
+    if as_json:
+        print_json(detail)
+        return
+    say(f"[bold]{record.name}[/bold] job {record.id}: {record.state} (queue {record.queue})")
+    say(f"command: {' '.join(record.spec['command'])}")
+    print_table(
+        "attempts",
+        ["#", "state", "exit", "reason", "wall s", "cpu s", "peak GB", "cost"],
+        [
+            (a["number"], a["state"], a["exit_code"], a["reason"], f"{a['wall_seconds']:.1f}",
+             f"{a['cpu_seconds']:.1f}", f"{a['peak_memory_gb']:.2f}", f"{a['cost']:.4f}")
+            for a in attempts
+        ],
+    )  # fmt: skip
+    print_table(
+        "events",
+        ["at", "attempt", "from", "to", "reason"],
+        [(when(e["at"]), e["attempt"], e["from"], e["to"], e["reason"]) for e in events],
+    )
+    if record.error:
+        say(record.error)
+
+
+@app.command("logs")
+def logs(
+    job: JobArg,
+    attempt: Annotated[int | None, typer.Option(help="Attempt number (default: the last).")] = None,
+    follow_: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep streaming until it ends.")
+    ] = False,
+) -> None:
+    """Print an attempt's log (from the artifact store once it has ended)."""
+    from forgeml.core.errors import NotFoundError
+    from forgeml.scheduler.foreground import follow
+    from forgeml.scheduler.jobs import attempts_of, find_job, get_job
+
+    workspace = _workspace()
+    if follow_:
+        follow(workspace, find_job(workspace, job).id, _write)
+        return
+    with workspace.store.session() as session:
+        record = get_job(session, job)
+        attempts = attempts_of(session, record.id)
+    chosen = [a for a in attempts if attempt is None or a.number == attempt][-1:]
+    if not chosen:
+        raise NotFoundError(f"Job {record.id} has no attempt {attempt or ''}".rstrip() + " yet.")
+    if chosen[0].log_digest:
+        _write(workspace.artifacts.get_bytes(chosen[0].log_digest))
+    elif chosen[0].log_path and Path(chosen[0].log_path).exists():
+        _write(Path(chosen[0].log_path).read_bytes())
+
+
+@app.command("cancel")
+def cancel_command(job: JobArg, as_json: JsonFlag = False) -> None:
+    """Cancel a job: at once when it waits; a running one gets SIGTERM from the scheduler."""
+    from forgeml.scheduler.jobs import cancel
+
+    record = cancel(_workspace(), job)
+    if as_json:
+        print_json(_summary(record))
+        return
+    done = record.state == "CANCELLED"
+    say(f"job {record.id} " + ("cancelled" if done else "will be stopped and cancelled"))
+
+
+@app.command("retry")
+def retry_command(job: JobArg, as_json: JsonFlag = False) -> None:
+    """Queue a FAILED or CANCELLED job again (a server, or `--detach`ed runs, pick it up)."""
+    from forgeml.scheduler.jobs import retry
+
+    record = retry(_workspace(), job)
+    if as_json:
+        print_json(_summary(record))
+        return
+    say(f"job {record.id} queued again")
+
+
+@app.command("export")
+def export(
+    job: JobArg,
+    format_: Annotated[str, typer.Option("--format", help="Only 'volcano' for now.")] = "volcano",
+    image: Annotated[
+        str, typer.Option(help="Container image with forgeml installed.")
+    ] = "forgeml:latest",
+    namespace: Annotated[str, typer.Option(help="Kubernetes namespace.")] = "default",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here, not stdout.")
+    ] = None,
+    submit: Annotated[bool, typer.Option(help="Create it on the cluster (kubeconfig).")] = False,
+    kubeconfig: Annotated[str | None, typer.Option(help="Kubeconfig file.")] = None,
+) -> None:
+    """Write a Volcano `batch.volcano.sh/v1alpha1` Job (and its Queue) for the job."""
+    import yaml
+
+    from forgeml.core.errors import UsageError
+    from forgeml.scheduler.executors.kubernetes import export_job, submit_manifest
+    from forgeml.scheduler.jobs import get_job
+    from forgeml.scheduler.model import JobSpec, QueueSpec
+    from forgeml.scheduler.queues import get_queue
+    from forgeml.scheduler.service import LAUNCH_ONCE_KINDS
+
+    if format_ != "volcano":
+        raise UsageError(f"Unknown --format '{format_}': only 'volcano' is supported.")
+    workspace = _workspace()
+    with workspace.store.session() as session:
+        record = get_job(session, job)
+        queue = get_queue(session, record.queue)
+        queue_spec = QueueSpec(
+            name=queue.name, weight=queue.weight, reclaimable=queue.reclaimable,
+            capability=queue.capability, budget=queue.budget,
+        )  # fmt: skip
+    spec = JobSpec.model_validate(record.spec)
+    text = export_job(
+        spec, record.id, image=image, namespace=namespace, queue=queue_spec,
+        launch_once=record.kind in LAUNCH_ONCE_KINDS,
+    )  # fmt: skip
+    if output is not None:
+        output.write_text(text)
+    if submit:
+        for document in yaml.safe_load_all(text):
+            say(f"created {submit_manifest(document, namespace, kubeconfig)}")
+    elif output is None:
+        sys.stdout.write(text)

@@ -1,0 +1,106 @@
+"""`forgeml queues create|list|show`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from forgeml.cli._output import print_json, print_table, say
+
+app = typer.Typer(help="Queues: weights, capabilities, reclaimable, budgets.", no_args_is_help=True)
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+
+
+def _workspace() -> Any:
+    from forgeml.core.workspace import open_workspace
+
+    return open_workspace()
+
+
+@app.command("create")
+def create(
+    name: Annotated[str, typer.Argument(help="Queue name.")],
+    weight: Annotated[int, typer.Option(help="Proportional share of the cluster.")] = 1,
+    cpus: Annotated[float | None, typer.Option(help="Cap on CPUs in use.")] = None,
+    gpus: Annotated[int | None, typer.Option(help="Cap on GPUs in use.")] = None,
+    memory: Annotated[float | None, typer.Option(help="Cap on memory in use (GB).")] = None,
+    reclaimable: Annotated[
+        bool, typer.Option(help="Its jobs may be preempted for other queues.")
+    ] = True,
+    budget: Annotated[float | None, typer.Option(help="Spend alert threshold.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a queue (Volcano semantics: weight, capability, reclaimable)."""
+    from forgeml.scheduler.queues import create_queue, parse_queue, queue_summary
+
+    cap = {
+        k: v for k, v in {"cpus": cpus, "gpus": gpus, "memory_gb": memory}.items() if v is not None
+    }
+    fields: dict[str, Any] = {
+        "name": name,
+        "weight": weight,
+        "reclaimable": reclaimable,
+        "budget": budget,
+    }
+    if cap:
+        fields["capability"] = cap
+    record = create_queue(_workspace(), parse_queue(fields))
+    if as_json:
+        print_json(queue_summary(record))
+        return
+    say(f"queue {record.name} created (weight {record.weight})")
+
+
+def _cap(capability: dict[str, Any] | None) -> str:
+    if not capability:
+        return "-"
+    return ", ".join(f"{k} {v:g}" for k, v in capability.items())
+
+
+@app.command("list")
+def list_(as_json: JsonFlag = False) -> None:
+    """Every queue, with what its jobs are doing."""
+    from forgeml.scheduler.queues import list_queues, queue_summary
+
+    queues = [queue_summary(q) for q in list_queues(_workspace())]
+    if as_json:
+        print_json(queues)
+        return
+    rows = [
+        (q["name"], q["weight"], _cap(q["capability"]), q["reclaimable"], q["budget"])
+        for q in queues
+    ]
+    print_table("queues", ["queue", "weight", "capability", "reclaimable", "budget"], rows)
+
+
+@app.command("show")
+def show(
+    name: Annotated[str, typer.Argument(help="Queue name.")], as_json: JsonFlag = False
+) -> None:
+    """A queue's settings and how many of its jobs are in each state."""
+    from sqlalchemy import func, select
+
+    from forgeml.core.store import JobRecord
+    from forgeml.scheduler.queues import get_queue, queue_summary
+
+    workspace = _workspace()
+    with workspace.store.session() as session:
+        record = get_queue(session, name)
+        counts = dict(
+            session.execute(
+                select(JobRecord.state, func.count())
+                .where(JobRecord.queue == name)
+                .group_by(JobRecord.state)
+            ).all()
+        )
+    detail = queue_summary(record) | {"jobs": {str(k): int(v) for k, v in counts.items()}}
+    if as_json:
+        print_json(detail)
+        return
+    say(
+        f"[bold]{record.name}[/bold]: weight {record.weight}, "
+        f"capability {_cap(record.capability)}, "
+        f"reclaimable {record.reclaimable}, budget {record.budget}"
+    )
+    print_table("jobs", ["state", "count"], sorted(detail["jobs"].items()))

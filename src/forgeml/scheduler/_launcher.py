@@ -1,0 +1,114 @@
+"""The tiny parent of every local job attempt: `python _launcher.py SPEC_FILE`.
+
+The local executor starts this script (by path, so only the standard library loads). It
+installs its SIGTERM handler, then detaches: it forks, the parent prints the child's pid
+and exits, and the child leads a new session (so the control plane is never its parent and
+its death or restart changes nothing for the job). The child sends its output to the
+spec's log file, starts one process per worker (command, env, CPU set, cwd), forwards
+SIGTERM to them, and when they have all ended writes `{"exit_code": N, "ended_at": T}` to
+the spec's exit file atomically (temp + rename). A restarted control plane finds a live
+attempt by the launcher's pid and create time, or reads how it ended from the exit file.
+
+If one worker fails the others are stopped, as torchrun does: a gang lives and dies together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+_POLL_SECONDS = 0.05
+_GRACE_SECONDS = 10.0
+
+
+def _start(worker: dict) -> subprocess.Popen[bytes]:
+    cpus = worker.get("cpus")
+
+    def pin() -> None:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    return subprocess.Popen(
+        worker["command"],
+        env=worker["env"],
+        cwd=worker.get("cwd"),
+        preexec_fn=pin,  # noqa: PLW1509 - the launcher runs no threads
+    )
+
+
+def _stop(workers: list[subprocess.Popen[bytes]], sig: int) -> None:
+    for process in workers:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(sig)
+
+
+def _write_exit(path: Path, code: int) -> None:
+    temp = path.with_suffix(".tmp")
+    temp.write_text(json.dumps({"exit_code": code, "ended_at": time.time()}))
+    os.replace(temp, path)
+
+
+def _detach(log_file: str) -> None:
+    """Fork; the parent reports the child's pid and exits, the child leads a new session."""
+    child = os.fork()
+    if child:
+        sys.stdout.write(f"{child}\n")
+        sys.stdout.flush()
+        os._exit(0)
+    os.setsid()
+    log = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.close(null)
+
+
+def main(spec_path: str) -> int:
+    """Run the workers of one attempt; returns the gang's exit code."""
+    spec = json.loads(Path(spec_path).read_text())
+    terminating: list[float] = []
+
+    def on_term(*_: object) -> None:
+        if not terminating:
+            terminating.append(time.monotonic())
+            _stop(workers, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    workers: list[subprocess.Popen[bytes]] = []
+    _detach(spec["log_file"])
+    try:
+        workers.extend(_start(worker) for worker in spec["workers"])
+    except OSError as error:
+        sys.stderr.write(f"forgeml: cannot start the job command: {error}\n")
+        sys.stderr.flush()
+        _stop(workers, signal.SIGKILL)
+        _write_exit(Path(spec["exit_file"]), 127)
+        return 127
+    first_failure = 0  # the gang's exit code: the first worker to fail, else 0
+    while [process.poll() for process in workers].count(None):
+        failed = [p.returncode for p in workers if p.returncode not in (None, 0)]
+        if failed and not first_failure:
+            first_failure = failed[0]
+            on_term()
+        if terminating and time.monotonic() - terminating[0] > spec.get("grace", _GRACE_SECONDS):
+            _stop(workers, signal.SIGKILL)
+        time.sleep(_POLL_SECONDS)
+    codes = [process.returncode for process in workers]
+    code = first_failure or next((c for c in codes if c != 0), 0)
+    _write_exit(Path(spec["exit_file"]), code)
+    return code
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1])
+    sys.exit(code if code >= 0 else 128 - code)

@@ -1,0 +1,282 @@
+"""Cost: price what each job attempt used, report spend by job/queue/owner/model, watch budgets.
+
+Each attempt's measured use (CPU-seconds, GPU-seconds, memory GB-seconds; see
+`forgeml.scheduler._usage`) is priced with a `PriceTable` when the attempt ends, and the
+price is kept on the attempt row, so a later change of prices does not rewrite history.
+The table is `FORGEML_HOME/prices.yaml` when present, for example::
+
+    cpu_hour: 0.04        # per CPU core-hour
+    gpu_hour: 3.0         # per GPU-hour
+    memory_gb_hour: 0.005 # per GB-hour of resident memory
+    currency: USD
+
+A queue's budget is a threshold on the total cost of its jobs' attempts; `check_budgets`
+writes one `cost.budget_exceeded` audit event (and logs a warning) when a queue goes over,
+and does not repeat it for that queue until its budget changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat
+from sqlalchemy import func, null, select
+from sqlalchemy.orm import Session
+
+from forgeml.core.configfile import load_yaml_model
+from forgeml.core.errors import UsageError
+from forgeml.core.store import AuditEvent, JobAttemptRecord, JobRecord, QueueRecord, Store
+from forgeml.scheduler.executors.base import AttemptUsage
+
+if TYPE_CHECKING:
+    from forgeml.core.config import Settings
+    from forgeml.core.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+PRICES_FILE = "prices.yaml"
+BUDGET_EXCEEDED = "cost.budget_exceeded"
+ReportKey = Literal["job", "queue", "owner", "model"]
+REPORT_KEYS: tuple[str, ...] = get_args(ReportKey)
+_SECONDS_PER_HOUR = 3600.0
+
+
+class PriceTable(BaseModel):
+    """Prices per unit of measured use.
+
+    The defaults are rough public-cloud on-demand list prices (2024-25): a general-purpose
+    VM's price split into about $0.04 per vCPU-hour and $0.005 per GB-hour of memory, and
+    about $3 per hour for a data-centre GPU of the A100 class. Set your own in
+    `FORGEML_HOME/prices.yaml`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cpu_hour: NonNegativeFloat = Field(0.04, description="Price of one CPU core for an hour.")
+    gpu_hour: NonNegativeFloat = Field(3.0, description="Price of one GPU for an hour.")
+    memory_gb_hour: NonNegativeFloat = Field(
+        0.005, description="Price of one GB of resident memory for an hour."
+    )
+    currency: str = Field("USD", min_length=1, max_length=8, description="Currency of prices.")
+
+
+def load_price_table(settings: Settings) -> PriceTable:
+    """`FORGEML_HOME/prices.yaml` when it exists, else the default prices.
+
+    Raises:
+        ConfigError: the file is not valid YAML or has an unknown or negative price.
+    """
+    path = settings.home / PRICES_FILE
+    if not path.is_file():
+        return PriceTable()
+    return load_yaml_model(path, PriceTable)
+
+
+def price(usage: AttemptUsage, table: PriceTable) -> float:
+    """What `usage` costs at `table`'s prices (wall time itself is free: it is what it used)."""
+    return (
+        usage.cpu_seconds * table.cpu_hour
+        + usage.gpu_seconds * table.gpu_hour
+        + usage.memory_gb_seconds * table.memory_gb_hour
+    ) / _SECONDS_PER_HOUR
+
+
+# ---- reports
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([mhdw])$")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """A start time from `7d`, `24h`, `30m`, `2w` (before `now`) or an ISO date/time.
+
+    An ISO time without a zone is taken as UTC (every stored time is UTC).
+
+    Raises:
+        UsageError: `text` is neither.
+    """
+    text = text.strip()
+    match = _DURATION.match(text)
+    if match:
+        amount, unit = float(match[1]), _UNITS[match[2]]
+        return (now or datetime.now(UTC)) - timedelta(**{unit: amount})
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(
+            f"--since '{text}' is neither a duration like 7d, 24h or 30m "
+            "nor an ISO date like 2026-01-31."
+        ) from None
+    return _utc(moment)
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """Summed use and cost of the attempts of one job, queue, owner or model."""
+
+    key: str | None  # the job id, queue, owner or model name (None: jobs without a model)
+    name: str | None  # the job's name when grouped by job
+    attempts: int
+    cpu_seconds: float
+    gpu_seconds: float
+    memory_gb_seconds: float
+    wall_seconds: float
+    cost: float
+
+
+_GROUP_COLUMNS = {
+    "job": JobRecord.id,
+    "queue": JobRecord.queue,
+    "owner": JobRecord.owner,
+    "model": JobRecord.model_name,
+}
+
+
+def cost_report(store: Store, by: str = "job", since: datetime | None = None) -> list[CostRow]:
+    """Use and cost of job attempts grouped `by` job, queue, owner or model, costliest first.
+
+    Args:
+        store: the metadata store.
+        by: "job", "queue", "owner" or "model" (the config's name of train/tune jobs).
+        since: only attempts started at or after this time.
+
+    Raises:
+        UsageError: `by` is none of those.
+    """
+    if by not in _GROUP_COLUMNS:
+        raise UsageError(f"--by must be one of {', '.join(REPORT_KEYS)}, not '{by}'.")
+    key = _GROUP_COLUMNS[by]
+    attempt = JobAttemptRecord
+    statement = (
+        select(
+            key,
+            func.max(JobRecord.name) if by == "job" else null(),
+            func.count(attempt.id),
+            *(
+                func.coalesce(func.sum(column), 0.0)
+                for column in (
+                    attempt.cpu_seconds,
+                    attempt.gpu_seconds,
+                    attempt.memory_gb_seconds,
+                    attempt.wall_seconds,
+                    attempt.cost,
+                )
+            ),
+        )
+        .select_from(attempt)
+        .join(JobRecord, attempt.job_id == JobRecord.id)
+        .group_by(key)
+    )
+    if since is not None:
+        statement = statement.where(attempt.started_at >= _utc(since))
+    with store.session() as session:
+        rows = [
+            CostRow(key, name, int(attempts), *(float(value) for value in sums))
+            for key, name, attempts, *sums in session.execute(statement)
+        ]
+    return sorted(rows, key=lambda row: (-row.cost, row.key is None, row.key or ""))
+
+
+def total_of(rows: list[CostRow]) -> CostRow:
+    """The sum of report rows (key and name None)."""
+    return CostRow(
+        key=None,
+        name=None,
+        attempts=sum(row.attempts for row in rows),
+        cpu_seconds=sum(row.cpu_seconds for row in rows),
+        gpu_seconds=sum(row.gpu_seconds for row in rows),
+        memory_gb_seconds=sum(row.memory_gb_seconds for row in rows),
+        wall_seconds=sum(row.wall_seconds for row in rows),
+        cost=sum(row.cost for row in rows),
+    )
+
+
+def _utc(moment: datetime) -> datetime:
+    # SQLite keeps times as naive UTC text, so compare in UTC on every backend
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+# ---- budgets
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """A queue's spend (total cost of its jobs' attempts) against its budget."""
+
+    queue: str
+    budget: float
+    spend: float
+
+    @property
+    def exceeded(self) -> bool:
+        return self.spend > self.budget
+
+
+def budget_status(store: Store) -> list[BudgetStatus]:
+    """Spend against budget of every queue that has a budget, by queue name."""
+    with store.session() as session:
+        return _budget_statuses(session)
+
+
+def _budget_statuses(session: Session) -> list[BudgetStatus]:
+    spend = dict(
+        session.execute(
+            select(JobRecord.queue, func.coalesce(func.sum(JobAttemptRecord.cost), 0.0))
+            .select_from(JobAttemptRecord)
+            .join(JobRecord, JobAttemptRecord.job_id == JobRecord.id)
+            .group_by(JobRecord.queue)
+        ).all()
+    )
+    queues = session.execute(
+        select(QueueRecord.name, QueueRecord.budget)
+        .where(QueueRecord.budget.is_not(None))
+        .order_by(QueueRecord.name)
+    ).all()
+    return [
+        BudgetStatus(queue=name, budget=float(budget), spend=float(spend.get(name, 0.0)))
+        for name, budget in queues
+        if budget is not None
+    ]
+
+
+def check_budgets(workspace: Workspace) -> list[BudgetStatus]:
+    """Alert once for each queue newly over its budget; returns the queues alerted now.
+
+    An alert is a `cost.budget_exceeded` audit event on `queue:<name>` plus a logged
+    warning. A queue already alerted at its current budget is not alerted again; after
+    its budget changes it is, if it is over the new one. The check and the alert happen in
+    one transaction (which holds the store's write lock), so two processes checking at
+    once alert once.
+    """
+    alerted: list[BudgetStatus] = []
+    with workspace.store.session() as session:
+        for status in _budget_statuses(session):
+            ref = f"queue:{status.queue}"
+            if not status.exceeded or _alerted_budget(session, ref) == status.budget:
+                continue
+            payload = {"queue": status.queue, "budget": status.budget, "spend": status.spend}
+            workspace.audit(session, BUDGET_EXCEEDED, ref, payload)
+            alerted.append(status)
+    for status in alerted:
+        log.warning(
+            "Queue '%s' is over its budget: spent %.2f of %.2f.",
+            status.queue,
+            status.spend,
+            status.budget,
+        )
+    return alerted
+
+
+def _alerted_budget(session: Session, ref: str) -> float | None:
+    """The budget at the queue's last alert, or None when it was never alerted."""
+    payload = session.scalar(
+        select(AuditEvent.payload)
+        .where(AuditEvent.action == BUDGET_EXCEEDED, AuditEvent.object_ref == ref)
+        .order_by(AuditEvent.seq.desc())
+        .limit(1)
+    )
+    return None if payload is None else float(payload["budget"])

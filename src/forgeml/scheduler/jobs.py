@@ -1,0 +1,318 @@
+"""Jobs: submit (validated against the cluster and the queue), list, show, cancel, retry.
+
+Every state change goes through `transition`, which appends a `job_events` row in the
+caller's transaction; submit, cancel, retry and preempt also write an audit event.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from forgeml.core.errors import InvalidJobError, JobStateError, NotFoundError, UsageError
+from forgeml.core.ids import new_id
+from forgeml.core.store import JobAttemptRecord, JobEventRecord, JobRecord
+from forgeml.scheduler.model import PRIORITY_CLASSES, JobSpec, JobState, NodeState, Resources
+from forgeml.scheduler.queues import capability_of, get_queue
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
+
+# A job that stopped because it was asked to (SIGTERM -> checkpoint -> exit) exits with
+# 128 + SIGTERM, the shell's convention; the service then requeues it instead of failing it.
+PREEMPTED_EXIT_CODE = 143
+# Audited transitions: to_state -> audit action (submit and retry are audited where they happen)
+_AUDITED = {JobState.CANCELLED: "job.cancel", JobState.PREEMPTED: "job.preempt"}
+_HEX_PREFIX = re.compile(r"^[0-9a-f]{4,32}$")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def parse_spec(fields: dict[str, Any]) -> JobSpec:
+    """A validated `JobSpec`, or one sentence naming the first bad field.
+
+    Raises:
+        InvalidJobError: a field is missing, of the wrong type or out of range.
+    """
+    try:
+        spec = JobSpec.model_validate(fields)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "spec"
+        raise InvalidJobError(f"Invalid job {where}: {first['msg'].lower()}.") from None
+    if spec.priority not in PRIORITY_CLASSES:
+        raise InvalidJobError(
+            f"Unknown priority class '{spec.priority}': use one of {', '.join(PRIORITY_CLASSES)}."
+        )
+    return spec
+
+
+def _describe(resources: Resources) -> str:
+    return f"{resources.cpus:g} CPUs, {resources.gpus} GPUs, {resources.memory_gb:g} GB"
+
+
+def check_fits(spec: JobSpec, nodes: Sequence[NodeState], cap: Resources | None) -> None:
+    """Refuse a request that could never run, whatever else is running.
+
+    Raises:
+        InvalidJobError: the job exceeds its queue's capability, a worker fits on no node,
+            or the gang exceeds the whole cluster (the last two only when `nodes` is known).
+    """
+    worker = spec.resources.to_resources()
+    total = worker.times(spec.workers)
+    if cap is not None and not total.fits_in(cap):
+        raise InvalidJobError(
+            f"Job '{spec.name}' can never run in queue '{spec.queue}': it needs "
+            f"{_describe(total)}, over the queue's capability."
+        )
+    if not nodes:  # a cluster this process cannot see (Ray, Kubernetes): it decides
+        return
+    if not any(worker.fits_in(node.capacity) for node in nodes):
+        biggest = max((node.capacity for node in nodes), key=lambda r: (r.gpus, r.cpus))
+        raise InvalidJobError(
+            f"Job '{spec.name}' can never run: one worker needs {_describe(worker)} "
+            f"but the largest node has {_describe(biggest)}."
+        )
+    cluster = Resources()
+    for node in nodes:
+        cluster = cluster + node.capacity
+    slots = sum(_slots(worker, node.capacity) for node in nodes)
+    if not total.fits_in(cluster) or slots < spec.workers:
+        raise InvalidJobError(
+            f"Job '{spec.name}' can never run: {spec.workers} workers need "
+            f"{_describe(total)} but the cluster has {_describe(cluster)}."
+        )
+
+
+def _slots(worker: Resources, capacity: Resources) -> int:
+    """How many workers of this size one node can hold."""
+    limits = [
+        capacity.cpus / worker.cpus if worker.cpus else float("inf"),
+        capacity.gpus / worker.gpus if worker.gpus else float("inf"),
+        capacity.memory_gb / worker.memory_gb if worker.memory_gb else float("inf"),
+    ]
+    smallest = min(limits)
+    return 1 << 30 if smallest == float("inf") else int(smallest + 1e-9)
+
+
+def submit(
+    workspace: Workspace,
+    spec: JobSpec,
+    *,
+    nodes: Sequence[NodeState],
+    executor: str = "local",
+    model_name: str | None = None,
+) -> JobRecord:
+    """Record a job PENDING in its queue (audited).
+
+    Args:
+        workspace: where the job is recorded.
+        spec: the validated spec (see `parse_spec`).
+        nodes: the cluster the job must fit on (see `forgeml.scheduler.cluster`).
+        executor: the executor expected to run it.
+        model_name: the config's `name` for train/finetune/tune jobs (for cost reports).
+
+    Raises:
+        NotFoundError: the queue does not exist.
+        InvalidJobError: the request can never fit the cluster or the queue.
+    """
+    with workspace.store.session() as session:
+        queue = get_queue(session, spec.queue)
+        check_fits(spec, nodes, capability_of(queue))
+        now = utcnow()
+        job = JobRecord(
+            id=new_id(),
+            name=spec.name,
+            kind=spec.kind,
+            spec=spec.model_dump(mode="json"),
+            queue=queue.name,
+            priority=spec.priority_value,
+            owner=spec.owner,
+            state=JobState.PENDING.value,
+            executor=executor,
+            model_name=model_name,
+            attempts=0,
+            cancel_requested=False,
+            submitted_at=now,
+            updated_at=now,
+        )
+        session.add(job)
+        session.flush()
+        session.add(JobEventRecord(job_id=job.id, at=now, to_state=job.state, reason="submitted"))
+        workspace.audit(
+            session, "job.submit", f"job:{job.id}", {"name": spec.name, "queue": queue.name}
+        )
+    return job
+
+
+def transition(
+    session: Session,
+    job: JobRecord,
+    to_state: JobState,
+    *,
+    reason: str | None = None,
+    attempt: int | None = None,
+    workspace: Workspace | None = None,
+) -> None:
+    """Move `job` to `to_state`, appending the event (and the audit event when one is due)."""
+    now = utcnow()
+    session.add(
+        JobEventRecord(
+            job_id=job.id,
+            attempt=attempt,
+            at=now,
+            from_state=job.state,
+            to_state=to_state.value,
+            reason=reason,
+        )
+    )
+    job.state = to_state.value
+    job.updated_at = now
+    action = _AUDITED.get(to_state)
+    if workspace is not None and action is not None:
+        workspace.audit(session, action, f"job:{job.id}", {"reason": reason, "attempt": attempt})
+    session.flush()
+
+
+def get_job(session: Session, ref: str) -> JobRecord:
+    """A job by id, unique id prefix (4+ hex characters) or name (the latest such job).
+
+    Raises:
+        NotFoundError: no job matches.
+        UsageError: the id prefix matches several jobs.
+    """
+    job = session.get(JobRecord, ref)
+    if job is not None:
+        return job
+    if _HEX_PREFIX.match(ref):
+        matches = list(session.scalars(select(JobRecord).where(JobRecord.id.startswith(ref))))
+        if len(matches) > 1:
+            raise UsageError(f"Job id prefix '{ref}' is ambiguous; give more characters.")
+        if matches:
+            return matches[0]
+    latest = session.scalars(
+        select(JobRecord).where(JobRecord.name == ref).order_by(JobRecord.submitted_at.desc())
+    ).first()
+    if latest is None:
+        raise NotFoundError(f"No job '{ref}'; see `forgeml jobs list`.")
+    return latest
+
+
+def find_job(workspace: Workspace, ref: str) -> JobRecord:
+    """`get_job` in its own transaction."""
+    with workspace.store.session() as session:
+        return get_job(session, ref)
+
+
+def list_jobs(
+    workspace: Workspace,
+    *,
+    states: Sequence[str] | None = None,
+    queue: str | None = None,
+    limit: int | None = None,
+) -> list[JobRecord]:
+    """Jobs, newest first, optionally only in `states` or `queue`."""
+    query = select(JobRecord).order_by(JobRecord.submitted_at.desc())
+    if states:
+        query = query.where(JobRecord.state.in_(list(states)))
+    if queue:
+        query = query.where(JobRecord.queue == queue)
+    if limit:
+        query = query.limit(limit)
+    with workspace.store.session() as session:
+        return list(session.scalars(query))
+
+
+def attempts_of(session: Session, job_id: str) -> list[JobAttemptRecord]:
+    """The job's attempts, first first."""
+    query = select(JobAttemptRecord).where(JobAttemptRecord.job_id == job_id)
+    return list(session.scalars(query.order_by(JobAttemptRecord.number)))
+
+
+def events_of(session: Session, job_id: str) -> list[JobEventRecord]:
+    """The job's state changes, oldest first."""
+    query = select(JobEventRecord).where(JobEventRecord.job_id == job_id)
+    return list(session.scalars(query.order_by(JobEventRecord.id)))
+
+
+def failed_attempts(session: Session, job_id: str) -> int:
+    """How many of the job's attempts failed (preempted ones do not count)."""
+    query = select(func.count()).where(
+        JobAttemptRecord.job_id == job_id, JobAttemptRecord.state == JobState.FAILED.value
+    )
+    return int(session.scalar(query) or 0)
+
+
+def cancel(workspace: Workspace, ref: str) -> JobRecord:
+    """Cancel a job: at once when it waits, through the service when it runs (audited).
+
+    Raises:
+        NotFoundError: no such job.
+        JobStateError: the job already ended.
+    """
+    with workspace.store.session() as session:
+        job = get_job(session, ref)
+        state = JobState(job.state)
+        if state.is_final:
+            raise JobStateError(f"Job {job.id} already ended {state.value}; nothing to cancel.")
+        if state is JobState.PENDING:
+            transition(session, job, JobState.CANCELLED, reason="cancelled", workspace=workspace)
+        else:
+            job.cancel_requested = True
+            job.updated_at = utcnow()
+            workspace.audit(session, "job.cancel", f"job:{job.id}", {"requested": True})
+    return job
+
+
+def retry(workspace: Workspace, ref: str) -> JobRecord:
+    """Queue a FAILED or CANCELLED job again (audited).
+
+    Raises:
+        NotFoundError: no such job.
+        JobStateError: the job has not ended, or it succeeded.
+    """
+    with workspace.store.session() as session:
+        job = get_job(session, ref)
+        if job.state not in (JobState.FAILED, JobState.CANCELLED):
+            raise JobStateError(
+                f"Job {job.id} is {job.state}; only FAILED or CANCELLED jobs can be retried."
+            )
+        job.cancel_requested = False
+        job.next_attempt_at = None
+        job.error = None
+        transition(session, job, JobState.PENDING, reason="retried by " + workspace.actor)
+        workspace.audit(session, "job.retry", f"job:{job.id}", {"attempts": job.attempts})
+    return job
+
+
+def job_summary(job: JobRecord) -> dict[str, Any]:
+    """The job as plain JSON-ready data."""
+    spec = job.spec
+    return {
+        "job_id": job.id,
+        "name": job.name,
+        "kind": job.kind,
+        "state": job.state,
+        "queue": job.queue,
+        "priority": spec.get("priority"),
+        "owner": job.owner,
+        "executor": job.executor,
+        "model_name": job.model_name,
+        "command": spec.get("command"),
+        "resources": spec.get("resources"),
+        "workers": spec.get("workers"),
+        "attempts": job.attempts,
+        "cancel_requested": job.cancel_requested,
+        "next_attempt_at": job.next_attempt_at,
+        "submitted_at": job.submitted_at,
+        "updated_at": job.updated_at,
+        "error": job.error,
+    }

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from forgeml.core.workspace import Workspace
+from tests.cli.conftest import assert_cli_error, assert_ok, json_out
+from tests.conftest import CliResult
+from tests.scheduler.test_cost import add_attempt, add_job, add_queue
+
+Cli = Callable[..., CliResult]
+
+
+@pytest.fixture
+def spent(home_workspace: Workspace) -> dict[str, str]:
+    """Two jobs in two queues (one with a budget it is over); job name -> id."""
+    add_queue(home_workspace, "team", budget=2.0)
+    jobs = {
+        "resnet": add_job(home_workspace, "resnet", queue="team", owner="ann", model="digits"),
+        "etl": add_job(home_workspace, "etl", owner="bob"),
+    }
+    add_attempt(home_workspace, jobs["resnet"], 1.5)
+    add_attempt(home_workspace, jobs["resnet"], 1.0)
+    add_attempt(home_workspace, jobs["etl"], 0.25, datetime.now(UTC) - timedelta(days=3))
+    return jobs
+
+
+def test_cost_report_json_by_queue(cli: Cli, spent: dict[str, str]) -> None:
+    report = json_out(cli("cost", "report", "--by", "queue", "--json"))
+    assert (report["by"], report["since"], report["currency"]) == ("queue", None, "USD")
+    assert [(r["key"], r["attempts"], r["cost"]) for r in report["rows"]] == [
+        ("team", 2, 2.5),
+        ("default", 1, 0.25),
+    ]
+    assert report["total"]["cost"] == pytest.approx(2.75)
+    assert report["total"]["cpu_seconds"] == pytest.approx(27.5)
+
+
+def test_cost_report_json_by_job_since(cli: Cli, spent: dict[str, str]) -> None:
+    report = json_out(cli("cost", "report", "--since", "24h", "--json"))
+    assert [(r["key"], r["name"]) for r in report["rows"]] == [(spent["resnet"], "resnet")]
+    assert datetime.fromisoformat(report["since"]) < datetime.now(UTC) - timedelta(hours=23)
+
+
+def test_cost_report_table(cli: Cli, spent: dict[str, str]) -> None:
+    result = cli("cost", "report", "--by", "model")
+    assert_ok(result)
+    assert "cost by model" in result.stdout
+    assert "digits" in result.stdout
+    assert "total" in result.stdout
+
+
+def test_cost_report_on_an_empty_workspace(cli: Cli) -> None:
+    report = json_out(cli("cost", "report", "--json"))
+    assert report["rows"] == []
+    assert report["total"]["attempts"] == 0
+
+
+def test_cost_report_uses_the_price_tables_currency(cli: Cli, home_workspace: Workspace) -> None:
+    home_workspace.settings.home.mkdir(parents=True, exist_ok=True)
+    (home_workspace.settings.home / "prices.yaml").write_text("currency: EUR\n")
+    assert json_out(cli("cost", "report", "--json"))["currency"] == "EUR"
+    assert "cost (EUR)" in cli("cost", "report").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected", "code"),
+    [
+        (["--by", "team"], "--by must be one of job, queue, owner, model, not 'team'", 2),
+        (["--since", "yesterday"], "--since 'yesterday' is neither a duration", 2),
+    ],
+)
+def test_cost_report_bad_options_are_one_sentence(
+    cli: Cli, args: list[str], expected: str, code: int
+) -> None:
+    assert_cli_error(cli("cost", "report", *args), expected, code=code)
+
+
+def test_cost_report_bad_price_table_is_one_sentence(cli: Cli, home_workspace: Workspace) -> None:
+    home_workspace.settings.home.mkdir(parents=True, exist_ok=True)
+    (home_workspace.settings.home / "prices.yaml").write_text("gpu_hour: free\n")
+    assert_cli_error(cli("cost", "report"), "prices.yaml: key 'gpu_hour'", code=1)
+
+
+def test_cost_budgets_json(cli: Cli, spent: dict[str, str]) -> None:
+    budgets = json_out(cli("cost", "budgets", "--json"))
+    assert budgets == {
+        "currency": "USD",
+        "queues": [{"queue": "team", "budget": 2.0, "spend": 2.5, "exceeded": True}],
+    }
+
+
+def test_cost_budgets_table(cli: Cli, spent: dict[str, str]) -> None:
+    result = cli("cost", "budgets")
+    assert_ok(result)
+    assert "team" in result.stdout
+    assert "over budget" in result.stdout
+
+
+def test_cost_budgets_without_any(cli: Cli) -> None:
+    result = cli("cost", "budgets")
+    assert_ok(result)
+    assert "No queue has a budget" in result.stdout
