@@ -11,16 +11,28 @@ from forgeml.core.store._models import (
     LineageEdge,
 )
 from forgeml.core.store._runs import ModelVersionRecord, RunRecord
+from forgeml.core.store._serving import (
+    ApiKeyRecord,
+    DeploymentRecord,
+    DeploymentReplicaRecord,
+    DeploymentRevisionRecord,
+    KeyUsageRecord,
+)
 
 __all__ = [
+    "ApiKeyRecord",
     "AuditEvent",
     "Base",
     "Dataset",
     "DatasetVersion",
+    "DeploymentRecord",
+    "DeploymentReplicaRecord",
+    "DeploymentRevisionRecord",
     "FeatureSpecVersion",
     "JobAttemptRecord",
     "JobEventRecord",
     "JobRecord",
+    "KeyUsageRecord",
     "LineageEdge",
     "ModelVersionRecord",
     "QueueRecord",
