@@ -11,11 +11,16 @@ import typer
 from forgeml.cli import audit as audit_commands
 from forgeml.cli import cost as cost_commands
 from forgeml.cli import data as data_commands
+from forgeml.cli import deploy as deploy_commands
+from forgeml.cli import gateway as gateway_commands
 from forgeml.cli import init as init_commands
 from forgeml.cli import jobs as jobs_commands
+from forgeml.cli import keys as keys_commands
 from forgeml.cli import models as models_commands
+from forgeml.cli import optimize as optimize_commands
 from forgeml.cli import queues as queues_commands
 from forgeml.cli import runs as runs_commands
+from forgeml.cli import serve as serve_commands
 from forgeml.cli import server as server_commands
 from forgeml.cli import train as train_commands
 from forgeml.core.errors import ForgemlError
@@ -40,6 +45,11 @@ app.add_typer(jobs_commands.app, name="jobs")
 app.add_typer(queues_commands.app, name="queues")
 app.add_typer(cost_commands.app, name="cost")
 app.command("server")(server_commands.server)
+app.command("optimize")(optimize_commands.optimize)
+app.command("serve")(serve_commands.serve)
+app.add_typer(deploy_commands.app, name="deploy")
+app.command("gateway")(gateway_commands.gateway)
+app.add_typer(keys_commands.app, name="keys")
 
 
 def main(argv: list[str] | None = None) -> None:

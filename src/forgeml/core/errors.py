@@ -94,3 +94,41 @@ class AuditChainBrokenError(IntegrityError):
     def __init__(self, message: str, seq: int) -> None:
         super().__init__(message)
         self.seq = seq
+
+
+class AuthenticationError(ForgemlError):
+    """A request carries no API key, or one that is unknown or revoked."""
+
+    http_status = 401
+
+
+class PermissionDeniedError(ForgemlError):
+    """The API key is valid but not scoped to what it asked for."""
+
+    http_status = 403
+
+
+class PayloadTooLargeError(ForgemlError):
+    """A request body is over the configured size limit."""
+
+    http_status = 413
+
+
+class RateLimitedError(ForgemlError):
+    """A key is over its rate limit or quota; `retry_after` is the seconds to wait."""
+
+    http_status = 429
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ServiceUnavailableError(ForgemlError):
+    """A model or deployment is not ready, or every replica failed or is cut off by its breaker."""
+
+    http_status = 503
+
+
+class OptimizationError(ForgemlError):
+    """An optimised model does not match its parent within tolerance, or cannot be exported."""
