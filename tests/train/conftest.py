@@ -174,3 +174,69 @@ def adult_workspace(adult_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     workspace = Workspace(Settings(home=adult_home, user="tester"))
     yield workspace
     workspace.close()
+
+
+# The models of `trained_text_template`: an SST-2 MiniLM classifier and a byte-level GPT
+TEXT_MODELS = ("sst2-minilm@v1", "pydoc-gpt@v1")
+
+
+def _write_corpus(root: Path) -> Path:
+    """A small English text corpus (SST-2 sentences) as text files, for the tiny GPT."""
+    lines = (SST2_DIR / "train.tsv").read_text(encoding="utf-8").splitlines()[1:801]
+    root.mkdir(parents=True)
+    for part in range(8):
+        chunk = [line.split("\t")[0] for line in lines[part * 100 : (part + 1) * 100]]
+        (root / f"part{part}.txt").write_text("\n".join(chunk) + "\n", encoding="utf-8")
+    return root
+
+
+def _train_text_models(home: Path, factory: pytest.TempPathFactory) -> None:
+    from forgeml.tracking.runner import run_training
+    from forgeml.train.config import TrainConfig
+
+    workspace = Workspace(Settings(home=home, user="tester"))
+    scratch = factory.mktemp("text-sources")
+    lines = (SST2_DIR / "train.tsv").read_text(encoding="utf-8").splitlines()[:401]
+    (scratch / "sst2.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    split = {"ratios": [0.8, 0.1, 0.1], "seed": 0}
+    try:
+        pipeline.add(workspace, "sst2", scratch / "sst2.tsv", IngestOptions())
+        pipeline.derive(workspace, "split", "sst2", split)
+        pipeline.add(
+            workspace, "pydoc", _write_corpus(scratch / "corpus"), IngestOptions(format="text")
+        )
+        pipeline.derive(workspace, "split", "pydoc", split)
+        common = {"max_steps": 10, "batch_size": 16, "seed": 0, "schedule": {"warmup_steps": 0}}
+        text = {
+            "name": "sst2-minilm",
+            "data": {"dataset": "sst2", "target": "label", "text_column": "sentence"},
+            "model": {"name": "text_classifier", "params": {"max_length": 48}},
+            "optimizer": {"name": "adamw", "lr": 5e-5},
+            **common,
+        }
+        gpt = {
+            "name": "pydoc-gpt",
+            "data": {"dataset": "pydoc", "text_column": "text", "target": None},
+            "model": {
+                "name": "tiny_gpt",
+                "params": {"block_size": 64, "n_layer": 2, "n_head": 2, "n_embd": 64},
+            },
+            "optimizer": {"name": "adamw", "lr": 3e-3},
+            **common,
+        }
+        for config in (text, gpt):
+            run_training(workspace, TrainConfig.model_validate(config))
+    finally:
+        workspace.close()
+
+
+def trained_text_template(factory: pytest.TempPathFactory) -> Path:
+    """A FORGEML_HOME holding TEXT_MODELS, trained for 10 steps each on SST-2 text.
+
+    `sst2-minilm@v1` is a MiniLM text classifier (labels "0"/"1", max_length 48) over 400
+    SST-2 rows; `pydoc-gpt@v1` a 2-layer byte-level GPT (block 64) over SST-2 sentences.
+    Skips the test when the shared SST-2 data is missing.
+    """
+    if not (SST2_DIR / "train.tsv").is_file():
+        pytest.skip(f"the SST-2 data set is missing at {SST2_DIR}")
+    return _build_once(factory, "text-trained", lambda home: _train_text_models(home, factory))
