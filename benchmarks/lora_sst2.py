@@ -70,7 +70,15 @@ FLOP_BATCHES = 3
 # Found on this benchmark (see the module docstring): LoRA trains ~75k parameters from a
 # cold start and needs a far larger step and a second epoch; the examples' full
 # fine-tuning LR (3e-5) under-trains at this budget, so the baseline gets 1e-4.
-DEFAULT_SETTINGS = {"lora_lr": 3e-3, "lora_epochs": 2, "full_lr": 1e-4, "full_epochs": 1}
+# measured on 8,000 rows (see the README): r8 query/value at lr 2e-3 for 3 epochs without
+# dropout on the LoRA path reached 85.9% dev accuracy; lr 3e-3 x 2 with dropout 0.1 less
+DEFAULT_SETTINGS = {
+    "lora_lr": 2e-3,
+    "lora_epochs": 3,
+    "lora_dropout": 0.0,
+    "full_lr": 1e-4,
+    "full_epochs": 1,
+}
 GAP_TARGET = 1.5  # accuracy points
 TRAINABLE_TARGET = 1.0  # % of parameters
 ACCURACY_TARGET = 0.85
@@ -143,6 +151,8 @@ def side_config(side: str, train_rows: int, settings: dict[str, Any]) -> Any:
         f"optimizer.lr={settings[f'{side}_lr']}",
         f"epochs={settings[f'{side}_epochs']}",
     ]
+    if side == "lora":
+        overrides.append(f"lora.dropout={settings.get('lora_dropout', 0.1)}")
     if side == "lora" and settings.get("lora_targets"):
         overrides.append(f"lora.target_modules={json.dumps(settings['lora_targets'])}")
     return load_config(str(EXAMPLES / f"{side}.yaml"), overrides)
@@ -339,7 +349,8 @@ def format_table(report: dict[str, Any]) -> str:
         f"MiniLM on SST-2 through forgeml: LoRA vs full fine-tuning, {report['train_rows']:,} "
         f"train rows, {report['dev_rows']} dev rows; {report['cpu_count']} CPUs, "
         f"load {load['start']:.1f} -> {load['end']:.1f}",
-        f"settings: lora lr {s['lora_lr']:g} x {s['lora_epochs']} epoch(s); "
+        f"settings: lora lr {s['lora_lr']:g} x {s['lora_epochs']} epoch(s), "
+        f"dropout {s.get('lora_dropout', 0.1):g}; "
         f"full lr {s['full_lr']:g} x {s['full_epochs']} epoch(s); batch {lora['batch_size']}; "
         f"LoRA targets {','.join(s.get('lora_targets') or ['query', 'value'])}",
         f"{'':<24}{'lora':>14}{'full':>14}{'lora/full':>12}",
@@ -404,7 +415,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="64 rows, 64 dev rows")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     for key, value in DEFAULT_SETTINGS.items():
-        kind = float if key.endswith("lr") else int
+        kind = float if key.endswith(("lr", "dropout")) else int
         flag = "--" + key.replace("_", "-")
         parser.add_argument(flag, type=kind, default=value, help=f"default {value:g}")
     parser.add_argument(
