@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ def test_demo_runs_the_main_job_end_to_end(
     assert "registered adult-mlp@v1" in result.stdout
     assert "promoted adult-mlp@v1 to @production" in result.stdout
     assert "audit log intact" in result.stdout
+    jobs = json.loads(cli("jobs", "list", "--json").stdout)
+    assert [(job["kind"], job["state"]) for job in jobs] == [("train", "SUCCEEDED")]
     listed = cli("data", "list", "--json")
     assert len(listed.stdout) > 0
     versions_before = listed.stdout

@@ -102,6 +102,31 @@ def submit_training(
     options: JobOptions,
 ) -> None:
     """Run `forgeml KIND ARGS` as a job; print what the job printed (or its JSON summary)."""
+    job, summary = run_training_job(kind, args, name=name, workers=workers, options=options)
+    if job.state == "PENDING" or not job.state:
+        if as_json:
+            print_json({"job_id": job.id, "state": job.state})
+        else:
+            say(f"job {job.id} queued for the server; `forgeml jobs logs -f {job.id[:12]}`")
+        return
+    summary = summary or {"job_id": job.id, "state": job.state}
+    if as_json:
+        print_json(summary)
+    else:
+        print_run_summary(summary)
+
+
+def run_training_job(
+    kind: str, args: list[str], *, name: str, workers: int, options: JobOptions
+) -> tuple[JobRecord, dict[str, Any] | None]:
+    """Record `forgeml KIND ARGS` as a job and run it (or queue it with `options.detach`).
+
+    Returns:
+        The job as it ended (PENDING when queued) and the summary it left, if any.
+
+    Raises:
+        ForgemlError: the job did not succeed; its own error sentence when it printed one.
+    """
     from forgeml.cli.jobs import submit_and_run
     from forgeml.core.workspace import open_workspace
 
@@ -132,18 +157,10 @@ def submit_training(
         workspace, fields, detach=options.detach, wait=options.wait, model_name=name, output=_log
     )
     if job.state == "PENDING" or not job.state:
-        if as_json:
-            print_json({"job_id": job.id, "state": job.state})
-        else:
-            say(f"job {job.id} queued for the server; `forgeml jobs logs -f {job.id[:12]}`")
-        return
+        return job, None
     if job.state != "SUCCEEDED":
         raise_job_error(workspace, job)
-    summary = _job_summary(workspace, job) or {"job_id": job.id, "state": job.state}
-    if as_json:
-        print_json(summary)
-    else:
-        print_run_summary(summary)
+    return job, _job_summary(workspace, job)
 
 
 def _log(data: bytes) -> None:

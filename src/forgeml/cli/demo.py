@@ -16,7 +16,6 @@ from forgeml.core.errors import NotFoundError
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
-    from forgeml.tracking.runner import RunSummary
 
 EXAMPLES = Path("examples/adult")
 
@@ -105,15 +104,26 @@ def run_demo(data_dir: Path) -> None:
 
 
 def _train(workspace: Workspace, split: str) -> None:
-    """Train the Adult MLP on `split`, register it, promote it, and show its run."""
-    from forgeml.tracking import promote
-    from forgeml.tracking.runner import run_training
+    """Train the Adult MLP on `split` as a scheduler job; register, promote, show its run."""
+    from forgeml.cli._jobrun import JobOptions, run_training_job
+    from forgeml.tracking import get_model_version, promote
     from forgeml.train.config import load_config
 
-    config = load_config(str(EXAMPLES / "train.yaml"), [f"data.dataset={split}"])
-    say(f"training {config.name} on {split} ({config.epochs} epochs, tracked in MLflow) ...")
-    summary = run_training(workspace, config)
-    metrics = summary.metrics
+    config_path = EXAMPLES / "train.yaml"
+    config = load_config(str(config_path), [f"data.dataset={split}"])
+    say(
+        f"training {config.name} on {split} ({config.epochs} epochs, tracked in MLflow) "
+        "as a job through the scheduler's local executor ..."
+    )
+    args = [str(config_path.resolve()), "--set", f"data.dataset={split}", "--json"]
+    job, summary = run_training_job(
+        "train", args, name=config.name, workers=1, options=JobOptions()
+    )
+    if summary is None:
+        raise NotFoundError(f"Training job {job.id} succeeded but left no summary.")
+    attempt = _attempt_usage(workspace, job.id)
+    say(f"job {job.id[:12]} {job.state}: {attempt}")
+    metrics = summary["metrics"]
     rows = [
         (name, f"{metrics[name]:.4f}", f"{metrics['test_' + name]:.4f}")
         for name in ("accuracy", "f1_macro", "roc_auc", "loss")
@@ -126,25 +136,39 @@ def _train(workspace: Workspace, split: str) -> None:
         )
         for sex in ("Female", "Male")
     ]
-    title = f"run {summary.run_id[:12]}: {summary.status} after {summary.steps} steps"
+    run_id = str(summary["run_id"])
+    title = f"run {run_id[:12]}: {summary['status']} after {summary['steps']} steps"
     print_table(title, ["metric", "validation", "test"], rows)
-    if summary.model is None:
+    if not summary.get("model"):
         return
-    ref = f"{summary.model.name}@v{summary.model.version}"
-    say(f"registered {ref}: dataset {split} -> run {summary.run_id[:12]} -> model {ref}")
-    if _beats_production(workspace, summary):
-        promote(workspace, summary.model.name, summary.model.version, "production", "accuracy")
-        say(f"promoted {ref} to @production (gate: validation accuracy)")
+    model = get_model_version(workspace, str(summary["model"]))
+    say(f"registered {model.ref}: dataset {split} -> run {run_id[:12]} -> model {model.ref}")
+    if _beats_production(workspace, model.name, float(metrics["accuracy"])):
+        promote(workspace, model.name, model.version, "production", "accuracy")
+        say(f"promoted {model.ref} to @production (gate: validation accuracy)")
 
 
-def _beats_production(workspace: Workspace, summary: RunSummary) -> bool:
+def _attempt_usage(workspace: Workspace, job_id: str) -> str:
+    """What the job's last attempt used and cost, in one line."""
+    from forgeml.scheduler.jobs import attempts_of
+
+    with workspace.store.session() as session:
+        attempts = attempts_of(session, job_id)
+    if not attempts:
+        return "no attempt recorded"
+    last = attempts[-1]
+    return (
+        f"{last.cpu_seconds or 0:.1f} CPU-s, {last.wall_seconds or 0:.1f} s wall, "
+        f"cost {last.cost or 0:.4f} (forgeml cost report --by job)"
+    )
+
+
+def _beats_production(workspace: Workspace, name: str, accuracy: float) -> bool:
     """Promotion is gated; the demo only asks when the new version passes the gate."""
     from forgeml.tracking import get_model_version
 
-    if summary.model is None:
-        return False
     try:
-        holder = get_model_version(workspace, f"{summary.model.name}@production")
+        holder = get_model_version(workspace, f"{name}@production")
     except NotFoundError:
         return True
-    return float(summary.metrics["accuracy"]) > float((holder.metrics or {}).get("accuracy", 0))
+    return accuracy > float((holder.metrics or {}).get("accuracy", 0))
