@@ -1,4 +1,4 @@
-"""`forgeml models list|show|promote`: the model registry (MLflow) and its lineage."""
+"""`forgeml models list|show|promote|compare`: the model registry (MLflow) and its lineage."""
 
 from __future__ import annotations
 
@@ -123,3 +123,33 @@ def promote(
         f"@{alias} -> {payload['model']} ({metric} {result.value}){was}"
         + (" [forced]" if result.forced else "")
     )
+
+
+@app.command("compare")
+def compare(
+    refs: Annotated[list[str], typer.Argument(help="Model versions to compare (two or more).")],
+    split: Annotated[str, typer.Option(help="train, validation or test.")] = "test",
+    repeats: Annotated[int, typer.Option(help="Timed calls per batch size.")] = 20,
+    as_json: JsonFlag = False,
+) -> None:
+    """Metric, size and p50/p99 latency at batch 1 and 32, one row per model version."""
+    from forgeml.optimize import profile_models
+
+    profiles = profile_models(_workspace(), refs, split=split, repeats=repeats)
+    if as_json:
+        print_json([profile.as_dict() for profile in profiles])
+        return
+    columns = ["model", "parent", "runtime", f"{profiles[0].metric} ({split})", "size (MB)"]
+    batches = list(profiles[0].latency_ms)
+    columns += [f"{batch} {stat}" for batch in batches for stat in ("p50 ms", "p99 ms")]
+    rows = []
+    for profile in profiles:
+        latency = [
+            f"{profile.latency_ms[batch][stat]:.3f}"
+            for batch in batches
+            for stat in ("p50_ms", "p99_ms")
+        ]
+        value = "" if profile.value is None else f"{profile.value:.4f}"
+        size = f"{profile.size_bytes / 1e6:.2f}"
+        rows.append((profile.ref, profile.parent or "", profile.runtime, value, size, *latency))
+    print_table("model comparison", columns, rows)

@@ -1,1 +1,24 @@
-"""(issue 5; being written)."""
+"""Model optimisation: ONNX export (verified against PyTorch), int8 quantisation, pruning.
+
+Each optimisation of a registered version is a tracked run that registers a new version
+whose parent is the source (`optimize_model`). `OnnxModel` runs an ONNX bundle (the model
+server's onnx runtime uses it); `profile_models` scores and times versions side by side.
+"""
+
+from forgeml.optimize.compare import ModelProfile, profile_models
+from forgeml.optimize.latency import LatencyStats, measure
+from forgeml.optimize.pipeline import OptimizeRequest, OptimizeResult, optimize_model
+from forgeml.optimize.session import OnnxModel, is_onnx_bundle, read_description
+
+__all__ = [
+    "LatencyStats",
+    "ModelProfile",
+    "OnnxModel",
+    "OptimizeRequest",
+    "OptimizeResult",
+    "is_onnx_bundle",
+    "measure",
+    "optimize_model",
+    "profile_models",
+    "read_description",
+]

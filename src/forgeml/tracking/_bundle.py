@@ -11,6 +11,7 @@ from pathlib import Path
 from forgeml.core.errors import InvalidDataError, NotFoundError
 
 REQUIRED_FILES = ("model.json",)
+ONNX_WEIGHTS = "model.onnx"
 # formats that may execute code when loaded; a bundle carries safetensors instead
 PICKLE_SUFFIXES = frozenset({".pkl", ".pickle", ".pt", ".pth", ".ckpt", ".bin", ".joblib"})
 
@@ -20,8 +21,8 @@ def check_bundle(folder: Path) -> list[Path]:
 
     Raises:
         NotFoundError: the folder does not exist.
-        InvalidDataError: a required file or the safetensors weights are missing, or a file
-            is a pickle or a link.
+        InvalidDataError: a required file or the weights (safetensors, or an ONNX graph
+            `model.onnx`) are missing, or a file is a pickle or a link.
     """
     if not folder.is_dir():
         raise NotFoundError(f"Model bundle folder {folder} does not exist.")
@@ -40,8 +41,12 @@ def check_bundle(folder: Path) -> list[Path]:
     missing = [name for name in REQUIRED_FILES if name not in names]
     if missing:
         raise InvalidDataError(f"Model bundle {folder} lacks {', '.join(missing)}.")
-    if not any(path.suffix == ".safetensors" for path in files):
-        raise InvalidDataError(f"Model bundle {folder} has no .safetensors weights file.")
+    # an ONNX graph is protobuf data, not code, so it may stand in for safetensors
+    if not any(path.suffix == ".safetensors" for path in files) and ONNX_WEIGHTS not in names:
+        raise InvalidDataError(
+            f"Model bundle {folder} has no .safetensors weights file (nor an ONNX graph, "
+            f"{ONNX_WEIGHTS})."
+        )
     return files
 
 

@@ -1,0 +1,114 @@
+"""A model bundle loaded for scoring: PyTorch weights or an ONNX graph, one interface.
+
+`LoadedModel.as_module()` presents either runtime as a module returning logits, so
+`forgeml.train.evaluate.evaluate` scores an ONNX graph exactly as it scores the PyTorch
+model it came from (same splits, same metrics, same code).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from forgeml.optimize.latency import LatencyStats, measure
+from forgeml.optimize.session import OnnxModel, is_onnx_bundle, read_description
+
+if TYPE_CHECKING:
+    from forgeml.train.task import SplitData, TaskData
+
+EVAL_BATCH = 64
+
+
+class OnnxModule(nn.Module):
+    """An ONNX graph as a module: keyword tensors in, the `logits` output as a tensor out."""
+
+    def __init__(self, onnx: OnnxModel) -> None:
+        super().__init__()
+        self.onnx = onnx
+
+    def forward(self, **inputs: torch.Tensor) -> torch.Tensor:
+        arrays = {name: tensor.cpu().numpy() for name, tensor in inputs.items()}
+        return torch.from_numpy(self.onnx.run(arrays, ["logits"])["logits"])
+
+
+def load_torch_module(bundle_dir: Path) -> nn.Module:
+    """The bundle's PyTorch model in eval mode, a LoRA adapter merged into its base."""
+    from forgeml.train.recipe import load_bundle_model
+
+    module = load_bundle_model(bundle_dir)
+    if read_description(bundle_dir).get("lora"):
+        from forgeml.train.lora import merge_adapter
+
+        module = merge_adapter(module)
+    return module.eval()
+
+
+@dataclass
+class LoadedModel:
+    """A bundle ready to score and time, in the runtime its weights call for."""
+
+    bundle_dir: Path
+    description: dict[str, Any]
+    module: nn.Module  # the PyTorch model, or an OnnxModule around the graph
+
+    @property
+    def runtime(self) -> str:
+        return "onnx" if isinstance(self.module, OnnxModule) else "torch"
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of the weights: the ONNX file, or the safetensors (adapter) files."""
+        if isinstance(self.module, OnnxModule):
+            return self.module.onnx.size_bytes
+        weights = self.bundle_dir / "model.safetensors"
+        if weights.exists():
+            return weights.stat().st_size
+        return sum(
+            p.stat().st_size for p in (self.bundle_dir / "adapter").rglob("*") if p.is_file()
+        )
+
+    def score(self, task: TaskData, split: SplitData) -> dict[str, float]:
+        """Float metrics of the model on `split` (accuracy, loss, ... as training reports)."""
+        from forgeml.train.evaluate import evaluate, scalar_metrics
+
+        results = evaluate(
+            self.module, split, task.task, EVAL_BATCH, task.class_names, device=torch.device("cpu")
+        )
+        metrics, _ = scalar_metrics(results)
+        return {name: value for name, value in metrics.items() if "/" not in name}
+
+    def latency(self, split: SplitData, batch_size: int, repeats: int) -> LatencyStats:
+        """Forward-pass latency on the first `batch_size` rows of `split`."""
+        from forgeml.optimize._inputs import batch_rows
+
+        inputs = batch_rows(split, 0, batch_size)
+        if isinstance(self.module, OnnxModule):
+            onnx = self.module.onnx
+            arrays = {name: tensor.numpy() for name, tensor in inputs.items()}
+            return measure(lambda: onnx.run(arrays, ["logits"]), batch_size, repeats)
+
+        def forward() -> None:
+            with torch.inference_mode():
+                self.module(**inputs)
+
+        return measure(forward, batch_size, repeats)
+
+
+def load_model(bundle_dir: Path, threads: int | None = None) -> LoadedModel:
+    """Load a bundle: ONNX Runtime when its weights are an ONNX graph, else PyTorch."""
+    description = read_description(bundle_dir)
+    module: nn.Module
+    if is_onnx_bundle(bundle_dir):
+        module = OnnxModule(OnnxModel(bundle_dir, threads))
+    else:
+        module = load_torch_module(bundle_dir)
+    return LoadedModel(Path(bundle_dir), description, module)
+
+
+def primary_metric(task: TaskData) -> str:
+    """The metric a comparison leads with: accuracy, RMSE or perplexity."""
+    return {"classification": "accuracy", "regression": "rmse"}.get(task.task, "perplexity")
