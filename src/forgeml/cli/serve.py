@@ -1,10 +1,139 @@
-"""`forgeml serve` (issue 5; being written)."""
+"""`forgeml serve`: one model server process (KServe v2, `:predict`, OpenAI, /metrics)."""
 
 from __future__ import annotations
 
-from forgeml.core.errors import UsageError
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from forgeml.core.errors import ForgemlError, UsageError
+from forgeml.serve.options import RuntimeName, ServeOptions
+
+_FIELDS = ServeOptions.model_fields
+_FLAGS = {"intra_op_threads": "threads", "reload_interval_s": "reload_interval"}
 
 
-def serve() -> None:
-    """Not built yet."""
-    raise UsageError("forgeml serve is not built yet.")
+def _help(name: str) -> str:
+    return _FIELDS[name].description or ""  # one source of truth: the option's own field
+
+
+def serve(
+    refs: Annotated[
+        list[str], typer.Argument(metavar="MODEL_REF...", help="Models: NAME, NAME@vN, NAME@alias.")
+    ],
+    port: Annotated[int, typer.Option(help="TCP port to listen on (1-65535).")],
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    runtime: Annotated[RuntimeName, typer.Option(help=_help("runtime"))] = "torch",
+    max_batch_size: Annotated[int, typer.Option(help=_help("max_batch_size"))] = _FIELDS[
+        "max_batch_size"
+    ].default,
+    max_wait_ms: Annotated[float, typer.Option(help=_help("max_wait_ms"))] = _FIELDS[
+        "max_wait_ms"
+    ].default,
+    name: Annotated[str | None, typer.Option(help=_help("name"))] = None,
+    threads: Annotated[int | None, typer.Option(help=_help("intra_op_threads"))] = None,
+    max_body_bytes: Annotated[int, typer.Option(help=_help("max_body_bytes"))] = _FIELDS[
+        "max_body_bytes"
+    ].default,
+    reload_interval: Annotated[float, typer.Option(help=_help("reload_interval_s"))] = _FIELDS[
+        "reload_interval_s"
+    ].default,
+    log_sample_rate: Annotated[float, typer.Option(help=_help("log_sample_rate"))] = _FIELDS[
+        "log_sample_rate"
+    ].default,
+    log_redact: Annotated[list[str] | None, typer.Option(help=_help("log_redact"))] = None,
+    log_path: Annotated[Path | None, typer.Option(help=_help("log_path"))] = None,
+) -> None:
+    """Serve models over HTTP until SIGTERM/Ctrl-C; ready when /v2/health/ready answers 200."""
+    from pydantic import ValidationError
+
+    options_input = {
+        "runtime": runtime,
+        "max_batch_size": max_batch_size,
+        "max_wait_ms": max_wait_ms,
+        "name": name,
+        "intra_op_threads": threads,
+        "max_body_bytes": max_body_bytes,
+        "reload_interval_s": reload_interval,
+        "log_sample_rate": log_sample_rate,
+        "log_redact": log_redact or [],
+        "log_path": log_path,
+    }
+    try:
+        options = ServeOptions.model_validate(options_input)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = str(first["loc"][0])
+        flag = "--" + _FLAGS.get(field, field).replace("_", "-")
+        raise UsageError(f"Invalid {flag}: {first['msg']}.") from None
+    listener = _bind(host, port)
+    try:
+        _run(refs, options, listener)
+    finally:
+        listener.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before models load so a taken port fails at once."""
+    if not 1 <= port <= 65535:
+        raise UsageError(f"Invalid --port {port}: choose a free port from 1 to 65535.")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as error:
+        listener.close()
+        raise ForgemlError(f"Cannot listen on {host}:{port}: {error.strerror}.") from None
+    return listener
+
+
+def _server_class() -> type:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, minus re-raising SIGTERM after shutdown (exit -15, not 0)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            stops = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in stops}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Server
+
+
+def _run(refs: list[str], options: ServeOptions, listener: socket.socket) -> None:
+    import uvicorn
+
+    from forgeml.core.workspace import open_workspace
+    from forgeml.serve import ModelRepository, build_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    workspace = open_workspace()
+    repository = ModelRepository(workspace, refs, options)
+    repository.load()  # a bad reference or bundle fails here, before the port opens
+    host, port = listener.getsockname()[:2]
+    served = ", ".join(
+        f"{model.current.ref if model.current else model.ref} as '{name}'"
+        for name, model in repository.models.items()
+    )
+    logging.info(
+        "forgeml serve: %s on http://%s:%d (%s runtime, batch <= %d, wait %g ms)",
+        served, host, port, options.runtime, options.max_batch_size, options.max_wait_ms,
+    )  # fmt: skip
+    config = uvicorn.Config(
+        build_app(repository), log_config=None, access_log=False, timeout_graceful_shutdown=10
+    )
+    _server_class()(config).run(sockets=[listener])
+    logging.info("forgeml serve stopped")

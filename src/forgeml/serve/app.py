@@ -1,0 +1,175 @@
+"""The model server's ASGI app: KServe v2, `:predict`, OpenAI routes and `/metrics`.
+
+`create_app` is the in-process entry point (models load in the background once the app
+starts; `/v2/health/ready` answers 503 until they have); `forgeml serve` loads first and
+then builds the app with `build_app`, so a bad reference fails before the port opens.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from forgeml.core.errors import PayloadTooLargeError
+from forgeml.serve.errors import error_response, install_error_handlers, protocol_of
+from forgeml.serve.metrics import UNKNOWN_MODEL, ServerMetrics
+from forgeml.serve.options import ServeOptions
+from forgeml.serve.repository import ModelRepository
+from forgeml.serve.request_log import RequestLog
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
+
+_log = logging.getLogger(__name__)
+
+
+def create_app(workspace: Workspace, refs: list[str], options: ServeOptions) -> FastAPI:
+    """A server app for the models `refs` name (loaded in the background at start-up).
+
+    Args:
+        workspace: the registry the references resolve in.
+        refs: model references (`NAME`, `NAME@vN`, `NAME@alias`).
+        options: batching, runtime, limits and request log options.
+
+    Raises:
+        UsageError: no refs, `options.name` with several refs, or duplicate served names.
+    """
+    return build_app(ModelRepository(workspace, refs, options))
+
+
+def build_app(repository: ModelRepository) -> FastAPI:
+    """The app over `repository`; models not yet loaded load when the app starts."""
+    from forgeml import __version__
+    from forgeml.serve.protocols import kserve_v2, openai, predict
+
+    options = repository.options
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        repository.start(load=not repository.ready)
+        try:
+            yield
+        finally:
+            repository.close()
+            app.state.request_log.close()
+
+    app = FastAPI(title="forgeml model server", version=__version__, lifespan=lifespan)
+    app.state.repository = repository
+    app.state.request_log = _request_log(repository)
+    install_error_handlers(app)
+    app.include_router(kserve_v2.router(repository, __version__))
+    app.include_router(predict.router(repository))
+    app.include_router(openai.router(repository))
+
+    @app.get("/metrics", tags=["metrics"])
+    async def metrics() -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        return Response(repository.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    app.add_middleware(_RequestMetrics, metrics=repository.metrics, models=set(repository.models))
+    app.add_middleware(_BodyLimit, max_bytes=options.max_body_bytes)
+    return app
+
+
+def _request_log(repository: ModelRepository) -> RequestLog:
+    options = repository.options
+    home = repository.workspace.settings.home
+    path = options.log_path or home / "logs" / "requests" / f"{'+'.join(repository.models)}.jsonl"
+    return RequestLog(path, options.log_sample_rate, options.log_redact)
+
+
+class _BodyLimit:
+    """413 for a body over `max_bytes`, by Content-Length or while it streams in.
+
+    Also reads a body without a Content-Type as JSON, as Triton does: tritonclient sends
+    none, and FastAPI would otherwise not parse it.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        if b"inference-header-content-length" in headers:
+            message = (
+                "Binary tensor data is not supported; send tensor data as JSON "
+                "(tritonclient: binary_data=False)."
+            )
+            await error_response(scope["path"], 400, message)(scope, receive, send)
+            return
+        if b"content-type" not in headers:
+            scope = {
+                **scope,
+                "headers": [*scope["headers"], (b"content-type", b"application/json")],
+            }
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            message = self._message()
+            await error_response(scope["path"], 413, message)(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                # an HTTPException, as FastAPI turns others raised while reading into a 400
+                raise HTTPException(PayloadTooLargeError.http_status, self._message())
+            return message
+
+        await self.app(scope, counted, send)
+
+    def _message(self) -> str:
+        return f"The request body is over this server's limit of {self.max_bytes} bytes."
+
+
+class _RequestMetrics:
+    """Counts and times inference requests per model and protocol."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics, models: set[str]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.models = models
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        protocol = protocol_of(path)
+        inference = scope["type"] == "http" and scope["method"] == "POST" and protocol != "other"
+        if not inference:
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def watched(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            name = _model_label(scope, self.models)
+            self.metrics.observe_request(name, protocol, status, time.perf_counter() - started)
+
+
+def _model_label(scope: Scope, models: set[str]) -> str:
+    params: dict[str, Any] = scope.get("path_params") or {}
+    state: dict[str, Any] = scope.get("state") or {}
+    name = params.get("name") or state.get("model")
+    return name if isinstance(name, str) and name in models else UNKNOWN_MODEL

@@ -1,0 +1,107 @@
+"""Errors as each protocol spells them, decided in one place for the whole app.
+
+| cause | status |
+|---|---|
+| body is not JSON | 400 |
+| JSON of the wrong shape, wrong datatype or shape, missing or extra feature | 422 |
+| unknown model or route | 404 |
+| body over `max_body_bytes` | 413 |
+| model not loaded (yet) | 503 |
+
+KServe v2 and `:predict` bodies are `{"error": "..."}` (the Open Inference Protocol's);
+OpenAI routes answer `{"error": {"message", "type", "param", "code"}}` (OpenAI's), with
+400 for every invalid request as OpenAI does. Any other exception is a bug: 500, logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from forgeml.core.errors import ForgemlError, RateLimitedError
+
+Protocol = Literal["v2", "predict", "openai", "other"]
+_OPENAI_PATHS = ("/v1/models", "/v1/embeddings", "/v1/completions", "/v1/chat/completions")
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "service_unavailable_error",
+}
+_log = logging.getLogger(__name__)
+
+
+def protocol_of(path: str) -> Protocol:
+    """Which protocol a request path belongs to."""
+    if path.startswith("/v2/"):
+        return "v2"
+    if path.startswith("/v1/models/") and path.endswith(":predict"):
+        return "predict"
+    if path.startswith(_OPENAI_PATHS):
+        return "openai"
+    return "other"
+
+
+def error_response(path: str, status: int, message: str, headers: Any = None) -> Response:
+    """A JSON error response in the protocol of `path`."""
+    body: dict[str, Any]
+    if protocol_of(path) == "openai":
+        kind = _OPENAI_TYPES.get(status, "server_error")
+        body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    else:
+        body = {"error": message}
+    return Response(orjson.dumps(body), status, headers, media_type="application/json")
+
+
+def _validation_message(error: RequestValidationError) -> tuple[int, str]:
+    problems = list(error.errors())
+    first = problems[0] if problems else {}
+    if first.get("type") == "json_invalid":
+        return 400, "The request body is not valid JSON."
+    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+    message = str(first.get("msg", "invalid request"))
+    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    return 422, f"Invalid request at '{where or 'body'}': {message}{more}."
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every error in the protocol of the request's path."""
+
+    async def on_forgeml(request: Request, error: Exception) -> Response:
+        assert isinstance(error, ForgemlError)
+        headers = None
+        if isinstance(error, RateLimitedError):
+            headers = {"Retry-After": str(max(1, round(error.retry_after)))}
+        return error_response(request.url.path, error.http_status, str(error), headers)
+
+    async def on_validation(request: Request, error: Exception) -> Response:
+        assert isinstance(error, RequestValidationError)
+        status, message = _validation_message(error)
+        if protocol_of(request.url.path) == "openai":
+            status = 400
+        return error_response(request.url.path, status, message)
+
+    async def on_http(request: Request, error: Exception) -> Response:
+        assert isinstance(error, HTTPException)
+        return error_response(
+            request.url.path, error.status_code, str(error.detail), getattr(error, "headers", None)
+        )
+
+    async def on_bug(request: Request, error: Exception) -> Response:
+        _log.exception("unexpected error serving %s", request.url.path, exc_info=error)
+        return error_response(request.url.path, 500, "Internal server error; see the server log.")
+
+    app.add_exception_handler(ForgemlError, on_forgeml)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(HTTPException, on_http)
+    app.add_exception_handler(Exception, on_bug)

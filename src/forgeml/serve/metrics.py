@@ -1,0 +1,87 @@
+"""Prometheus metrics of one server, in a registry of its own (two apps in a process never mix).
+
+| metric | type | labels |
+|---|---|---|
+| `forgeml_requests_total` | counter | model, protocol |
+| `forgeml_request_errors_total` | counter | model, protocol, status |
+| `forgeml_request_latency_seconds` | histogram | model, protocol |
+| `forgeml_batch_size` | histogram (rows per forward pass) | model |
+| `forgeml_inference_seconds` | histogram (one forward pass) | model |
+| `forgeml_queue_depth` | gauge (requests waiting for a batch) | model |
+
+A request for a model the server does not have is counted under model `_unknown`, so
+callers cannot grow the label set without bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+UNKNOWN_MODEL = "_unknown"
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+class ServerMetrics:
+    """The metrics of one model server."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "forgeml_requests", "Requests received.", ["model", "protocol"], registry=self.registry
+        )
+        self.errors = Counter(
+            "forgeml_request_errors",
+            "Requests answered with an error status.",
+            ["model", "protocol", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "forgeml_request_latency_seconds",
+            "Time from request received to response ready.",
+            ["model", "protocol"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_size = Histogram(
+            "forgeml_batch_size",
+            "Rows per forward pass.",
+            ["model"],
+            buckets=_BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.inference = Histogram(
+            "forgeml_inference_seconds",
+            "Time of one batch: encoding, forward pass and decoding.",
+            ["model"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "forgeml_queue_depth",
+            "Requests waiting for a batch.",
+            ["model"],
+            registry=self.registry,
+        )
+
+    def track_queue(self, model: str, depth: Callable[[], int]) -> None:
+        """Report `depth()` as the queue depth of `model` at every scrape."""
+        self.queue_depth.labels(model).set_function(depth)
+
+    def observe_batch(self, model: str, rows: int, seconds: float) -> None:
+        """Record one forward pass of `rows` rows that took `seconds`."""
+        self.batch_size.labels(model).observe(rows)
+        self.inference.labels(model).observe(seconds)
+
+    def observe_request(self, model: str, protocol: str, status: int, seconds: float) -> None:
+        """Record one answered request."""
+        self.requests.labels(model, protocol).inc()
+        self.latency.labels(model, protocol).observe(seconds)
+        if status >= 400:
+            self.errors.labels(model, protocol, str(status)).inc()
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric."""
+        return generate_latest(self.registry)

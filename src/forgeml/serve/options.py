@@ -1,0 +1,62 @@
+"""How a model server runs: batching, runtime, limits and the request log (one pydantic model).
+
+The CLI flags of `forgeml serve` are generated from these fields' descriptions, so the
+help text and the behaviour cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RuntimeName = Literal["torch", "onnx"]
+
+
+class ServeOptions(BaseModel):
+    """Options of one model server process (every served model shares them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runtime: RuntimeName = Field(
+        default="torch", description="Inference engine: torch (safetensors) or onnx (model.onnx)."
+    )
+    max_batch_size: int = Field(
+        default=32, ge=1, le=4096, description="Most rows run as one batch (1: no batching)."
+    )
+    max_wait_ms: float = Field(
+        default=0.0,
+        ge=0,
+        le=10_000,
+        description="How long the first queued request waits for others to join its batch "
+        "(0: a batch is what queued while the previous one ran).",
+    )
+    max_body_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1024, description="Largest request body accepted (413 above)."
+    )
+    intra_op_threads: int | None = Field(
+        default=None, ge=1, description="Threads one forward pass may use (default: the engine's)."
+    )
+    reload_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds between checks that an alias or latest reference still names "
+        "the served version (a moved one is loaded and swapped in).",
+    )
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="Name to serve the model under (one model only; default its registered name).",
+    )
+    log_sample_rate: float = Field(
+        default=0.0, ge=0, le=1, description="Share of requests written to the request log."
+    )
+    log_redact: list[str] = Field(
+        default_factory=list, description="Fields whose values the request log replaces."
+    )
+    log_path: Path | None = Field(
+        default=None,
+        description="Request log file (JSON lines); default <home>/logs/requests/<name>.jsonl.",
+    )

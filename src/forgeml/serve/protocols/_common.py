@@ -1,0 +1,37 @@
+"""What every protocol's routes share: orjson responses and the request log hook."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import Request
+from starlette.responses import Response
+
+from forgeml.serve.model import LoadedModel
+
+_JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    """`payload` as JSON (orjson: numpy arrays and scalars included)."""
+    return Response(
+        orjson.dumps(payload, option=_JSON_OPTIONS), status, media_type="application/json"
+    )
+
+
+def record_request(
+    request: Request,
+    name: str,
+    model: LoadedModel,
+    rows: list[Any],
+    outputs: Any,
+) -> None:
+    """Offer one answered request to the sampled request log."""
+    log = getattr(request.app.state, "request_log", None)
+    if log is not None:
+        log.record(name, model.ref, _protocol(request), rows, outputs)
+
+
+def _protocol(request: Request) -> str:
+    return "predict" if request.url.path.endswith(":predict") else "v2"

@@ -1,0 +1,216 @@
+"""The KServe Open Inference Protocol v2 (REST), as Triton and KServe serve it.
+
+Spec: https://kserve.github.io/website/latest/modelserving/data_plane/v2_protocol/.
+Tabular models take one tensor per raw field, named like the field, shape [N] or [N, 1]
+(BYTES for strings, INT64/FP32/FP64 for numbers, BOOL); text models take one BYTES
+tensor `text`. Outputs: `probabilities` [N, C] FP32 and `label` [N] BYTES for
+classifiers, `prediction` [N] FP32 for regressors (`embeddings` [N, H] FP32 of text
+encoders on request). Tensor data is JSON; the binary-data extension is not supported.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import Response
+
+from forgeml.core.errors import InvalidDataError, ServiceUnavailableError
+from forgeml.serve.inputs import InputField
+from forgeml.serve.model import LoadedModel
+from forgeml.serve.protocols._common import json_response, record_request
+from forgeml.serve.repository import ModelRepository
+
+Datatype = Literal[
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+    "FP16", "FP32", "FP64", "BYTES",
+]  # fmt: skip
+_ACCEPTS = {  # field datatype -> tensor datatypes that may carry it
+    "BYTES": {"BYTES"},
+    "BOOL": {"BOOL"},
+    "INT64": {"INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"},
+}
+_NUMBERS = {"FP16", "FP32", "FP64", *_ACCEPTS["INT64"]}
+
+
+class InferInput(BaseModel):
+    """One input tensor of an inference request."""
+
+    name: str = Field(min_length=1)
+    shape: list[int] = Field(min_length=1, max_length=2)
+    datatype: Datatype
+    parameters: dict[str, Any] | None = None
+    data: list[Any]
+
+
+class RequestedOutput(BaseModel):
+    """An output the caller wants back."""
+
+    name: str = Field(min_length=1)
+    parameters: dict[str, Any] | None = None
+
+
+class InferRequest(BaseModel):
+    """A v2 inference request."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str | None = None
+    parameters: dict[str, Any] | None = None
+    inputs: list[InferInput] = Field(min_length=1)
+    outputs: list[RequestedOutput] | None = None
+
+
+def _flatten(data: list[Any]) -> list[Any]:
+    return (
+        [v for item in data for v in _flatten(item)]
+        if any(isinstance(d, list) for d in data)
+        else data
+    )
+
+
+def _column(tensor: InferInput, field: InputField) -> list[Any]:
+    """The tensor's values as one column, its datatype and shape checked."""
+    allowed = _ACCEPTS.get(field.datatype, _NUMBERS)
+    if tensor.datatype not in allowed:
+        raise InvalidDataError(
+            f"Input '{tensor.name}' is {tensor.datatype} but the model takes it as "
+            f"{field.datatype}; send one of {', '.join(sorted(allowed))}."
+        )
+    if len(tensor.shape) == 2 and tensor.shape[1] != 1:
+        raise InvalidDataError(
+            f"Input '{tensor.name}' has shape {tensor.shape}; send shape [N] or [N, 1]."
+        )
+    values = _flatten(tensor.data)
+    if any(size < 0 for size in tensor.shape) or len(values) != math.prod(tensor.shape):
+        raise InvalidDataError(
+            f"Input '{tensor.name}' has shape {tensor.shape} but {len(values)} values."
+        )
+    if tensor.datatype in _NUMBERS:
+        # JSON floats are fine for FP tensors; integers only for INT/UINT ones
+        integral = tensor.datatype in _ACCEPTS["INT64"]
+        for value in values:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or (integral and not isinstance(value, int))
+            ):
+                raise InvalidDataError(
+                    f"Input '{tensor.name}' is {tensor.datatype} but holds {value!r}."
+                )
+    return values
+
+
+def tensors_to_rows(model: LoadedModel, inputs: list[InferInput]) -> list[Any]:
+    """The raw rows the input tensors carry (records for tabular models, texts for text ones).
+
+    Raises:
+        InvalidDataError: an input is unknown, missing, duplicated, or of the wrong
+            datatype or shape, or the inputs differ in length.
+    """
+    if model.encoder is None:
+        raise InvalidDataError(
+            f"Model '{model.name}' takes no tensors over KServe v2; language models are "
+            "served by /v1/completions and /v1/chat/completions."
+        )
+    fields = {field.name: field for field in model.encoder.fields}
+    given = {tensor.name: tensor for tensor in inputs}
+    if len(given) < len(inputs):
+        raise InvalidDataError("Two inputs have the same name; send each field once.")
+    for name in given:
+        if name not in fields:
+            raise InvalidDataError(
+                f"Input '{name}' is not one the model takes (inputs: {', '.join(fields)})."
+            )
+    missing = [name for name in fields if name not in given]
+    if missing:
+        raise InvalidDataError(f"Input '{missing[0]}' is missing (inputs: {', '.join(fields)}).")
+    columns = {name: _column(given[name], field) for name, field in fields.items()}
+    lengths = {len(values) for values in columns.values()}
+    if len(lengths) > 1:
+        raise InvalidDataError("The inputs hold different numbers of rows; send N of each.")
+    if model.kind == "text":
+        return columns["text"]
+    count = lengths.pop()
+    return [{name: values[i] for name, values in columns.items()} for i in range(count)]
+
+
+def _output_tensor(name: str, datatype: str, values: np.ndarray) -> dict[str, Any]:
+    data = values.reshape(-1).tolist()
+    return {"name": name, "datatype": datatype, "shape": list(values.shape), "data": data}
+
+
+def _metadata(model: LoadedModel) -> dict[str, Any]:
+    inputs = model.encoder.fields if model.encoder is not None else []
+    width = {"probabilities": len(model.class_names or []) or -1}
+    return {
+        "name": model.name,
+        "versions": [str(model.version)],
+        "platform": "onnxruntime_onnx" if model.runtime.name == "onnx" else "pytorch",
+        "inputs": [{"name": f.name, "datatype": f.datatype, "shape": [-1]} for f in inputs],
+        "outputs": [
+            {"name": f.name, "datatype": f.datatype, "shape": [-1, width[f.name]]}
+            if f.name in width or f.name == "embeddings"
+            else {"name": f.name, "datatype": f.datatype, "shape": [-1]}
+            for f in model.outputs
+        ],
+    }
+
+
+def router(repository: ModelRepository, version: str) -> APIRouter:
+    """The v2 routes over the models of `repository` (`version`: the server's version)."""
+    routes = APIRouter(tags=["KServe v2"])
+
+    @routes.get("/v2")
+    async def server_metadata() -> Response:
+        return json_response({"name": "forgeml", "version": version, "extensions": []})
+
+    @routes.get("/v2/health/live")
+    async def live() -> Response:
+        return json_response({"live": True})
+
+    @routes.get("/v2/health/ready")
+    async def ready() -> Response:
+        if not repository.ready:
+            raise ServiceUnavailableError("The server is still loading its models.")
+        return json_response({"ready": True})
+
+    @routes.get("/v2/models/{name}")
+    async def model_metadata(name: str) -> Response:
+        return json_response(_metadata(repository.get(name).ready_model()))
+
+    @routes.get("/v2/models/{name}/ready")
+    async def model_ready(name: str) -> Response:
+        repository.get(name).ready_model()
+        return json_response({"name": name, "ready": True})
+
+    @routes.post("/v2/models/{name}/infer")
+    async def infer(name: str, body: InferRequest, request: Request) -> Response:
+        served = repository.get(name)
+        rows = tensors_to_rows(served.ready_model(), body.inputs)
+        model = served.ready_model()
+        known = {field.name: field.datatype for field in model.outputs}
+        wanted = [o.name for o in body.outputs] if body.outputs else [
+            n for n in known if n != "embeddings"
+        ]  # fmt: skip
+        for output in wanted:
+            if output not in known:
+                raise InvalidDataError(
+                    f"Output '{output}' is not one the model has ({', '.join(known)})."
+                )
+        arrays, used = await served.infer(rows, set(wanted))
+        outputs = [_output_tensor(n, known[n], np.asarray(arrays[n])) for n in wanted]
+        record_request(request, name, used, rows, {o: arrays[o] for o in wanted})
+        response: dict[str, Any] = {
+            "model_name": name,
+            "model_version": str(used.version),
+            "outputs": outputs,
+        }
+        if body.id is not None:
+            response["id"] = body.id
+        return json_response(response)
+
+    return routes

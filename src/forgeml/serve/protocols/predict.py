@@ -1,0 +1,52 @@
+"""`POST /v1/models/{name}:predict`, TF-Serving style, for callers without a v2 client.
+
+Request `{"instances": [raw record, ...]}` (texts for text models, as strings);
+response `{"predictions": [...], "model_version": "N"}`, where a classifier's
+prediction is `{"label": ..., "probabilities": {class: p, ...}}` and a regressor's a number.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+from starlette.responses import Response
+
+from forgeml.serve.model import LoadedModel
+from forgeml.serve.protocols._common import json_response, record_request
+from forgeml.serve.repository import ModelRepository
+
+
+class PredictRequest(BaseModel):
+    """A `:predict` request: one raw row per instance."""
+
+    instances: list[Any] = Field(min_length=1)
+
+
+def _predictions(model: LoadedModel, arrays: dict[str, np.ndarray]) -> list[Any]:
+    if "prediction" in arrays:
+        return [float(value) for value in arrays["prediction"]]
+    names = model.class_names or [str(i) for i in range(arrays["probabilities"].shape[1])]
+    return [
+        {"label": str(label), "probabilities": dict(zip(names, row.tolist(), strict=True))}
+        for label, row in zip(arrays["label"], arrays["probabilities"], strict=True)
+    ]
+
+
+def router(repository: ModelRepository) -> APIRouter:
+    """The `:predict` route over the models of `repository`."""
+    routes = APIRouter(tags=["predict"])
+
+    @routes.post("/v1/models/{name}:predict")
+    async def predict(name: str, body: PredictRequest, request: Request) -> Response:
+        served = repository.get(name)
+        model = served.ready_model()
+        wanted = {"prediction"} if model.task != "classification" else {"label", "probabilities"}
+        arrays, used = await served.infer(body.instances, wanted)
+        predictions = _predictions(used, arrays)
+        record_request(request, name, used, body.instances, predictions)
+        return json_response({"predictions": predictions, "model_version": str(used.version)})
+
+    return routes

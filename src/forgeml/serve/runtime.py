@@ -1,0 +1,148 @@
+"""Inference engines behind one small interface, chosen by name from a registry.
+
+A `Runtime` maps named numpy arrays to named numpy arrays, so batching, protocols and
+metrics never see which engine ran: "torch" rebuilds the module from the bundle's
+safetensors (`load_bundle_model`), "onnx" runs the bundle's `model.onnx` through ONNX
+Runtime (`forgeml.optimize.OnnxModel`). Input names are the torch forward keywords
+(`features`; `input_ids`, `attention_mask`; `images`), outputs `logits` and, for text
+classifiers, `embeddings` (the pooled sentence vector), as the ONNX export names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from forgeml.core.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from torch import nn
+
+# The forward keywords of each zoo model (the ONNX export uses the same input names).
+MODEL_INPUTS: dict[str, list[str]] = {
+    "mlp": ["features"],
+    "text_classifier": ["input_ids", "attention_mask"],
+    "cnn": ["images"],
+    "tiny_gpt": ["input_ids"],
+}
+
+
+class Runtime(Protocol):
+    """A loaded model that runs named arrays; safe to call from one thread at a time."""
+
+    name: str
+    input_names: list[str]
+    output_names: list[str]
+
+    def run(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
+        """Run one batch and return the requested `outputs`."""
+        ...
+
+
+RuntimeLoader = Callable[[Path, dict[str, Any], "int | None"], Runtime]
+_RUNTIMES: dict[str, RuntimeLoader] = {}
+
+
+def register_runtime(name: str, loader: RuntimeLoader) -> None:
+    """Make `loader(bundle_dir, description, intra_op_threads)` available as runtime `name`."""
+    _RUNTIMES[name] = loader
+
+
+def load_runtime(
+    name: str, bundle_dir: Path, description: dict[str, Any], threads: int | None = None
+) -> Runtime:
+    """Load the bundle in `bundle_dir` with the runtime called `name`.
+
+    Raises:
+        UsageError: no runtime of that name.
+        ConfigError: the bundle lacks what the runtime needs (e.g. `model.onnx`).
+    """
+    if name not in _RUNTIMES:
+        known = ", ".join(sorted(_RUNTIMES))
+        raise UsageError(f"Unknown runtime '{name}': use one of {known}.")
+    return _RUNTIMES[name](bundle_dir, description, threads)
+
+
+def model_inputs(description: dict[str, Any]) -> list[str]:
+    """The input names of the bundle's model (its forward keywords)."""
+    model_name = description["model"]["name"]
+    if model_name not in MODEL_INPUTS:
+        raise ConfigError(f"Model architecture '{model_name}' cannot be served.")
+    return MODEL_INPUTS[model_name]
+
+
+class TorchRuntime:
+    """PyTorch eager, in inference mode, on the CPU."""
+
+    name = "torch"
+
+    def __init__(self, module: nn.Module, description: dict[str, Any]) -> None:
+        self.module = module
+        self.input_names = model_inputs(description)
+        is_encoder = description["model"]["name"] == "text_classifier"
+        self.output_names = ["logits", "embeddings"] if is_encoder else ["logits"]
+
+    def run(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
+        """Run the module (`logits`) and/or its `.embed` (`embeddings`) on the arrays."""
+        import torch
+
+        tensors = {name: torch.from_numpy(inputs[name]) for name in self.input_names}
+        found: dict[str, np.ndarray] = {}
+        with torch.inference_mode():
+            if "logits" in outputs:
+                found["logits"] = self.module(**tensors).float().numpy()
+            if "embeddings" in outputs:
+                embed: Any = self.module.embed
+                found["embeddings"] = embed(**tensors).float().numpy()
+        return found
+
+
+def _load_torch(bundle_dir: Path, description: dict[str, Any], threads: int | None) -> Runtime:
+    import torch
+
+    from forgeml.train.recipe import load_bundle_model
+
+    if not (bundle_dir / "model.safetensors").exists() and not (bundle_dir / "adapter").exists():
+        raise ConfigError(
+            "The model bundle has no PyTorch weights (model.safetensors); serve it with "
+            "--runtime onnx."
+        )
+    if threads is not None:
+        torch.set_num_threads(threads)  # process-wide: one server, one thread budget
+    return TorchRuntime(load_bundle_model(bundle_dir), description)
+
+
+class OnnxRuntime:
+    """ONNX Runtime over the bundle's `model.onnx` (H1's `OnnxModel`)."""
+
+    name = "onnx"
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.input_names = list(model.input_names)
+        self.output_names = list(model.output_names)
+
+    def run(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
+        """Run the ONNX graph for `outputs` (float32 results)."""
+        feeds = {name: inputs[name] for name in self.input_names}
+        results = self.model.run(feeds, outputs)
+        return {name: np.asarray(results[name], dtype=np.float32) for name in outputs}
+
+
+def _load_onnx(bundle_dir: Path, description: dict[str, Any], threads: int | None) -> Runtime:
+    from forgeml.optimize import OnnxModel
+
+    if not (bundle_dir / "model.onnx").exists() or "onnx" not in description:
+        raise ConfigError(
+            "The model version has no ONNX export (model.onnx); make one with "
+            "`forgeml optimize MODEL --onnx` and serve that version, or use --runtime torch."
+        )
+    model = OnnxModel(bundle_dir) if threads is None else OnnxModel(bundle_dir, threads=threads)
+    return OnnxRuntime(model)
+
+
+register_runtime("torch", _load_torch)
+register_runtime("onnx", _load_onnx)

@@ -1,0 +1,144 @@
+"""A workspace with an Adult MLP and the SST-2 MiniLM classifier, and a live server over it.
+
+The served home is the trained Adult workspace with `sst2-minilm@v1` imported from the
+text workspace (registered under a run of its own), built once per session; each test
+module copies it. `LiveServer` runs the app under uvicorn on a free loopback port in a
+thread and stops it in its fixture's finaliser.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import polars as pl
+import pytest
+import uvicorn
+
+from forgeml.core.config import Settings
+from forgeml.core.workspace import Workspace
+from forgeml.serve import ServeOptions, create_app
+from tests.train.conftest import (
+    SHARED_DATA,
+    copy_home,
+    trained_adult_template,
+    trained_text_template,
+)
+
+ADULT_TEST = SHARED_DATA / "adult" / "adult.test"
+
+
+def adult_records(count: int, offset: int = 0) -> list[dict[str, Any]]:
+    """Raw Adult test rows as a caller sends them: cleaned as the example does, no label."""
+    frame = pl.read_csv(
+        ADULT_TEST, skip_rows=1, has_header=False, n_rows=2 * (offset + count), infer_schema=False
+    )
+    names = [
+        "age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
+        "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
+        "hours-per-week", "native-country", "Y",
+    ]  # fmt: skip
+    frame = frame.rename(dict(zip(frame.columns, names, strict=True)))
+    frame = frame.with_columns(pl.col(pl.String).str.strip_chars().replace("?", None))
+    numbers = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
+    frame = frame.with_columns(pl.col(numbers).cast(pl.Int64))
+    return frame.drop_nulls().slice(offset, count).drop("Y").to_dicts()
+
+
+def open_home(home: Path) -> Workspace:
+    return Workspace(Settings(home=home, user="tester"))
+
+
+def _import_text_model(home: Path, text_home: Path, scratch: Path) -> None:
+    from forgeml.tracking import (
+        download_bundle,
+        finish_run,
+        get_model_version,
+        register_model,
+        start_run,
+    )
+
+    source = open_home(text_home)
+    try:
+        bundle = download_bundle(source, get_model_version(source, "sst2-minilm@v1"), scratch)
+    finally:
+        source.close()
+    workspace = open_home(home)
+    try:
+        handle = start_run(workspace, {"imported": "sst2-minilm@v1"}, "sst2-minilm", None)
+        register_model(workspace, handle, "sst2-minilm", bundle, metrics={"accuracy": 0.5})
+        finish_run(handle, "FINISHED", {})
+    finally:
+        workspace.close()
+
+
+@pytest.fixture(scope="session")
+def serve_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """adult-mlp@v1, @v2, adult-small@v1 and sst2-minilm@v1 in one FORGEML_HOME."""
+    root = tmp_path_factory.getbasetemp() / "templates" / "serve"
+    home = root / "home"
+    if not (root / ".done").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        adult, text = (
+            trained_adult_template(tmp_path_factory),
+            trained_text_template(tmp_path_factory),
+        )
+        with pytest.MonkeyPatch.context() as patch:
+            patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+            shutil.copytree(adult, home)
+            _import_text_model(home, text, root / "bundle")
+        (root / ".done").touch()
+    return home
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class LiveServer:
+    """`create_app(...)` under uvicorn in a thread, on a free loopback port."""
+
+    def __init__(self, workspace: Workspace, refs: list[str], options: ServeOptions) -> None:
+        self.app = create_app(workspace, refs, options)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_config=None)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self, timeout: float = 180.0) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/v2/health/ready", timeout=5).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise TimeoutError(f"the model server at {self.url} was not ready in {timeout} s")
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def served_home(serve_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A private copy of the serve template for one test module."""
+    home = copy_home(serve_template, tmp_path_factory.mktemp("served") / "home")
+    saved = os.environ.pop("MLFLOW_TRACKING_URI", None)
+    yield home
+    if saved is not None:
+        os.environ["MLFLOW_TRACKING_URI"] = saved

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from forgeml.serve import ServeOptions
+from forgeml.tracking import promote
+from tests.serve.conftest import LiveServer, adult_records, open_home
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_moved_alias_is_swapped_in_under_load_without_failing_a_request(
+    served_home: Path,
+) -> None:
+    workspace = open_home(served_home)
+    promote(workspace, "adult-mlp", 1, "production", "accuracy", force=True)
+    options = ServeOptions(reload_interval_s=0.3, max_wait_ms=1)
+    live = LiveServer(workspace, ["adult-mlp@production"], options).start()
+    url = f"{live.url}/v1/models/adult-mlp:predict"
+    body = {"instances": adult_records(4)}
+    answers: list[tuple[int, str, float]] = []
+    stop = threading.Event()
+
+    def send() -> None:
+        with httpx.Client(timeout=30) as client:
+            while not stop.is_set():
+                response = client.post(url, json=body)
+                version = (
+                    response.json().get("model_version", "") if response.status_code == 200 else ""
+                )
+                first = (
+                    response.json()["predictions"][0]["probabilities"][">50K"] if version else 0.0
+                )
+                answers.append((response.status_code, version, first))
+
+    senders = [threading.Thread(target=send) for _ in range(2)]
+    try:
+        for sender in senders:
+            sender.start()
+        time.sleep(1.0)
+        promote(workspace, "adult-mlp", 2, "production", "accuracy", force=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(a[1] == "2" for a in answers):
+            time.sleep(0.1)
+        time.sleep(1.0)  # keep the load on after the swap
+    finally:
+        stop.set()
+        for sender in senders:
+            sender.join(30)
+        live.stop()
+        workspace.close()
+    assert answers and all(status == 200 for status, _, _ in answers)
+    versions = [version for _, version, _ in answers]
+    assert versions[0] == "1" and versions[-1] == "2"
+    assert len({first for _, version, first in answers if version == "1"}) == 1
+    v1, v2 = (next(a[2] for a in answers if a[1] == v) for v in ("1", "2"))
+    assert v1 != v2  # the answers really come from the other weights

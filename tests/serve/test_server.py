@@ -1,0 +1,326 @@
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+import schemathesis
+import tritonclient.http as triton
+from hypothesis import HealthCheck, Phase, given, settings
+from prometheus_client.parser import text_string_to_metric_families
+
+from forgeml.serve import ServeOptions, create_app
+from tests.serve.conftest import LiveServer, adult_records, open_home
+
+pytestmark = pytest.mark.slow
+REFS = ["adult-mlp@v1", "sst2-minilm@v1"]
+TEXTS = ["a gorgeous, witty, seductive movie.", "the plot is nothing but boilerplate clichés"]
+
+
+@pytest.fixture(scope="module")
+def server(served_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    log = tmp_path_factory.mktemp("log") / "requests.jsonl"
+    options = ServeOptions(
+        max_batch_size=64,
+        max_wait_ms=100,
+        max_body_bytes=64 * 1024,
+        log_sample_rate=1.0,
+        log_redact=["sex"],
+        log_path=log,
+    )
+    workspace = open_home(served_home)
+    live = LiveServer(workspace, REFS, options).start()
+    yield live
+    live.stop()
+    workspace.close()
+
+
+@pytest.fixture(scope="module")
+def reference(served_home: Path) -> Any:
+    """In-process torch outputs of the same raw rows, through the bundle's FeatureSpec."""
+    import torch
+
+    from forgeml.data.features import FeatureSpec
+    from forgeml.tracking import download_bundle, get_model_version
+    from forgeml.train.data import feature_tensor
+    from forgeml.train.models.text_classifier import tokenize
+    from forgeml.train.recipe import load_bundle_model
+
+    workspace = open_home(served_home)
+    bundles = {
+        ref: download_bundle(workspace, get_model_version(workspace, ref), served_home / ref)
+        for ref in REFS
+    }
+    workspace.close()
+    spec = FeatureSpec.from_dict(
+        orjson.loads((bundles[REFS[0]] / "feature_spec.json").read_bytes())
+    )
+    adult, text = (load_bundle_model(bundles[ref]) for ref in REFS)
+    import polars as pl
+
+    def adult_probabilities(records: list[dict[str, Any]]) -> np.ndarray:
+        with torch.inference_mode():
+            logits = adult(features=feature_tensor(spec, pl.DataFrame(records)))
+        return torch.softmax(logits, dim=1).numpy()
+
+    def text_probabilities(texts: list[str]) -> np.ndarray:
+        params = orjson.loads((bundles[REFS[1]] / "model.json").read_bytes())["model"]["params"]
+        with torch.inference_mode():
+            logits = text(**tokenize(texts, params))
+        return torch.softmax(logits, dim=1).numpy()
+
+    return adult_probabilities, text_probabilities
+
+
+def adult_inputs(records: list[dict[str, Any]]) -> list[triton.InferInput]:
+    inputs = []
+    for name, value in records[0].items():
+        column = [record[name] for record in records]
+        if isinstance(value, str):
+            array = np.array([v.encode() for v in column], dtype=np.object_)
+            tensor = triton.InferInput(name, [len(column)], "BYTES")
+        else:
+            array = np.array(column, dtype=np.int64)
+            tensor = triton.InferInput(name, [len(column)], "INT64")
+        tensor.set_data_from_numpy(array, binary_data=False)
+        inputs.append(tensor)
+    return inputs
+
+
+def v2_body(records: list[dict[str, Any]]) -> dict[str, Any]:
+    inputs = []
+    for name, value in records[0].items():
+        datatype = "BYTES" if isinstance(value, str) else "INT64"
+        data = [record[name] for record in records]
+        inputs.append({"name": name, "shape": [len(data)], "datatype": datatype, "data": data})
+    return {"inputs": inputs}
+
+
+def test_tritonclient_sees_a_live_ready_server_and_model_metadata(server: LiveServer) -> None:
+    client = triton.InferenceServerClient(f"127.0.0.1:{server.port}")
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready("adult-mlp") and client.is_model_ready("sst2-minilm")
+    metadata = client.get_model_metadata("adult-mlp")
+    assert metadata["versions"] == ["1"]
+    inputs = {item["name"]: item["datatype"] for item in metadata["inputs"]}
+    assert inputs["age"] == "INT64" and inputs["workclass"] == "BYTES" and len(inputs) == 14
+    outputs = {item["name"]: item["shape"] for item in metadata["outputs"]}
+    assert outputs == {"probabilities": [-1, 2], "label": [-1]}
+    assert client.get_server_metadata()["name"] == "forgeml"
+
+
+def test_tritonclient_infer_equals_torch_on_the_same_raw_rows(
+    server: LiveServer, reference: Any
+) -> None:
+    records = adult_records(8)
+    client = triton.InferenceServerClient(f"127.0.0.1:{server.port}")
+    outputs = [
+        triton.InferRequestedOutput(n, binary_data=False) for n in ("probabilities", "label")
+    ]
+    result = client.infer("adult-mlp", adult_inputs(records), outputs=outputs)
+    probabilities = result.as_numpy("probabilities")
+    expected = reference[0](records)
+    np.testing.assert_allclose(probabilities, expected, rtol=1e-5, atol=1e-6)
+    labels = [
+        label.decode() if isinstance(label, bytes) else label for label in result.as_numpy("label")
+    ]
+    assert labels == [["<=50K", ">50K"][i] for i in expected.argmax(axis=1)]
+    assert result.get_response()["model_version"] == "1"
+
+
+def test_tritonclient_text_model_equals_torch(server: LiveServer, reference: Any) -> None:
+    client = triton.InferenceServerClient(f"127.0.0.1:{server.port}")
+    text = triton.InferInput("text", [len(TEXTS)], "BYTES")
+    text.set_data_from_numpy(
+        np.array([t.encode() for t in TEXTS], dtype=np.object_), binary_data=False
+    )
+    output = triton.InferRequestedOutput("probabilities", binary_data=False)
+    result = client.infer("sst2-minilm", [text], outputs=[output])
+    np.testing.assert_allclose(result.as_numpy("probabilities"), reference[1](TEXTS), atol=1e-5)
+
+
+def test_binary_tensor_data_gets_a_clear_400(server: LiveServer) -> None:
+    client = triton.InferenceServerClient(f"127.0.0.1:{server.port}")
+    text = triton.InferInput("text", [1], "BYTES")
+    text.set_data_from_numpy(np.array([TEXTS[0].encode()], dtype=np.object_))  # binary
+    with pytest.raises(triton.InferenceServerException, match="binary_data=False") as raised:
+        client.infer("sst2-minilm", [text])
+    assert raised.value.status() == "400"
+
+
+def test_predict_takes_raw_records_and_texts(server: LiveServer, reference: Any) -> None:
+    records = adult_records(3, offset=10)
+    response = httpx.post(f"{server.url}/v1/models/adult-mlp:predict", json={"instances": records})
+    assert response.status_code == 200
+    body = response.json()
+    expected = reference[0](records)
+    got = [[p["probabilities"]["<=50K"], p["probabilities"][">50K"]] for p in body["predictions"]]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert body["model_version"] == "1"
+    text = httpx.post(f"{server.url}/v1/models/sst2-minilm:predict", json={"instances": TEXTS})
+    assert text.status_code == 200
+    assert [p["label"] for p in text.json()["predictions"]] == [
+        str(i) for i in reference[1](TEXTS).argmax(axis=1)
+    ]
+
+
+async def _concurrent(url: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
+    async with httpx.AsyncClient(timeout=60) as client:
+        return await asyncio.gather(*(client.post(url, json=body) for body in bodies))
+
+
+def _histogram(server: LiveServer, name: str, model: str) -> dict[str, float]:
+    text = httpx.get(f"{server.url}/metrics").text
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith(name) and sample.labels.get("model") == model:
+                found[sample.name + sample.labels.get("le", "")] = sample.value
+    return found
+
+
+def test_concurrent_requests_run_in_batches_with_the_unbatched_results(
+    server: LiveServer, reference: Any
+) -> None:
+    records = adult_records(32, offset=100)
+    before = _histogram(server, "forgeml_batch_size", "adult-mlp")
+    url = f"{server.url}/v2/models/adult-mlp/infer"
+    responses = asyncio.run(_concurrent(url, [v2_body([record]) for record in records]))
+    assert [r.status_code for r in responses] == [200] * 32
+    got = np.array([r.json()["outputs"][0]["data"] for r in responses])
+    np.testing.assert_allclose(got, reference[0](records), rtol=1e-5, atol=1e-6)
+    after = _histogram(server, "forgeml_batch_size", "adult-mlp")
+    batches = after["forgeml_batch_size_count"] - before.get("forgeml_batch_size_count", 0)
+    rows = after["forgeml_batch_size_sum"] - before.get("forgeml_batch_size_sum", 0)
+    assert rows == 32 and batches < 32  # some batches held more than one request
+
+
+def test_metrics_parse_and_count_requests_per_model(server: LiveServer) -> None:
+    def count(model: str) -> float:
+        text = httpx.get(f"{server.url}/metrics").text
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "forgeml_requests_total" and sample.labels["model"] == model
+        )
+
+    before = count("sst2-minilm")
+    for _ in range(3):
+        httpx.post(f"{server.url}/v1/models/sst2-minilm:predict", json={"instances": TEXTS})
+    assert count("sst2-minilm") == before + 3
+    families = {
+        f.name for f in text_string_to_metric_families(httpx.get(f"{server.url}/metrics").text)
+    }
+    assert {
+        "forgeml_request_latency_seconds",
+        "forgeml_queue_depth",
+        "forgeml_request_errors",
+    } <= families
+
+
+def _is_logged(entry: dict[str, Any], records: list[dict[str, Any]]) -> bool:
+    if (entry["model"], entry["protocol"]) != ("adult-mlp", "predict"):
+        return False
+    return [row["fnlwgt"] for row in entry["instances"]] == [r["fnlwgt"] for r in records]
+
+
+def test_request_log_holds_sampled_requests_with_redacted_fields(server: LiveServer) -> None:
+    records = adult_records(2, offset=50)
+    httpx.post(f"{server.url}/v1/models/adult-mlp:predict", json={"instances": records})
+    log_path = server.app.state.request_log.path
+    deadline = time.monotonic() + 10
+    entries: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        if log_path.exists():
+            entries = [orjson.loads(line) for line in log_path.read_bytes().splitlines()]
+            if any(_is_logged(entry, records) for entry in entries):
+                break
+        time.sleep(0.1)
+    entry = next(entry for entry in entries if _is_logged(entry, records))
+    assert entry["version"] == "adult-mlp@v1"
+    assert all(row["sex"] == "[REDACTED]" for row in entry["instances"])
+    assert entry["instances"][0]["occupation"] is not None
+
+
+GOOD = adult_records(1)[0]
+TENSORS = v2_body([GOOD])["inputs"]
+V2, PREDICT = "/v2/models/adult-mlp/infer", "/v1/models/adult-mlp:predict"
+BAD_CASES = [
+    ("malformed JSON", V2, b'{"inputs": [', 400),
+    ("malformed JSON", PREDICT, b"{instances", 400),
+    ("wrong dtype", PREDICT, {"instances": [{**GOOD, "age": "old"}]}, 422),
+    ("missing feature", PREDICT, {"instances": [{k: GOOD[k] for k in list(GOOD)[1:]}]}, 422),
+    ("extra feature", PREDICT, {"instances": [{**GOOD, "height": 180}]}, 422),
+    ("unknown model", "/v1/models/nosuch:predict", {"instances": [GOOD]}, 404),
+    ("unknown model", "/v2/models/nosuch/infer", {"inputs": TENSORS}, 404),
+    ("wrong shape", V2, {"inputs": [{**t, "shape": [2]} for t in TENSORS]}, 422),
+    ("wrong v2 dtype", V2, {"inputs": [{**TENSORS[0], "datatype": "BYTES"}, *TENSORS[1:]]}, 422),
+    ("missing tensor", V2, {"inputs": TENSORS[1:]}, 422),
+    ("not a request", V2, {"outputs": []}, 422),
+    ("too large", PREDICT, {"instances": [GOOD] * 1000}, 413),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "path", "body", "status"), BAD_CASES, ids=[c[0] for c in BAD_CASES]
+)
+def test_bad_input_gets_its_status_and_a_json_error_and_the_server_keeps_serving(
+    server: LiveServer, case: str, path: str, body: Any, status: int
+) -> None:
+    content = body if isinstance(body, bytes) else orjson.dumps(body)
+    headers = {"content-type": "application/json"}
+    response = httpx.post(f"{server.url}{path}", content=content, headers=headers)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert isinstance(error, str) and error.endswith(".") and "Traceback" not in error
+    again = httpx.post(f"{server.url}/v1/models/adult-mlp:predict", json={"instances": [GOOD]})
+    assert again.status_code == 200
+
+
+def test_a_server_still_loading_answers_503(served_home: Path) -> None:
+    workspace = open_home(served_home)
+    app = create_app(workspace, ["adult-mlp@v1"], ServeOptions())  # lifespan not run: not loaded
+
+    async def ask() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://serve") as client:
+            return (
+                await client.get("/v2/health/ready"),
+                await client.get("/v2/health/live"),
+                await client.post("/v1/models/adult-mlp:predict", json={"instances": [GOOD]}),
+            )
+
+    ready, live, predict = asyncio.run(ask())
+    workspace.close()
+    assert (ready.status_code, live.status_code, predict.status_code) == (503, 200, 503)
+    assert "not ready" in predict.json()["error"]
+
+
+def test_no_generated_request_gets_a_server_error(server: LiveServer) -> None:
+    schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
+    tried: list[str] = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        tried.append(operation.label)
+
+        @given(case=operation.as_strategy())
+        @settings(
+            max_examples=5,
+            deadline=None,
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+            database=None,
+        )
+        def no_server_error(case: Any) -> None:
+            response = case.call(base_url=server.url, timeout=30)
+            assert response.status_code < 500, (case.method, case.path, response.text)
+
+        no_server_error()
+    assert "POST /v2/models/{name}/infer" in tried and "POST /v1/models/{name}:predict" in tried
