@@ -185,7 +185,7 @@ def _write_corpus(root: Path) -> Path:
     lines = (SST2_DIR / "train.tsv").read_text(encoding="utf-8").splitlines()[1:801]
     root.mkdir(parents=True)
     for part in range(8):
-        chunk = [line.split("\t")[0] for line in lines[part * 100 : (part + 1) * 100]]
+        chunk = [line.split("\t")[-1] for line in lines[part * 100 : (part + 1) * 100]]
         (root / f"part{part}.txt").write_text("\n".join(chunk) + "\n", encoding="utf-8")
     return root
 
