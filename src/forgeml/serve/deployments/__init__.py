@@ -1,0 +1,53 @@
+"""Deployments: named sets of model-server processes the control plane starts and records.
+
+`deploy` starts every replica of a spec (`forgeml serve MODEL --name NAME`, so each
+replica serves the model under the deployment's name), waits until all are ready and only
+then records them, with a new revision, in one transaction. Deploying an existing name
+again is a rolling update: the old replicas keep serving until the new ones are ready and
+recorded, are left `drain_seconds` for callers that read the old records (the gateway
+refreshes every few seconds), then stopped. Deploying the exact spec a deployment already
+runs is refused unless `force` asks for a restart. A spec whose replicas do not all get
+ready leaves nothing new running: a new deployment is recorded "failed" with the log
+tail, a live one keeps serving its current revision. `rollback` re-applies an earlier
+revision's spec as a new revision; `delete` stops everything; `check` probes replicas.
+"""
+
+from forgeml.serve.deployments._control import (
+    apply_spec,
+    check,
+    delete,
+    deploy,
+    log_dir,
+    rollback,
+)
+from forgeml.serve.deployments._records import (
+    deployments_serving,
+    get_deployment,
+    list_deployments,
+)
+from forgeml.serve.deployments._spec import (
+    CanarySpec,
+    Deployment,
+    DeploymentSpec,
+    Replica,
+    ShadowSpec,
+    build_spec,
+)
+
+__all__ = [
+    "CanarySpec",
+    "Deployment",
+    "DeploymentSpec",
+    "Replica",
+    "ShadowSpec",
+    "apply_spec",
+    "build_spec",
+    "check",
+    "delete",
+    "deploy",
+    "deployments_serving",
+    "get_deployment",
+    "list_deployments",
+    "log_dir",
+    "rollback",
+]

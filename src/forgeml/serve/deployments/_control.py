@@ -1,0 +1,265 @@
+"""Applying specs: start replicas, switch the records, stop the old ones; delete; check."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from forgeml.core.errors import (
+    AlreadyExistsError,
+    NotFoundError,
+    ServiceUnavailableError,
+    UsageError,
+)
+from forgeml.core.ids import validate_name
+from forgeml.serve import _supervisor
+from forgeml.serve.deployments import _records
+from forgeml.serve.deployments._records import get_deployment, list_deployments
+from forgeml.serve.deployments._spec import (
+    Deployment,
+    DeploymentSpec,
+    Replica,
+    build_spec,
+    resolve_model,
+)
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
+
+
+def deploy(
+    workspace: Workspace,
+    name: str,
+    model_ref: str,
+    replicas: int = 1,
+    canary: str | None = None,
+    canary_weight: int | None = None,
+    canary_replicas: int = 1,
+    shadow: str | None = None,
+    runtime: str = "torch",
+    max_batch_size: int | None = None,
+    max_wait_ms: float | None = None,
+    force: bool = False,
+    ready_timeout: float = 120.0,
+    drain_seconds: float = 5.0,
+) -> Deployment:
+    """Start replicas of `model_ref` as deployment `name` (a new revision if it exists).
+
+    Args:
+        workspace: The workspace whose store records the deployment.
+        name: The deployment name; also the model name every replica serves.
+        model_ref: The primary model (NAME, NAME@vN, NAME@ALIAS; recorded as NAME@vN).
+        replicas: Processes serving the primary model.
+        canary: A second model version taking `canary_weight` percent of the traffic.
+        canary_weight: 0-100; default 10 when there is a canary.
+        canary_replicas: Processes serving the canary.
+        shadow: A model version that gets a copy of the traffic (one process).
+        runtime: "torch" or "onnx" (the model needs a model.onnx).
+        max_batch_size: The servers' dynamic-batching limit (default: theirs).
+        max_wait_ms: The servers' batching wait (default: theirs).
+        force: Restart the replicas even if `name` already runs exactly this spec.
+        ready_timeout: Seconds the new replicas have to answer `/v2/health/ready`.
+        drain_seconds: Seconds old replicas keep serving after the records switch.
+
+    Returns:
+        The deployment as recorded, status "ready".
+
+    Raises:
+        ConfigError, NotFoundError, UsageError: bad options or model references.
+        AlreadyExistsError: `name` already runs this spec and `force` is not set.
+        ServiceUnavailableError: a replica did not start; nothing new is left running.
+    """
+    validate_name(name, "deployment name")
+    spec = build_spec(
+        workspace,
+        model_ref,
+        replicas=replicas,
+        canary=canary,
+        canary_weight=canary_weight,
+        canary_replicas=canary_replicas,
+        shadow=shadow,
+        runtime=runtime,
+        max_batch_size=max_batch_size,
+        max_wait_ms=max_wait_ms,
+    )
+    return apply_spec(workspace, name, spec, force, ready_timeout, drain_seconds)
+
+
+def apply_spec(
+    workspace: Workspace,
+    name: str,
+    spec: DeploymentSpec,
+    force: bool = False,
+    ready_timeout: float = 120.0,
+    drain_seconds: float = 5.0,
+) -> Deployment:
+    """Run `spec` as deployment `name`; see `deploy` (which builds the spec from options).
+
+    Raises:
+        AlreadyExistsError: `name` already runs `spec` and `force` is not set.
+        ServiceUnavailableError: a replica did not start; nothing new is left running.
+    """
+    validate_name(name, "deployment name")
+    current = _records.find(workspace, name)
+    live = current is not None and current.status not in ("deleted", "failed")
+    if live and current is not None and current.spec == spec.model_dump() and not force:
+        raise AlreadyExistsError(
+            f"Deployment '{name}' already runs this spec (revision {current.revision}); "
+            "change the model or options, or pass --force to restart its replicas."
+        )
+    action = "deployment.update" if live else "deployment.create"
+    return _apply(workspace, name, spec, action, ready_timeout, drain_seconds)
+
+
+def rollback(
+    workspace: Workspace,
+    name: str,
+    to_revision: int | None = None,
+    ready_timeout: float = 120.0,
+    drain_seconds: float = 5.0,
+) -> Deployment:
+    """Re-apply an earlier revision's spec (default: the one before the current) as new.
+
+    Raises:
+        NotFoundError: no such deployment or revision.
+        UsageError: `to_revision` is the current revision.
+        ServiceUnavailableError: a replica did not start; the current one keeps serving.
+    """
+    current = _records.require(workspace, name)
+    if to_revision is None and current.revision < 2:
+        raise NotFoundError(f"Deployment '{name}' has no earlier revision to roll back to.")
+    target = current.revision - 1 if to_revision is None else to_revision
+    if target == current.revision:
+        raise UsageError(f"Deployment '{name}' is already at revision {target}.")
+    stored = _records.revision_spec(workspace, current, target)
+    if stored is None:
+        raise NotFoundError(
+            f"Deployment '{name}' has no revision {target} "
+            f"(its revisions are 1..{current.revision})."
+        )
+    spec = DeploymentSpec.model_validate(stored)
+    for model in {role_model for _, role_model in spec.plan()}:
+        resolve_model(workspace, model)  # the version must still be registered
+    return _apply(workspace, name, spec, "deployment.rollback", ready_timeout, drain_seconds)
+
+
+def delete(workspace: Workspace, name: str, grace_seconds: float = 10.0) -> Deployment:
+    """Mark `name` deleted (callers stop routing to it), then stop its processes.
+
+    Raises:
+        NotFoundError: no such deployment, or it is deleted already.
+    """
+    _records.require(workspace, name)
+    servers = _records.mark_deleted(workspace, name)
+    _supervisor.stop(servers, grace_seconds)
+    return get_deployment(workspace, name)
+
+
+def check(workspace: Workspace) -> list[Deployment]:
+    """Probe every replica of every live deployment and record what was found.
+
+    A replica is "stopped" when its process is gone, "unhealthy" when it does not answer
+    ready, else "ready"; a deployment is "ready" when all its replicas are, "failed"
+    when no primary replica is, else "degraded". Changes are audited.
+    """
+    # probe outside any transaction: a slow replica must not hold the store's write lock
+    found: dict[str, dict[str, str]] = {}
+    for deployment in list_deployments(workspace):
+        found[deployment.name] = {
+            replica.url: _replica_health(replica) for replica in deployment.replicas
+        }
+    _records.record_health(workspace, found, _deployment_status)
+    return list_deployments(workspace)
+
+
+def _replica_health(replica: Replica) -> str:
+    if replica.pid is None or not _supervisor.is_running(replica.pid, replica.port):
+        return "stopped"
+    return "ready" if _supervisor.probe(replica.url) else "unhealthy"
+
+
+def _deployment_status(replicas: list[tuple[str, str]]) -> str:
+    """A deployment's status from the `(role, status)` of each of its replicas."""
+    if all(status == "ready" for _, status in replicas):
+        return "ready"
+    if not any(status == "ready" and role == "primary" for role, status in replicas):
+        return "failed"
+    return "degraded"
+
+
+def _apply(
+    workspace: Workspace,
+    name: str,
+    spec: DeploymentSpec,
+    action: str,
+    ready_timeout: float,
+    drain_seconds: float,
+) -> Deployment:
+    current = _records.find(workspace, name)
+    revision = (current.revision if current is not None else 0) + 1
+    servers = _start(workspace, name, spec, revision, ready_timeout)
+    try:
+        old = _records.switch(workspace, name, spec, servers, action)
+    except BaseException:
+        _supervisor.stop([(server.pid, server.port) for server in servers], grace_seconds=5.0)
+        raise
+    if old:
+        try:
+            time.sleep(drain_seconds)
+        finally:
+            # the records no longer list them: never leave them running unrecorded
+            _supervisor.stop(old)
+    return get_deployment(workspace, name)
+
+
+def _server_env(workspace: Workspace) -> dict[str, str]:
+    """This process's environment, pointed at the same workspace."""
+    settings = workspace.settings
+    env = dict(os.environ)
+    env["FORGEML_HOME"] = str(Path(settings.home).resolve())
+    env["FORGEML_USER"] = workspace.actor
+    for key, value in (
+        ("FORGEML_DB_URL", settings.db_url),
+        ("FORGEML_ARTIFACTS_URL", settings.artifacts_url),
+    ):
+        if value:
+            env[key] = value
+        else:
+            env.pop(key, None)
+    return env
+
+
+def _server_args(name: str, spec: DeploymentSpec, model: str) -> list[str]:
+    args = [model, "--name", name, "--runtime", spec.runtime]
+    if spec.max_batch_size is not None:
+        args += ["--max-batch-size", str(spec.max_batch_size)]
+    if spec.max_wait_ms is not None:
+        args += ["--max-wait-ms", f"{spec.max_wait_ms:g}"]
+    return args
+
+
+def log_dir(workspace: Workspace, name: str) -> Path:
+    """Where the replicas of deployment `name` write their logs."""
+    return Path(workspace.settings.home) / "logs" / "deployments" / name
+
+
+def _start(
+    workspace: Workspace, name: str, spec: DeploymentSpec, revision: int, ready_timeout: float
+) -> list[_supervisor.ServerProcess]:
+    plan = spec.plan()
+    launches = [
+        (_server_args(name, spec, model), log_dir(workspace, name) / f"r{revision}-{role}-{k}.log")
+        for k, (role, model) in enumerate(plan, start=1)
+    ]
+    try:
+        return _supervisor.start_all(launches, _server_env(workspace), ready_timeout)
+    except _supervisor.ReplicaStartError as error:
+        role, model = plan[error.index]
+        summary = f"its {role} replica ({model}) {error}"
+        _records.record_failure(workspace, name, spec, summary, error)
+        last = error.log_tail.splitlines()[-1:] or ["(empty)"]
+        raise ServiceUnavailableError(
+            f"Deployment '{name}' did not start: {summary}; its log ends: {last[0].strip()}"
+        ) from None

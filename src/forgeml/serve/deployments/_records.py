@@ -1,0 +1,283 @@
+"""The deployment records: read them, switch them to a new revision, note failures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+from forgeml.core.errors import NotFoundError
+from forgeml.core.ids import new_id
+from forgeml.core.store import DeploymentRecord, DeploymentReplicaRecord, DeploymentRevisionRecord
+from forgeml.serve import _supervisor
+from forgeml.serve.deployments._spec import Deployment, DeploymentSpec, Replica, resolve_model
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from forgeml.core.workspace import Workspace
+
+_ROLES = ("primary", "canary", "shadow")
+
+
+def now() -> datetime:
+    """The current UTC time, for `updated_at` / `checked_at`."""
+    return datetime.now(UTC)
+
+
+def list_deployments(workspace: Workspace, include_deleted: bool = False) -> list[Deployment]:
+    """Every deployment (without deleted ones unless asked), by name."""
+    with workspace.store.session() as session:
+        query = select(DeploymentRecord).order_by(DeploymentRecord.name)
+        if not include_deleted:
+            query = query.where(DeploymentRecord.status != "deleted")
+        return [to_deployment(session, record) for record in session.scalars(query)]
+
+
+def get_deployment(workspace: Workspace, name: str) -> Deployment:
+    """The deployment called `name` (deleted ones too).
+
+    Raises:
+        NotFoundError: no deployment has that name.
+    """
+    with workspace.store.session() as session:
+        record = session.scalars(
+            select(DeploymentRecord).where(DeploymentRecord.name == name)
+        ).one_or_none()
+        if record is None:
+            raise NotFoundError(f"No deployment is named '{name}' (see `forgeml deploy list`).")
+        return to_deployment(session, record)
+
+
+def deployments_serving(workspace: Workspace, model_version_ref: str) -> list[str]:
+    """Names of the live deployments whose primary, canary or shadow is that version."""
+    model = resolve_model(workspace, model_version_ref)
+    return [
+        deployment.name
+        for deployment in list_deployments(workspace)
+        if model in {role_model for _, role_model in deployment.spec.plan()}
+    ]
+
+
+def find(workspace: Workspace, name: str) -> DeploymentRecord | None:
+    """The record of deployment `name` (detached from its session), or None."""
+    with workspace.store.session() as session:
+        record = session.scalars(
+            select(DeploymentRecord).where(DeploymentRecord.name == name)
+        ).one_or_none()
+        if record is not None:
+            session.expunge(record)
+        return record
+
+
+def require(workspace: Workspace, name: str) -> DeploymentRecord:
+    """The record of live (not deleted) deployment `name`; NotFoundError otherwise."""
+    record = find(workspace, name)
+    if record is None:
+        raise NotFoundError(f"No deployment is named '{name}' (see `forgeml deploy list`).")
+    if record.status == "deleted":
+        raise NotFoundError(f"Deployment '{name}' was deleted; deploy it again to bring it back.")
+    return record
+
+
+def replica_rows(session: Session, deployment_id: str) -> list[DeploymentReplicaRecord]:
+    """The replica rows of a deployment: primaries, then canaries, then the shadow."""
+    query = select(DeploymentReplicaRecord).where(
+        DeploymentReplicaRecord.deployment_id == deployment_id
+    )
+    return sorted(session.scalars(query), key=lambda row: (_ROLES.index(row.role), row.port))
+
+
+def to_deployment(session: Session, record: DeploymentRecord) -> Deployment:
+    """The public view of a record and its replica rows."""
+    replicas = [
+        Replica(
+            role=row.role,
+            model_ref=row.model_ref,
+            url=_url(row),
+            status=row.status,
+            pid=row.pid,
+            port=row.port,
+            checked_at=row.checked_at,
+        )
+        for row in replica_rows(session, record.id)
+    ]
+    return Deployment(
+        name=record.name,
+        spec=DeploymentSpec.model_validate(record.spec),
+        status=record.status,
+        revision=record.revision,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        error=record.error,
+        replicas=replicas,
+    )
+
+
+def record_failure(
+    workspace: Workspace,
+    name: str,
+    spec: DeploymentSpec,
+    summary: str,
+    error: _supervisor.ReplicaStartError,
+) -> None:
+    """Record why a spec did not start, in `error`: a new or deleted deployment becomes
+    "failed"; a live one keeps serving its current revision and status."""
+    message = f"{summary}\n{error.log_tail}".strip()
+    with workspace.store.session() as session:
+        record = session.scalars(
+            select(DeploymentRecord).where(DeploymentRecord.name == name)
+        ).one_or_none()
+        if record is None:
+            record = DeploymentRecord(
+                id=new_id(),
+                name=name,
+                spec=spec.model_dump(),
+                revision=0,
+                status="failed",
+                created_by=workspace.actor,
+            )
+            session.add(record)
+        elif record.status == "deleted":
+            record.status = "failed"  # its spec stays that of its last revision
+        elif record.revision == 0:
+            record.spec = spec.model_dump()  # it never ran: show what was tried last
+        record.error, record.updated_at = message, now()
+        workspace.audit(
+            session, "deployment.fail", name, {"spec": spec.model_dump(), "error": summary}
+        )
+
+
+def switch(
+    workspace: Workspace,
+    name: str,
+    spec: DeploymentSpec,
+    servers: list[_supervisor.ServerProcess],
+    action: str,
+) -> list[tuple[int, int]]:
+    """Record the ready servers as the deployment's replicas in a new revision.
+
+    Returns the `(pid, port)` of the replicas they replace.
+    """
+    started = now()
+    with workspace.store.session() as session:
+        record = session.scalars(
+            select(DeploymentRecord).where(DeploymentRecord.name == name)
+        ).one_or_none()
+        if record is None:
+            record = DeploymentRecord(
+                id=new_id(),
+                name=name,
+                revision=0,
+                spec=spec.model_dump(),
+                status="starting",
+                created_by=workspace.actor,
+                created_at=started,
+            )
+            session.add(record)
+            session.flush()  # the revision and replica rows refer to it
+        old = replica_rows(session, record.id)
+        for row in old:
+            session.delete(row)
+        record.revision += 1
+        record.spec, record.status, record.error, record.updated_at = (
+            spec.model_dump(),
+            "ready",
+            None,
+            started,
+        )
+        session.add(
+            DeploymentRevisionRecord(
+                id=new_id(),
+                deployment_id=record.id,
+                revision=record.revision,
+                spec=spec.model_dump(),
+                created_by=workspace.actor,
+            )
+        )
+        for server, (role, model) in zip(servers, spec.plan(), strict=True):
+            session.add(
+                DeploymentReplicaRecord(
+                    id=new_id(),
+                    deployment_id=record.id,
+                    role=role,
+                    model_ref=model,
+                    host=_supervisor.HOST,
+                    port=server.port,
+                    pid=server.pid,
+                    status="ready",
+                    started_at=started,
+                    checked_at=started,
+                )
+            )
+        payload = {
+            "revision": record.revision,
+            "spec": spec.model_dump(),
+            "replicas": [server.url for server in servers],
+        }
+        workspace.audit(session, action, name, payload)
+        return [(row.pid, row.port) for row in old if row.pid is not None]
+
+
+def revision_spec(
+    workspace: Workspace, record: DeploymentRecord, revision: int
+) -> dict[str, Any] | None:
+    """The spec `record`'s deployment had at `revision` (None if it never had one)."""
+    with workspace.store.session() as session:
+        row = session.scalars(
+            select(DeploymentRevisionRecord).where(
+                DeploymentRevisionRecord.deployment_id == record.id,
+                DeploymentRevisionRecord.revision == revision,
+            )
+        ).one_or_none()
+        return None if row is None else dict(row.spec)
+
+
+def mark_deleted(workspace: Workspace, name: str) -> list[tuple[int, int]]:
+    """Mark deployment `name` deleted and drop its replica rows; returns `(pid, port)`s."""
+    with workspace.store.session() as session:
+        record = session.scalars(
+            select(DeploymentRecord).where(DeploymentRecord.name == name)
+        ).one()
+        replicas = replica_rows(session, record.id)
+        servers = [(row.pid, row.port) for row in replicas if row.pid is not None]
+        for row in replicas:
+            session.delete(row)
+        record.status, record.updated_at = "deleted", now()
+        payload = {"revision": record.revision, "pids": [pid for pid, _ in servers]}
+        workspace.audit(session, "deployment.delete", name, payload)
+        return servers
+
+
+def record_health(
+    workspace: Workspace,
+    found: dict[str, dict[str, str]],
+    status_of: Callable[[list[tuple[str, str]]], str],
+) -> None:
+    """Store each replica's probed status (`found[name][url]`) and each deployment's
+    status (`status_of` the `(role, status)` of its replicas); audit what changed."""
+    checked = now()
+    changes: dict[str, Any] = {}
+    with workspace.store.session() as session:
+        for name, urls in found.items():
+            record = session.scalars(
+                select(DeploymentRecord).where(DeploymentRecord.name == name)
+            ).one()
+            rows = [row for row in replica_rows(session, record.id) if _url(row) in urls]
+            if record.status == "deleted" or not rows:
+                continue  # deleted or redeployed while we probed
+            changed = {_url(row): urls[_url(row)] for row in rows if row.status != urls[_url(row)]}
+            for row in rows:
+                row.status, row.checked_at = urls[_url(row)], checked
+            status = status_of([(row.role, row.status) for row in rows])
+            if changed or status != record.status:
+                changes[name] = {"status": status, "replicas": changed}
+                record.status, record.updated_at = status, checked
+        if changes:
+            workspace.audit(session, "deployment.check", "deployments", changes)
+
+
+def _url(row: DeploymentReplicaRecord) -> str:
+    return f"http://{row.host}:{row.port}"

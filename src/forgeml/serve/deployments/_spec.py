@@ -1,0 +1,148 @@
+"""The deployment spec (what a deployment runs) and the recorded view of a deployment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from forgeml.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
+
+Runtime = Literal["torch", "onnx"]
+DEFAULT_CANARY_WEIGHT = 10
+
+
+class CanarySpec(BaseModel):
+    """A second model version taking `weight` percent of the traffic on its own replicas."""
+
+    model: str = Field(description="The canary model version, NAME@vN.")
+    weight: int = Field(ge=0, le=100, description="Percent of requests sent to the canary.")
+    replicas: int = Field(default=1, ge=1, description="Replicas serving the canary.")
+
+
+class ShadowSpec(BaseModel):
+    """A model version that receives a copy of the traffic; its answers are discarded."""
+
+    model: str = Field(description="The shadow model version, NAME@vN.")
+
+
+class DeploymentSpec(BaseModel):
+    """What a deployment runs; stored as JSON in every revision."""
+
+    model: str = Field(description="The primary model version, resolved to NAME@vN.")
+    model_ref: str = Field(description="The model reference as given (may be an alias).")
+    replicas: int = Field(default=1, ge=1, description="Replicas serving the primary model.")
+    canary: CanarySpec | None = None
+    shadow: ShadowSpec | None = None
+    runtime: Runtime = Field(default="torch", description="Model-server runtime.")
+    max_batch_size: int | None = Field(default=None, ge=1, description="Server batch limit.")
+    max_wait_ms: float | None = Field(default=None, ge=0, description="Server batching wait.")
+
+    def plan(self) -> list[tuple[str, str]]:
+        """`(role, model)` of every replica: primaries, then canaries, then the shadow."""
+        replicas = [("primary", self.model)] * self.replicas
+        if self.canary is not None:
+            replicas += [("canary", self.canary.model)] * self.canary.replicas
+        if self.shadow is not None:
+            replicas.append(("shadow", self.shadow.model))
+        return replicas
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One recorded model-server process of a deployment."""
+
+    role: str
+    model_ref: str
+    url: str
+    status: str
+    pid: int | None
+    port: int
+    checked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A deployment as recorded: its current spec, revision, status and replicas."""
+
+    name: str
+    spec: DeploymentSpec
+    status: str
+    revision: int
+    created_at: datetime
+    updated_at: datetime
+    error: str | None
+    replicas: list[Replica] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (for `--json` output and the gateway's logs)."""
+        return {
+            "name": self.name,
+            "status": self.status,
+            "revision": self.revision,
+            "spec": self.spec.model_dump(),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "error": self.error,
+            "replicas": [vars(replica) for replica in self.replicas],
+        }
+
+
+def resolve_model(workspace: Workspace, ref: str) -> str:
+    """`ref` (NAME, NAME@vN, NAME@ALIAS) as the NAME@vN it names now."""
+    from forgeml.tracking import get_model_version
+
+    record = get_model_version(workspace, ref)
+    return f"{record.name}@v{record.version}"
+
+
+def build_spec(
+    workspace: Workspace,
+    model_ref: str,
+    replicas: int = 1,
+    canary: str | None = None,
+    canary_weight: int | None = None,
+    canary_replicas: int = 1,
+    shadow: str | None = None,
+    runtime: str = "torch",
+    max_batch_size: int | None = None,
+    max_wait_ms: float | None = None,
+) -> DeploymentSpec:
+    """Validate the options and resolve every model reference to NAME@vN.
+
+    Raises:
+        ConfigError: a count, weight or runtime is out of range.
+        NotFoundError, UsageError: a model reference names nothing or is malformed.
+    """
+    if replicas < 1 or canary_replicas < 1:
+        raise ConfigError(f"Replicas must be at least 1, not {min(replicas, canary_replicas)}.")
+    if canary_weight is not None and not 0 <= canary_weight <= 100:
+        raise ConfigError(f"The canary weight is a percentage from 0 to 100, not {canary_weight}.")
+    if canary is None and canary_weight is not None:
+        raise ConfigError("A canary weight needs a canary model (--canary MODEL_REF).")
+    if runtime not in ("torch", "onnx"):
+        raise ConfigError(f"The runtime must be torch or onnx, not '{runtime}'.")
+    if max_batch_size is not None and max_batch_size < 1:
+        raise ConfigError(f"The max batch size must be at least 1, not {max_batch_size}.")
+    if max_wait_ms is not None and max_wait_ms < 0:
+        raise ConfigError(f"The max wait must be 0 ms or more, not {max_wait_ms}.")
+    weight = DEFAULT_CANARY_WEIGHT if canary_weight is None else canary_weight
+    return DeploymentSpec(
+        model=resolve_model(workspace, model_ref),
+        model_ref=model_ref,
+        replicas=replicas,
+        canary=None
+        if canary is None
+        else CanarySpec(
+            model=resolve_model(workspace, canary), weight=weight, replicas=canary_replicas
+        ),
+        shadow=None if shadow is None else ShadowSpec(model=resolve_model(workspace, shadow)),
+        runtime="onnx" if runtime == "onnx" else "torch",
+        max_batch_size=max_batch_size,
+        max_wait_ms=max_wait_ms,
+    )

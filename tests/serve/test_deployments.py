@@ -1,0 +1,348 @@
+from __future__ import annotations
+
+import csv
+import itertools
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+from sqlalchemy import select
+
+from forgeml.core.config import Settings
+from forgeml.core.errors import (
+    AlreadyExistsError,
+    ConfigError,
+    InvalidNameError,
+    NotFoundError,
+    ServiceUnavailableError,
+    UsageError,
+)
+from forgeml.core.store import AuditEvent, DeploymentRevisionRecord
+from forgeml.core.workspace import Workspace
+from forgeml.serve import _supervisor, deployments
+from tests.train.conftest import ADULT_CSV, copy_home, trained_adult_template
+
+# The slow tests walk one deployment (NAME, real `forgeml serve` processes) through its
+# life in file order: deploy, redeploy, rollback, failed redeploy, check, delete.
+NAME = "dep-adult"
+pytestmark = pytest.mark.timeout(300)
+
+
+def adult_records(count: int = 3) -> list[dict[str, Any]]:
+    """The first raw Adult rows as a caller sends them (no label, numbers as numbers)."""
+    with ADULT_CSV.open(encoding="utf-8") as handle:
+        rows = list(itertools.islice(csv.DictReader(handle, skipinitialspace=True), count))
+    numeric = {"age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"}
+    return [
+        {key: int(value) if key in numeric else value for key, value in row.items() if key != "Y"}
+        for row in rows
+    ]
+
+
+def server_pids(name: str) -> list[int]:
+    """Live `forgeml serve ... --name NAME` processes on this machine."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        command = process.info["cmdline"] or []
+        if process.info["status"] == psutil.STATUS_ZOMBIE or "serve" not in command:
+            continue
+        if "--name" in command and command[command.index("--name") + 1] == name:
+            found.append(process.pid)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def kill_servers(name: str) -> None:
+    for pid in server_pids(name):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+
+
+def predict(url: str, name: str = NAME) -> list[Any]:
+    response = httpx.post(
+        f"{url}/v1/models/{name}:predict", json={"instances": adult_records()}, timeout=10
+    )
+    assert response.status_code == 200, response.text
+    predictions: list[Any] = response.json()["predictions"]
+    assert len(predictions) == 3
+    return predictions
+
+
+def audit_actions(workspace: Workspace, ref: str) -> list[str]:
+    with workspace.store.session() as session:
+        events = session.scalars(select(AuditEvent).where(AuditEvent.object_ref == ref))
+        return [event.action for event in events]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    home = copy_home(
+        trained_adult_template(tmp_path_factory), tmp_path_factory.mktemp("deploy") / "home"
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        opened = Workspace(Settings(home=home, user="tester"))
+        try:
+            yield opened
+        finally:
+            kill_servers(NAME)
+            opened.close()
+
+
+@pytest.fixture(scope="module")
+def deployed(workspace: Workspace) -> deployments.Deployment:
+    return deployments.deploy(workspace, NAME, "adult-mlp@v1", replicas=2, ready_timeout=120)
+
+
+@pytest.mark.slow
+def test_deploy_starts_two_ready_replicas_that_answer_predict_and_v2(
+    workspace: Workspace, deployed: deployments.Deployment
+) -> None:
+    assert deployed.status == "ready" and deployed.revision == 1
+    assert deployed.spec.model == "adult-mlp@v1" and deployed.spec.replicas == 2
+    assert [r.role for r in deployed.replicas] == ["primary", "primary"]
+    assert len({r.port for r in deployed.replicas}) == 2
+    assert sorted(server_pids(NAME)) == sorted(r.pid for r in deployed.replicas if r.pid)
+    for replica in deployed.replicas:
+        assert replica.status == "ready" and replica.url.startswith("http://127.0.0.1:")
+        predict(replica.url)
+        assert httpx.get(f"{replica.url}/v2/models/{NAME}/ready", timeout=5).status_code == 200
+        assert httpx.get(f"{replica.url}/v2/models/{NAME}", timeout=5).status_code == 200
+    log = deployments.log_dir(workspace, NAME) / "r1-primary-1.log"
+    assert log.is_file()
+    assert deployments.get_deployment(workspace, NAME) == deployed
+    assert [d.name for d in deployments.list_deployments(workspace)] == [NAME]
+    assert deployments.deployments_serving(workspace, "adult-mlp@v1") == [NAME]
+    assert deployments.deployments_serving(workspace, "adult-mlp@v2") == []
+    assert audit_actions(workspace, NAME) == ["deployment.create"]
+
+
+@pytest.mark.slow
+def test_the_same_spec_again_is_refused_and_starts_nothing(
+    workspace: Workspace, deployed: deployments.Deployment
+) -> None:
+    before = sorted(server_pids(NAME))
+    with pytest.raises(AlreadyExistsError, match="already runs this spec"):
+        deployments.deploy(workspace, NAME, "adult-mlp@v1", replicas=2)
+    assert sorted(server_pids(NAME)) == before
+    assert deployments.get_deployment(workspace, NAME).revision == 1
+
+
+def _send_until(stop: threading.Event, workspace: Workspace, outcome: dict[str, Any]) -> None:
+    """Send :predict to the replicas the records list now, until `stop` is set."""
+    with httpx.Client(timeout=10) as client:
+        while not stop.is_set():
+            replicas = deployments.get_deployment(workspace, NAME).replicas
+            url = replicas[outcome["sent"] % len(replicas)].url
+            try:
+                response = client.post(
+                    f"{url}/v1/models/{NAME}:predict", json={"instances": adult_records(1)}
+                )
+                if response.status_code != 200:
+                    outcome["failures"].append(f"{url}: {response.status_code} {response.text}")
+            except httpx.HTTPError as error:
+                outcome["failures"].append(f"{url}: {error!r}")
+            outcome["sent"] += 1
+
+
+@pytest.mark.slow
+def test_redeploy_with_v2_and_a_canary_switches_revision_without_failed_requests(
+    workspace: Workspace, deployed: deployments.Deployment
+) -> None:
+    old_pids = [r.pid for r in deployed.replicas]
+    outcome: dict[str, Any] = {"sent": 0, "failures": []}
+    stop = threading.Event()
+    sender = threading.Thread(target=_send_until, args=(stop, workspace, outcome))
+    sender.start()
+    try:
+        updated = deployments.deploy(
+            workspace,
+            NAME,
+            "adult-mlp@v2",
+            canary="adult-small@v1",
+            canary_weight=25,
+            drain_seconds=1.0,
+        )
+        time.sleep(0.5)  # a few requests on the new replicas only
+    finally:
+        stop.set()
+        sender.join(timeout=30)
+    assert outcome["failures"] == []
+    assert outcome["sent"] > 10
+    assert updated.revision == 2 and updated.status == "ready"
+    assert updated.spec.model == "adult-mlp@v2"
+    assert updated.spec.canary is not None
+    assert (updated.spec.canary.model, updated.spec.canary.weight) == ("adult-small@v1", 25)
+    assert [(r.role, r.model_ref) for r in updated.replicas] == [
+        ("primary", "adult-mlp@v2"),
+        ("canary", "adult-small@v1"),
+    ]
+    assert set(old_pids).isdisjoint(server_pids(NAME))
+    assert sorted(server_pids(NAME)) == sorted(r.pid for r in updated.replicas if r.pid)
+    for replica in updated.replicas:
+        predict(replica.url)
+    assert deployments.deployments_serving(workspace, "adult-mlp@v1") == []
+    assert deployments.deployments_serving(workspace, "adult-small@v1") == [NAME]
+    assert audit_actions(workspace, NAME)[-1] == "deployment.update"
+
+
+@pytest.mark.slow
+def test_rollback_reapplies_revision_1_as_revision_3_on_fresh_ports(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the first port handed out is taken before the server binds it (the free-port race):
+    # that replica must be started again on another port
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        taken_port = taken.getsockname()[1]
+        ports = iter([taken_port])
+        free_port = _supervisor.free_port
+        monkeypatch.setattr(_supervisor, "free_port", lambda: next(ports, None) or free_port())
+        rolled = deployments.rollback(workspace, NAME, drain_seconds=0.2)
+    assert taken_port not in {r.port for r in rolled.replicas}
+    first_log = deployments.log_dir(workspace, NAME) / "r3-primary-1.log"
+    assert f"Cannot listen on 127.0.0.1:{taken_port}" in first_log.read_text()
+    assert rolled.revision == 3
+    assert rolled.spec.model == "adult-mlp@v1" and rolled.spec.canary is None
+    assert [(r.role, r.model_ref, r.status) for r in rolled.replicas] == [
+        ("primary", "adult-mlp@v1", "ready")
+    ] * 2
+    with workspace.store.session() as session:
+        specs = {
+            row.revision: row.spec for row in session.scalars(select(DeploymentRevisionRecord))
+        }
+    assert sorted(specs) == [1, 2, 3] and specs[3] == specs[1]
+    assert sorted(server_pids(NAME)) == sorted(r.pid for r in rolled.replicas if r.pid)
+    predict(rolled.replicas[0].url)
+    assert deployments.deployments_serving(workspace, "adult-mlp@v1") == [NAME]
+    assert audit_actions(workspace, NAME)[-1] == "deployment.rollback"
+    with pytest.raises(UsageError, match="already at revision 3"):
+        deployments.rollback(workspace, NAME, to_revision=3)
+    with pytest.raises(NotFoundError, match="has no revision 7"):
+        deployments.rollback(workspace, NAME, to_revision=7)
+
+
+@pytest.mark.slow
+def test_a_redeploy_that_cannot_start_leaves_the_current_revision_serving(
+    workspace: Workspace,
+) -> None:
+    before = deployments.get_deployment(workspace, NAME)
+    # adult-mlp@v2 has no model.onnx, so an onnx server cannot load it
+    with pytest.raises(ServiceUnavailableError, match="did not start") as caught:
+        deployments.deploy(workspace, NAME, "adult-mlp@v2", runtime="onnx")
+    assert "\n" not in str(caught.value)
+    after = deployments.get_deployment(workspace, NAME)
+    assert (after.revision, after.status, after.spec) == (before.revision, "ready", before.spec)
+    assert after.replicas == before.replicas
+    assert sorted(server_pids(NAME)) == sorted(r.pid for r in before.replicas if r.pid)
+    predict(after.replicas[0].url)
+    assert after.error is not None and "its primary replica (adult-mlp@v2) exited" in after.error
+    log = deployments.log_dir(workspace, NAME) / f"r{before.revision + 1}-primary-1.log"
+    assert log.read_text().strip().splitlines()[-1] in after.error
+    assert audit_actions(workspace, NAME)[-1] == "deployment.fail"
+
+
+@pytest.mark.slow
+def test_check_marks_a_killed_replica_stopped_and_the_deployment_degraded(
+    workspace: Workspace,
+) -> None:
+    before = deployments.get_deployment(workspace, NAME)
+    victim, survivor = before.replicas
+    assert victim.pid is not None
+    os.kill(victim.pid, signal.SIGKILL)
+    psutil.wait_procs([psutil.Process(victim.pid)], timeout=10)
+    checked = {d.name: d for d in deployments.check(workspace)}[NAME]
+    statuses = {r.port: r.status for r in checked.replicas}
+    assert statuses == {victim.port: "stopped", survivor.port: "ready"}
+    assert checked.status == "degraded"
+    assert all(r.checked_at is not None for r in checked.replicas)
+    assert audit_actions(workspace, "deployments")[-1] == "deployment.check"
+
+
+@pytest.mark.slow
+def test_delete_stops_every_replica_and_marks_it_deleted(workspace: Workspace) -> None:
+    pids = [r.pid for r in deployments.get_deployment(workspace, NAME).replicas]
+    deleted = deployments.delete(workspace, NAME)
+    assert deleted.status == "deleted" and deleted.replicas == []
+    assert server_pids(NAME) == []
+    assert not any(pid is not None and alive(pid) for pid in pids)
+    assert deployments.list_deployments(workspace) == []
+    assert [d.name for d in deployments.list_deployments(workspace, include_deleted=True)] == [NAME]
+    assert audit_actions(workspace, NAME)[-1] == "deployment.delete"
+    with pytest.raises(NotFoundError, match="was deleted"):
+        deployments.delete(workspace, NAME)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"model_ref": "no-such-model"}, NotFoundError, "not registered"),
+        ({"model_ref": "adult-mlp@v9"}, NotFoundError, "no version v9"),
+        ({"replicas": 0}, ConfigError, "at least 1"),
+        ({"canary": "adult-small@v1", "canary_weight": 150}, ConfigError, "0 to 100"),
+        ({"canary_weight": 20}, ConfigError, "needs a canary model"),
+        ({"runtime": "tensorrt"}, ConfigError, "torch or onnx"),
+        ({"name": "../escape"}, InvalidNameError, "Invalid deployment name"),
+        ({"shadow": "adult-mlp@nosuchalias"}, NotFoundError, "no alias"),
+    ],
+)
+def test_bad_deploy_options_are_refused_before_anything_starts(
+    workspace: Workspace, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    arguments: dict[str, Any] = {"name": "dep-bad", "model_ref": "adult-mlp@v1", **options}
+    with pytest.raises(error, match=message):
+        deployments.deploy(workspace, **arguments)
+    assert server_pids(arguments["name"]) == []
+    with pytest.raises(NotFoundError):
+        deployments.get_deployment(workspace, arguments["name"])
+
+
+@pytest.mark.parametrize("action", ["get", "rollback", "delete"])
+def test_an_unknown_deployment_is_not_found(workspace: Workspace, action: str) -> None:
+    call = {
+        "get": deployments.get_deployment,
+        "rollback": deployments.rollback,
+        "delete": deployments.delete,
+    }[action]
+    with pytest.raises(NotFoundError, match="No deployment is named 'nowhere'"):
+        call(workspace, "nowhere")
+
+
+def test_spec_json_matches_the_gateway_contract() -> None:
+    spec = deployments.DeploymentSpec(
+        model="a@v2",
+        model_ref="a@production",
+        replicas=2,
+        canary=deployments.CanarySpec(model="b@v1", weight=10, replicas=1),
+        shadow=deployments.ShadowSpec(model="c@v3"),
+    )
+    assert spec.model_dump() == {
+        "model": "a@v2",
+        "model_ref": "a@production",
+        "replicas": 2,
+        "canary": {"model": "b@v1", "weight": 10, "replicas": 1},
+        "shadow": {"model": "c@v3"},
+        "runtime": "torch",
+        "max_batch_size": None,
+        "max_wait_ms": None,
+    }
+    assert spec.plan() == [
+        ("primary", "a@v2"),
+        ("primary", "a@v2"),
+        ("canary", "b@v1"),
+        ("shadow", "c@v3"),
+    ]
