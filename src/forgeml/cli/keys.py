@@ -1,7 +1,123 @@
-"""`forgeml keys` (issue 5; being written)."""
+"""`forgeml keys create|list|revoke|usage`: API keys for the gateway."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Annotated, Any
+
 import typer
 
-app = typer.Typer(help="Not built yet.", no_args_is_help=True)
+from forgeml.cli._output import print_json, print_table, say
+
+app = typer.Typer(
+    help="API keys for the gateway: stored as salted hashes, scoped to deployments.",
+    no_args_is_help=True,
+)
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+
+
+def _workspace() -> Any:
+    from forgeml.core.workspace import open_workspace
+
+    return open_workspace()
+
+
+def _limit(value: Any) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+@app.command("create")
+def create(
+    name: Annotated[str, typer.Option("--name", help="A label for people.")],
+    scope: Annotated[
+        list[str] | None,
+        typer.Option("--scope", help="A deployment the key may call (repeat; default: all)."),
+    ] = None,
+    rate: Annotated[float | None, typer.Option(help="Requests per second (token bucket).")] = None,
+    burst: Annotated[int | None, typer.Option(help="Bucket size (default: the rate).")] = None,
+    daily_quota: Annotated[int | None, typer.Option(help="Most requests per UTC day.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a key and print it ONCE: only a salted hash of it is kept."""
+    from forgeml.gateway import create_key
+
+    summary, secret = create_key(_workspace(), name, scope, rate, burst, daily_quota)
+    if as_json:
+        print_json({**summary, "key": secret})
+        return
+    say(f"key {summary['prefix']} created for {', '.join(summary['scopes'])}")
+    say("Store it now; it is not shown again:")
+    typer.echo(secret)
+
+
+@app.command("list")
+def list_(as_json: JsonFlag = False) -> None:
+    """Every key (prefix, scopes, limits, state); never a secret or hash."""
+    from forgeml.gateway import list_keys
+
+    keys = list_keys(_workspace())
+    if as_json:
+        print_json(keys)
+        return
+    rows = [
+        (
+            k["prefix"],
+            k["name"],
+            ", ".join(k["scopes"]),
+            _limit(k["rate_per_s"]),
+            _limit(k["burst"]),
+            _limit(k["daily_quota"]),
+            "revoked" if k["revoked_at"] else "active",
+        )
+        for k in keys
+    ]
+    columns = ["prefix", "name", "scopes", "rate/s", "burst", "daily quota", "state"]
+    print_table("API keys", columns, rows)
+
+
+@app.command("revoke")
+def revoke(
+    key: Annotated[str, typer.Argument(help="The key's prefix or id.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Revoke a key; running gateways refuse it within their key-cache TTL (5 s)."""
+    from forgeml.gateway import revoke_key
+
+    summary = revoke_key(_workspace(), key)
+    if as_json:
+        print_json(summary)
+        return
+    say(f"key {summary['prefix']} revoked")
+
+
+@app.command("usage")
+def usage(
+    since: Annotated[
+        datetime | None, typer.Option(help="Only usage from this UTC time on.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Requests, errors and rejections per key and deployment (flushed by the gateway)."""
+    from datetime import UTC
+
+    from forgeml.gateway import usage_report
+
+    start = since.replace(tzinfo=since.tzinfo or UTC) if since else None
+    rows = usage_report(_workspace(), start)
+    if as_json:
+        print_json(rows)
+        return
+    table = [
+        (
+            r["prefix"],
+            r["name"],
+            r["deployment"],
+            r["requests"],
+            r["errors"],
+            r["rejected"],
+            "-" if r["mean_latency_ms"] is None else f"{r['mean_latency_ms']:.2f}",
+        )
+        for r in rows
+    ]
+    columns = ["prefix", "name", "deployment", "requests", "errors", "rejected", "mean ms"]
+    print_table("key usage", columns, table)

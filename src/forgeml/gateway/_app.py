@@ -1,0 +1,126 @@
+"""The gateway's FastAPI app: the routes of contract 5 in front of every deployment.
+
+`POST /v2/models/{deployment}/infer` (and the rest of KServe v2 under it),
+`POST /v1/models/{deployment}:predict`, and OpenAI's `/v1/completions`,
+`/v1/chat/completions`, `/v1/embeddings` (the deployment is the body's `model`) are forwarded
+unchanged to a replica; `/v1/models` lists the deployments the key may call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import orjson
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from forgeml.core.errors import ForgemlError, InvalidDataError, NotFoundError
+from forgeml.core.workspace import Workspace
+from forgeml.gateway._keys import VerifiedKey
+from forgeml.gateway._options import GatewayOptions
+from forgeml.gateway._responses import error_response
+from forgeml.gateway._service import Gateway, every
+
+
+def create_app(
+    workspace: Workspace, options: GatewayOptions | None = None, rng: random.Random | None = None
+) -> FastAPI:
+    """The gateway app over `workspace`'s deployments and keys.
+
+    Args:
+        workspace: where deployments, replicas, keys and usage are recorded.
+        options: timeouts, limits and intervals (defaults: `GatewayOptions()`).
+        rng: the canary split's random source (default: seeded from `options.seed`).
+    """
+    gateway = Gateway(workspace, options or GatewayOptions(), rng)
+    app = FastAPI(title="forgeml gateway", lifespan=_lifespan(gateway))
+    app.state.gateway = gateway
+
+    @app.exception_handler(ForgemlError)
+    async def _forgeml_error(request: Request, error: ForgemlError) -> JSONResponse:
+        return error_response(request.url.path, error)
+
+    _add_routes(app, gateway)
+    return app
+
+
+def _lifespan(gateway: Gateway) -> Any:
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await asyncio.to_thread(gateway.refresh_routes)
+        await asyncio.to_thread(gateway.usage.load)
+        options = gateway.options
+        tasks = [
+            asyncio.create_task(every(options.refresh_s, gateway.refresh_routes, "route reload")),
+            asyncio.create_task(every(options.usage_flush_s, gateway.usage.flush, "usage flush")),
+        ]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with suppress(asyncio.CancelledError):
+                    await task
+            await gateway.upstreams.close()
+            await asyncio.to_thread(gateway.usage.flush)
+
+    return lifespan
+
+
+def _model_in_body(body: bytes) -> str:
+    """The OpenAI request's `model`: the deployment to call."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise InvalidDataError(f"The request body is not valid JSON: {error}.") from error
+    model = payload.get("model") if isinstance(payload, dict) else None
+    if not isinstance(model, str) or not model:
+        raise InvalidDataError("The request body needs 'model': the name of a deployment.")
+    return model
+
+
+def _add_routes(app: FastAPI, gateway: Gateway) -> None:
+    # a default, not an Annotated alias: postponed annotations cannot see this local
+    authenticated = Depends(gateway.authenticate)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok", "deployments": len(gateway.routes)}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(gateway.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/v1/models")
+    async def openai_models(key: VerifiedKey = authenticated) -> dict[str, Any]:
+        names = sorted(name for name in gateway.routes if key.allows(name))
+        return {
+            "object": "list",
+            "data": [{"id": name, "object": "model", "owned_by": "forgeml"} for name in names],
+        }
+
+    @app.api_route("/v2/models/{deployment}", methods=["GET"])
+    @app.api_route("/v2/models/{deployment}/{rest:path}", methods=["GET", "POST"])
+    async def kserve_v2(
+        request: Request, deployment: str, key: VerifiedKey = authenticated
+    ) -> Response:
+        return await gateway.handle(request, key, deployment)
+
+    @app.post("/v1/models/{target}")
+    async def predict(request: Request, target: str, key: VerifiedKey = authenticated) -> Response:
+        deployment, _, verb = target.rpartition(":")
+        if verb != "predict" or not deployment:
+            raise NotFoundError(f"No route {request.url.path}: use /v1/models/NAME:predict.")
+        return await gateway.handle(request, key, deployment)
+
+    @app.post("/v1/completions")
+    @app.post("/v1/chat/completions")
+    @app.post("/v1/embeddings")
+    async def openai(request: Request, key: VerifiedKey = authenticated) -> Response:
+        return await gateway.handle(request, key, _model_in_body)

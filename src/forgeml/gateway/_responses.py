@@ -1,0 +1,64 @@
+"""Error bodies in each protocol's own shape, and the gateway's Prometheus metrics."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from forgeml.core.errors import ForgemlError, RateLimitedError
+from forgeml.gateway._limits import retry_after_header
+
+OPENAI_PATHS = frozenset(
+    {"/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/embeddings"}
+)
+_OPENAI_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    429: "rate_limit_error",
+}
+
+
+def error_response(path: str, error: ForgemlError) -> JSONResponse:
+    """`error` as JSON: OpenAI's `{"error": {...}}` on OpenAI routes, else `{"error": "..."}`."""
+    status = error.http_status
+    message = str(error)
+    if path in OPENAI_PATHS:
+        kind = _OPENAI_TYPES.get(
+            status, "server_error" if status >= 500 else "invalid_request_error"
+        )
+        body: dict[str, object] = {
+            "error": {"message": message, "type": kind, "param": None, "code": str(status)}
+        }
+    else:
+        body = {"error": message}
+    headers = None
+    if isinstance(error, RateLimitedError):
+        headers = {"Retry-After": retry_after_header(error.retry_after)}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class GatewayMetrics:
+    """Requests and latency per deployment and key prefix, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "forgeml_gateway_requests",
+            "Requests the gateway answered, by deployment, key prefix and status code.",
+            ["deployment", "key_prefix", "code"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "forgeml_gateway_request_duration_seconds",
+            "Time from request to response head at the gateway, by deployment.",
+            ["deployment"],
+            registry=self.registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+        )
+
+    def observe(self, deployment: str, key_prefix: str, code: int, started: float) -> None:
+        """Count one answered request that began at `started` (a perf_counter reading)."""
+        self.requests.labels(deployment, key_prefix, str(code)).inc()
+        self.latency.labels(deployment).observe(time.perf_counter() - started)

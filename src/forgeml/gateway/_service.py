@@ -1,0 +1,182 @@
+"""The gateway's state and the hot path: authenticate, admit, route, forward, count."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+
+from fastapi import Request
+from fastapi.responses import Response, StreamingResponse
+from starlette.background import BackgroundTask
+
+from forgeml.core.errors import (
+    ForgemlError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+)
+from forgeml.core.workspace import Workspace
+from forgeml.gateway._auth import KeyCache, presented_key
+from forgeml.gateway._keys import VerifiedKey
+from forgeml.gateway._limits import RateLimiter, check_quota
+from forgeml.gateway._options import GatewayOptions
+from forgeml.gateway._proxy import Forwarded, Outgoing, Upstreams, request_headers
+from forgeml.gateway._responses import GatewayMetrics
+from forgeml.gateway._routing import Route, load_routes
+from forgeml.gateway._usage import UsageRecorder
+
+log = logging.getLogger(__name__)
+# an unknown deployment name reloads the routes at most this often (new deployments show
+# up at once; a flood of bad names does not hammer the store)
+_MISS_RELOAD_S = 1.0
+
+
+class Gateway:
+    """Keys, limits, routes, upstream connections and usage of one gateway process."""
+
+    def __init__(
+        self, workspace: Workspace, options: GatewayOptions, rng: random.Random | None = None
+    ) -> None:
+        self.workspace = workspace
+        self.options = options
+        self.keys = KeyCache(workspace, options.key_cache_ttl_s)
+        self.limiter = RateLimiter()
+        self.usage = UsageRecorder(workspace)
+        self.metrics = GatewayMetrics()
+        self.rng = rng or random.Random(options.seed)
+        self.routes: dict[str, Route] = {}
+        self.routes_loaded = 0.0
+        self.upstreams = Upstreams(options)
+        self._verifying: dict[str, asyncio.Future[VerifiedKey]] = {}
+
+    def refresh_routes(self) -> None:
+        """Reload the route table from the store (blocking)."""
+        routes = load_routes(self.workspace)
+        self.routes, self.routes_loaded = routes, time.monotonic()
+
+    async def authenticate(self, request: Request) -> VerifiedKey:
+        """The key of `request`, from the cache or verified off the event loop.
+
+        Raises:
+            AuthenticationError: no key, or an unknown/revoked one.
+        """
+        headers = request.headers
+        presented = presented_key(headers.get("authorization"), headers.get("x-api-key"))
+        cached = self.keys.cached(presented)
+        if cached is not None:
+            return cached
+        # single flight: concurrent requests with one expired key share one KDF run
+        pending = self._verifying.get(presented)
+        if pending is None:
+            pending = asyncio.ensure_future(asyncio.to_thread(self.keys.verify, presented))
+            self._verifying[presented] = pending
+            pending.add_done_callback(lambda _: self._verifying.pop(presented, None))
+        return await asyncio.shield(pending)
+
+    async def route(self, deployment: str) -> Route:
+        """The route of `deployment`.
+
+        Raises:
+            NotFoundError: no such deployment.
+        """
+        found = self.routes.get(deployment)
+        if found is None and time.monotonic() - self.routes_loaded > _MISS_RELOAD_S:
+            await asyncio.to_thread(self.refresh_routes)
+            found = self.routes.get(deployment)
+        if found is None:
+            raise NotFoundError(f"No deployment named {deployment!r}.")
+        return found
+
+    async def handle(
+        self, request: Request, key: VerifiedKey, deployment: str | Callable[[bytes], str]
+    ) -> Response:
+        """Admit, forward and count one request (`deployment` may be read from the body)."""
+        started = time.perf_counter()
+        name = deployment if isinstance(deployment, str) else "-"
+        try:
+            body = await read_body(request, self.options.max_body_bytes)
+            name = deployment if isinstance(deployment, str) else deployment(body)
+            if not key.allows(name):
+                raise PermissionDeniedError(
+                    f"API key {key.prefix} is not allowed to call deployment {name!r}."
+                )
+            check_quota(key, self.usage.requests_today(key.id))
+            self.limiter.check(key)
+            route = await self.route(name)
+        except ForgemlError as error:
+            self.usage.record(key.id, name, forwarded=False, error=False, latency_ms=0.0)
+            self.metrics.observe("-", key.prefix, error.http_status, started)
+            raise
+        return await self._forward(request, key, route, body, started)
+
+    async def _forward(
+        self, request: Request, key: VerifiedKey, route: Route, body: bytes, started: float
+    ) -> Response:
+        scope = request.scope
+        target = scope.get("raw_path") or scope["path"].encode()
+        if scope.get("query_string"):
+            target += b"?" + scope["query_string"]
+        outgoing = Outgoing(
+            request.method, target.decode("latin-1"), request_headers(request.headers.items()), body
+        )
+        for replica in route.shadow:
+            self.upstreams.shadow(replica, outgoing)
+        _, candidates = route.candidates(self.rng)
+        try:
+            answer = await self.upstreams.forward(route.name, candidates, outgoing)
+        except ForgemlError as error:
+            self._count(key, route.name, error.http_status, started)
+            raise
+        self._count(key, route.name, answer.status, started)
+        return _response(answer)
+
+    def _count(self, key: VerifiedKey, deployment: str, status: int, started: float) -> None:
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        self.usage.record(
+            key.id, deployment, forwarded=True, error=status >= 500, latency_ms=latency_ms
+        )
+        self.metrics.observe(deployment, key.prefix, status, started)
+
+
+def _response(answer: Forwarded) -> Response:
+    if answer.stream is None:
+        return Response(answer.body, status_code=answer.status, headers=dict(answer.headers))
+    return StreamingResponse(
+        answer.stream.aiter_raw(),
+        status_code=answer.status,
+        headers=dict(answer.headers),
+        background=BackgroundTask(answer.stream.aclose),
+    )
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused as soon as it passes `limit` bytes.
+
+    Raises:
+        PayloadTooLargeError: the body (declared or received) is over `limit`.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLargeError(f"The request body is over the gateway's {limit}-byte limit.")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLargeError(
+                f"The request body is over the gateway's {limit}-byte limit."
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def every(seconds: float, work: Callable[[], object], what: str) -> None:
+    """Run blocking `work` off the event loop every `seconds`, logging (not dying on) errors."""
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            await asyncio.to_thread(work)
+        except Exception:  # a store hiccup must not stop the loop; the next round retries
+            log.exception("gateway: %s failed", what)
