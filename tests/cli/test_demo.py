@@ -20,6 +20,9 @@ def test_demo_runs_the_main_job_end_to_end(
     assert "registered adult-mlp@v1" in result.stdout
     assert "promoted adult-mlp@v1 to @production" in result.stdout
     assert "audit log intact" in result.stdout
+    assert "through the gateway" in result.stdout
+    assert "a request without a key: HTTP 401" in result.stdout
+    assert "deployment 'adult' stopped" in result.stdout
     jobs = json.loads(cli("jobs", "list", "--json").stdout)
     assert [(job["kind"], job["state"]) for job in jobs] == [("train", "SUCCEEDED")]
     listed = cli("data", "list", "--json")

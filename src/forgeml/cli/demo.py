@@ -2,7 +2,9 @@
 
 Data: ingest -> clean -> validate -> split -> features, proven by rebuilding every version.
 Training: an MLP trained on the split through the FeatureSpec, tracked in MLflow,
-registered, promoted to @production, and its run shown. Then the audit chain is verified.
+registered, promoted to @production, and its run shown; it runs as a scheduler job.
+Serving: @production deployed as a model-server process behind the gateway, called with an
+API key, its latency printed, then stopped. Then the audit chain is verified.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def run_demo(data_dir: Path) -> None:
 
     raw = note("ingest", pipeline.add(workspace, "adult", train_path, IngestOptions()))
     raw_test = note("ingest", pipeline.add(workspace, "adult-test", test_path, IngestOptions()))
-    note("clean", pipeline.derive(workspace, "clean", raw_test, recipe).main)
+    clean_test = note("clean", pipeline.derive(workspace, "clean", raw_test, recipe).main)
     cleaned = note("clean", pipeline.derive(workspace, "clean", raw, recipe).main)
     validated = pipeline.derive(
         workspace, "validate", cleaned, load_yaml(EXAMPLES / "expectations.yaml")
@@ -96,15 +98,23 @@ def run_demo(data_dir: Path) -> None:
         pipeline.rebuild(workspace, ref)
     say(f"rebuilt all {len(steps)} versions from their lineage: every digest matches")
     say(f"data part done in {time.perf_counter() - started:.1f}s")
-    _train(workspace, split)
+    model_name = _train(workspace, split)
+    if model_name is not None:
+        from forgeml.cli._demo_serve import serve_demo
+
+        serve_demo(workspace, f"{model_name}@production", clean_test)
     with workspace.store.session() as session:
         chain = audit.verify(session)
     say(f"audit log intact: {chain.events} events")
     say(f"demo done in {time.perf_counter() - started:.1f}s")
 
 
-def _train(workspace: Workspace, split: str) -> None:
-    """Train the Adult MLP on `split` as a scheduler job; register, promote, show its run."""
+def _train(workspace: Workspace, split: str) -> str | None:
+    """Train the Adult MLP on `split` as a scheduler job; register, promote, show its run.
+
+    Returns:
+        The registered model's name (its best version holds @production), if one was.
+    """
     from forgeml.cli._jobrun import JobOptions, run_training_job
     from forgeml.tracking import get_model_version, promote
     from forgeml.train.config import load_config
@@ -140,12 +150,13 @@ def _train(workspace: Workspace, split: str) -> None:
     title = f"run {run_id[:12]}: {summary['status']} after {summary['steps']} steps"
     print_table(title, ["metric", "validation", "test"], rows)
     if not summary.get("model"):
-        return
+        return None
     model = get_model_version(workspace, str(summary["model"]))
     say(f"registered {model.ref}: dataset {split} -> run {run_id[:12]} -> model {model.ref}")
     if _beats_production(workspace, model.name, float(metrics["accuracy"])):
         promote(workspace, model.name, model.version, "production", "accuracy")
         say(f"promoted {model.ref} to @production (gate: validation accuracy)")
+    return model.name
 
 
 def _attempt_usage(workspace: Workspace, job_id: str) -> str:

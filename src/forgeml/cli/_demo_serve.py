@@ -1,0 +1,139 @@
+"""The serving end of `forgeml demo`: deploy the Adult model, put the gateway in front of it,
+send it traffic with an API key, and print the latency of each path.
+
+The deployment is a real `forgeml serve` process started by the control plane; the gateway
+runs in this process on its own loopback port; traffic is one raw record per request
+(TF-Serving style `:predict`), sequential, so the figures are per-request latencies at low
+load. The deployment is stopped at the end, so the demo leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from forgeml.cli._output import print_table, say
+from forgeml.core.errors import ServiceUnavailableError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from forgeml.core.workspace import Workspace
+
+DEPLOYMENT = "adult"
+WARMUP = 20
+REQUESTS = 200
+
+
+def serve_demo(workspace: Workspace, model_ref: str, test_ref: str) -> None:
+    """Deploy `model_ref` as `adult`, call it directly and through the gateway, then stop it."""
+    import httpx
+
+    from forgeml.gateway import create_key
+    from forgeml.serve.deployments import delete, deploy
+
+    records = _records(workspace, test_ref, REQUESTS)
+    say(f"deploying {model_ref} as '{DEPLOYMENT}' (a model-server process) ...")
+    deployment = deploy(workspace, DEPLOYMENT, model_ref, force=True)
+    try:
+        replica = deployment.replicas[0].url
+        _, key = create_key(workspace, "demo", scopes=[DEPLOYMENT], rate_per_s=1000.0)
+        with _gateway(workspace) as gateway, httpx.Client(timeout=30.0) as client:
+            path = f"/v1/models/{DEPLOYMENT}:predict"
+            direct = _latencies(client, replica + path, records, {})
+            auth = {"Authorization": f"Bearer {key}"}
+            through = _latencies(client, gateway + path, records, auth)
+            refused = client.post(gateway + path, json={"instances": records[:1]})
+            answer = client.post(gateway + path, json={"instances": records[:1]}, headers=auth)
+        _report(direct, through, refused.status_code, answer.json())
+    finally:
+        delete(workspace, DEPLOYMENT, grace_seconds=5.0)
+        say(f"deployment '{DEPLOYMENT}' stopped; serve it again with "
+            f"`forgeml deploy {model_ref} --name {DEPLOYMENT}` and `forgeml gateway`")  # fmt: skip
+
+
+def _records(workspace: Workspace, test_ref: str, count: int) -> list[dict[str, Any]]:
+    """Raw cleaned test rows, only the fields the served model's FeatureSpec reads."""
+    import orjson
+
+    from forgeml.data import catalog
+    from forgeml.data.features import FeatureSpec
+
+    with workspace.store.session() as session:
+        version = catalog.resolve(session, test_ref)
+        spec_digest = catalog.resolve_feature_spec(session, "adult-features").digest
+    spec = FeatureSpec.from_dict(orjson.loads(workspace.artifacts.get_bytes(spec_digest)))
+    frame = catalog.read_frame(workspace, version).select(spec.input_columns).drop_nulls()
+    return frame.head(count).to_dicts()
+
+
+def _latencies(
+    client: httpx.Client, url: str, records: list[dict[str, Any]], headers: dict[str, str]
+) -> list[float]:
+    """Milliseconds per request, one record each, after a warm-up."""
+    timings = []
+    for position, record in enumerate(records[:WARMUP] + records):
+        start = time.perf_counter()
+        response = client.post(url, json={"instances": [record]}, headers=headers)
+        took = (time.perf_counter() - start) * 1000
+        if response.status_code != 200:
+            raise ServiceUnavailableError(
+                f"The demo's request to {url} failed with {response.status_code}: "
+                f"{response.text[:200]}"
+            )
+        if position >= WARMUP:
+            timings.append(took)
+    return timings
+
+
+def _report(direct: list[float], through: list[float], refused: int, answer: Any) -> None:
+    def p99(values: list[float]) -> float:
+        return sorted(values)[int(0.99 * (len(values) - 1))]
+
+    rows = [
+        ("model server, direct", f"{statistics.median(direct):.2f}", f"{p99(direct):.2f}"),
+        ("through the gateway", f"{statistics.median(through):.2f}", f"{p99(through):.2f}"),
+        (
+            "gateway adds",
+            f"{statistics.median(through) - statistics.median(direct):.2f}",
+            "",
+        ),
+    ]  # fmt: skip
+    title = f"latency of {len(direct)} sequential :predict requests, one raw record each (ms)"
+    print_table(title, ["path", "p50", "p99"], rows)
+    prediction = answer["predictions"][0]
+    say(f"a request without a key: HTTP {refused}; with it: label {prediction['label']!r} "
+        f"from {answer.get('model_version', '?')}")  # fmt: skip
+
+
+@contextmanager
+def _gateway(workspace: Workspace) -> Iterator[str]:
+    """The gateway app served on a free loopback port in a thread; yields its base URL."""
+    import uvicorn
+
+    from forgeml.gateway import GatewayOptions, create_app
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    app = create_app(workspace, GatewayOptions())
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    )
+    thread = threading.Thread(target=server.run, name="demo-gateway", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise ServiceUnavailableError("The demo's gateway did not start within 30 s.")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
