@@ -30,32 +30,33 @@ from __future__ import annotations
 import base64
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Annotated, Any, Literal, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
 
 import orjson
 from fastapi import APIRouter, Request, Response
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
-from fastapi.routing import APIRoute
-from pydantic import AfterValidator, BaseModel, Field, field_validator
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
-from forgeml.core.errors import ForgemlError, NotFoundError, RateLimitedError
+from forgeml.core.errors import ForgemlError, NotFoundError
 from forgeml.serve.generate import Generation, TextGenerator
+from forgeml.serve.protocols.openai._errors import ERROR_RESPONSES, OpenAIRoute, error_response
+from forgeml.serve.protocols.openai._requests import (
+    CHAT_TURN_END,
+    ChatCompletionRequest,
+    CompletionRequest,
+    EmbeddingRequest,
+    _Sampling,
+)
 
 __all__ = [
+    "CHAT_TURN_END",
     "ChatCompletionRequest",
     "CompletionRequest",
     "EmbeddingRequest",
     "OpenAIModels",
     "router",
 ]
-
-MAX_TOKENS_LIMIT = 4096  # generation is one forward pass per byte; bound a request's work
-DEFAULT_COMPLETION_TOKENS = 16  # OpenAI's default for /v1/completions
-DEFAULT_CHAT_TOKENS = 128
-CHAT_TURN_END = "\nuser:"
 
 
 class OpenAIModels(Protocol):
@@ -76,203 +77,6 @@ class OpenAIModels(Protocol):
     def generator(self, name: str) -> TextGenerator:
         """The text generator of language model `name` (errors as `embed`)."""
         ...
-
-
-# --- requests -----------------------------------------------------------------------------
-
-
-def _encodable(value: str) -> str:
-    # JSON may carry lone UTF-16 surrogates ("\ud800"), which no UTF-8 text can hold
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(
-            "the text holds a lone Unicode surrogate, which is not a character"
-        ) from None
-    return value
-
-
-Text = Annotated[str, AfterValidator(_encodable)]
-NonEmptyText = Annotated[Text, Field(min_length=1)]
-Stop = Annotated[list[NonEmptyText], Field(max_length=4)]
-Temperature = Annotated[float, Field(ge=0, le=2)]
-TopP = Annotated[float, Field(gt=0, le=1)]
-MaxTokens = Annotated[int, Field(ge=0, le=MAX_TOKENS_LIMIT)]
-
-
-class StreamOptions(BaseModel):
-    """`stream_options`: with `include_usage`, a last chunk carries the token counts."""
-
-    include_usage: bool = False
-
-
-class _Sampling(BaseModel):
-    """Fields shared by completions and chat completions."""
-
-    model: Text
-    temperature: Temperature = 1.0
-    top_p: TopP = 1.0
-    n: int = Field(default=1, description="Choices per prompt; only 1 is supported.")
-    stream: bool = False
-    stream_options: StreamOptions | None = None
-    stop: NonEmptyText | Stop | None = None
-    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
-
-    @field_validator("n")
-    @classmethod
-    def _one_choice(cls, value: int) -> int:
-        if value != 1:
-            raise ValueError(f"n must be 1 (one choice per prompt), got {value}")
-        return value
-
-    def stops(self) -> list[str]:
-        """`stop` as a list."""
-        if self.stop is None:
-            return []
-        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
-
-
-class CompletionRequest(_Sampling):
-    """Body of POST /v1/completions."""
-
-    prompt: Text | Annotated[list[Text], Field(min_length=1)]
-    max_tokens: MaxTokens = DEFAULT_COMPLETION_TOKENS
-    echo: bool = False
-
-
-class TextPart(BaseModel):
-    """A text part of a message's content."""
-
-    type: Literal["text"]
-    text: Text
-
-
-class ChatMessage(BaseModel):
-    """One message of a conversation."""
-
-    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: Text | list[TextPart] | None = None
-
-    def text(self) -> str:
-        """The message's text, parts joined."""
-        if isinstance(self.content, list):
-            return "".join(part.text for part in self.content)
-        return self.content or ""
-
-
-class ChatCompletionRequest(_Sampling):
-    """Body of POST /v1/chat/completions."""
-
-    messages: Annotated[list[ChatMessage], Field(min_length=1)]
-    max_tokens: MaxTokens | None = None
-    max_completion_tokens: MaxTokens | None = None
-
-    def token_limit(self) -> int:
-        """`max_completion_tokens`, else the older `max_tokens`, else the default."""
-        for value in (self.max_completion_tokens, self.max_tokens):
-            if value is not None:
-                return value
-        return DEFAULT_CHAT_TOKENS
-
-    def prompt(self) -> str:
-        """The conversation rendered with the module's chat template."""
-        lines = [f"{message.role}: {message.text()}\n" for message in self.messages]
-        return "".join(lines) + "assistant:"
-
-
-class EmbeddingRequest(BaseModel):
-    """Body of POST /v1/embeddings (text inputs; token-id arrays are not supported)."""
-
-    model: Text
-    input: NonEmptyText | Annotated[list[NonEmptyText], Field(min_length=1, max_length=2048)]
-    encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = Field(default=None, ge=1)
-
-
-# --- errors -------------------------------------------------------------------------------
-
-
-class ErrorDetail(BaseModel):
-    """What went wrong (OpenAI's error object)."""
-
-    message: str
-    type: str
-    param: str | None
-    code: str | None
-
-
-class ErrorBody(BaseModel):
-    """Body of every error response of these routes."""
-
-    error: ErrorDetail
-
-
-# documented in the OpenAPI spec instead of FastAPI's 422: validation errors are a 400 here
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    "4XX": {"model": ErrorBody, "description": "A bad request, in OpenAI's error shape."},
-    "5XX": {"model": ErrorBody, "description": "The model is not ready or failed."},
-}
-
-
-def error_response(
-    status: int, message: str, param: str | None = None, code: str | None = None
-) -> Response:
-    """A JSON error in OpenAI's shape."""
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
-
-
-def _validation_response(error: RequestValidationError) -> Response:
-    errors = error.errors()
-    if any(item.get("type") == "json_invalid" for item in errors):
-        return error_response(400, "The request body is not valid JSON.", None, "invalid_json")
-    # a value matching no member of a union fails once per member, each with the member's
-    # name appended to the location: report the field once, with every member's reason
-    location = [str(part) for part in errors[0].get("loc", ()) if part != "body"]
-    related = [item for item in errors if item.get("loc", ())[:2] == errors[0].get("loc", ())[:2]]
-    for item in related[1:]:
-        other = [str(part) for part in item.get("loc", ()) if part != "body"]
-        while location and location != other[: len(location)]:
-            location.pop()
-    reasons = dict.fromkeys(str(item.get("msg", "is invalid")) for item in related)
-    param = ".".join(location) or None
-    where = f"'{param}': " if param else "The request body: "
-    return error_response(400, where + ", or ".join(reasons) + ".", param)
-
-
-def _forgeml_response(error: ForgemlError) -> Response:
-    message = str(error)
-    if isinstance(error, NotFoundError):
-        return error_response(404, message, "model", "model_not_found")
-    if error.http_status >= 500 or error.http_status in (413, 429):
-        response = error_response(error.http_status, message)
-        if isinstance(error, RateLimitedError):
-            response.headers["Retry-After"] = str(max(1, round(error.retry_after)))
-        return response
-    # the model cannot do this (e.g. embeddings from a language model): the request's fault
-    return error_response(400, message, "model")
-
-
-class OpenAIRoute(APIRoute):
-    """A route whose request and model errors come back in OpenAI's error shape.
-
-    Exception handlers belong to the app, so the mapping happens here instead: these
-    routes answer in OpenAI's format whatever app mounts them.
-    """
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handle = super().get_route_handler()
-
-        async def handle_openai(request: Request) -> Response:
-            try:
-                return await handle(request)
-            except RequestValidationError as error:
-                return _validation_response(error)
-            except ForgemlError as error:
-                return _forgeml_response(error)
-
-        return handle_openai
 
 
 # --- responses ----------------------------------------------------------------------------
