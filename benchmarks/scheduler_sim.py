@@ -43,6 +43,7 @@ Run from the repository root:
     PYTHONPATH=src .venv/bin/python benchmarks/scheduler_sim.py --quick    # < 1 min
     PYTHONPATH=src .venv/bin/python benchmarks/scheduler_sim.py --json     # JSON last line
     PYTHONPATH=src .venv/bin/python benchmarks/scheduler_sim.py --profile  # cProfile a cycle
+    PYTHONPATH=src .venv/bin/python benchmarks/scheduler_sim.py --reserve-after 3600  # other knob
 """
 
 from __future__ import annotations
@@ -434,14 +435,19 @@ def _p95(values: list[float]) -> float:
     return sorted(values)[int(0.95 * (len(values) - 1))] if values else 0.0
 
 
-def measure_quality(jobs: int, nodes: int, seeds: int, progress: bool) -> dict[str, Any]:
-    """Part 2 over `seeds` traces: each policy on the same trace, medians over the seeds."""
+def measure_quality(
+    jobs: int, nodes: int, seeds: int, progress: bool, options: PolicyOptions | None = None
+) -> dict[str, Any]:
+    """Part 2 over `seeds` traces: each policy on the same trace, medians over the seeds.
+
+    `options` are forgeml's policy knobs (default: the policy's defaults).
+    """
     runs: dict[str, list[dict[str, Any]]] = {"forgeml": [], "fifo": []}
     for seed in range(seeds):
         trace = make_trace(jobs, nodes, seed)
         for policy, results in runs.items():
             start = time.perf_counter()
-            sim = Simulation(trace, nodes, policy)
+            sim = Simulation(trace, nodes, policy, options if policy == "forgeml" else None)
             sim.run()
             results.append(summarise(sim, trace))
             if progress:
@@ -485,13 +491,17 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Both parts with the command line's sizes."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     cycles = measure_cycles(args.repeats, args.seed)
-    quality = measure_quality(args.jobs, args.nodes, args.seeds, progress=not args.json)
+    options = (
+        None if args.reserve_after is None else PolicyOptions(reserve_after_s=args.reserve_after)
+    )
+    quality = measure_quality(args.jobs, args.nodes, args.seeds, not args.json, options)
     worst = max(cycles[state]["forgeml"]["cycle_s"] for state in cycles)
     ratio = quality["utilisation_ratio"]
     return {
         "cpu_count": os.cpu_count(),
         "load_average_1min": load,
         "repeats": args.repeats,
+        "reserve_after_s": (options or PolicyOptions()).reserve_after_s,
         "cycles": cycles,
         "quality": quality,
         "targets": {
@@ -585,6 +595,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=None, help="traces (default 3)")
     parser.add_argument("--seed", type=int, default=0, help="seed of part 1 (default 0)")
     parser.add_argument("--quick", action="store_true", help="3 repeats, 800 jobs, 1 seed")
+    parser.add_argument(
+        "--reserve-after",
+        type=float,
+        default=None,
+        help="forgeml's PolicyOptions.reserve_after_s in part 2 (default: the policy's)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     parser.add_argument("--profile", action="store_true", help="cProfile one cycle and stop")
     args = parser.parse_args(argv)

@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -143,23 +142,15 @@ def _limit_in_child(home: Path, quick: bool) -> dict[str, Any]:
 # --- the server and the load generator ---------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def start_server(home: Path, ref: str, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     """`forgeml serve REF` in a child process; returns it and its base URL once ready."""
-    import httpx
+    from forgeml.serve._supervisor import free_port, probe, server_command
 
     port = free_port()
     env = {**os.environ, "FORGEML_HOME": str(home), "PYTHONPATH": str(REPO / "src")}
     env.pop("MLFLOW_TRACKING_URI", None)
-    command = [sys.executable, "-c", "from forgeml.cli import main; main()", "serve", ref]
     process = subprocess.Popen(
-        [*command, "--port", str(port), *args],
+        server_command([ref, *args], port),
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -167,11 +158,8 @@ def start_server(home: Path, ref: str, *args: str) -> tuple[subprocess.Popen[byt
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if httpx.get(f"{url}/v2/health/ready", timeout=2).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            pass
+        if probe(url):
+            return process, url
         time.sleep(0.2)
     process.kill()
     raise RuntimeError(f"forgeml serve {ref} did not become ready")

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from forgeml.core.workspace import Workspace
 from forgeml.gateway import verify_key
 from forgeml.gateway._usage import UsageRecorder
@@ -63,5 +65,8 @@ def test_usage_reports_flushed_counts(cli: Any, home_workspace: Workspace) -> No
     assert "adult" in cli("keys", "usage").stdout
 
 
-def test_gateway_refuses_bad_options(cli: Any) -> None:
-    assert_cli_error(cli("gateway", "--timeout", "0"), "--timeout", code=2)
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--timeout", "0"), ("--max-body-mb", "0"), ("--max-body-mb", "1e-9")]
+)
+def test_gateway_refuses_bad_options(cli: Any, flag: str, value: str) -> None:
+    assert_cli_error(cli("gateway", flag, value), f"Invalid {flag}", code=2)

@@ -6,10 +6,16 @@ import sqlite3
 import pytest
 from sqlalchemy import select
 
-from forgeml.core.errors import AuthenticationError, InvalidNameError, NotFoundError, UsageError
+from forgeml.core.errors import (
+    AuthenticationError,
+    InvalidNameError,
+    KeyStateError,
+    NotFoundError,
+    UsageError,
+)
 from forgeml.core.store import ApiKeyRecord, AuditEvent
 from forgeml.core.workspace import Workspace
-from forgeml.gateway import KeyStateError, create_key, list_keys, revoke_key, verify_key
+from forgeml.gateway import create_key, list_keys, revoke_key, verify_key
 from forgeml.gateway._auth import KeyCache, presented_key
 
 

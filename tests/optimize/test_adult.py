@@ -107,6 +107,8 @@ def test_compare_profiles_torch_and_onnx_versions(adult_workspace: Workspace) ->
         (OptimizeRequest("prune", sparsity=0.0), UsageError, "strictly between 0 and 1"),
         (OptimizeRequest("onnx", sparsity=0.5), UsageError, "only to --prune"),
         (OptimizeRequest("onnx", tolerance=-1), UsageError, "positive number"),
+        (OptimizeRequest("prune", sparsity=0.5, finetune_steps=-1), UsageError, "0 or more"),
+        (OptimizeRequest("onnx", latency_repeats=0), UsageError, "must be at least 1"),
     ],
 )
 def test_bad_requests_fail_before_any_work(
@@ -119,3 +121,14 @@ def test_bad_requests_fail_before_any_work(
 def test_an_unknown_model_is_not_found(adult_workspace: Workspace) -> None:
     with pytest.raises(NotFoundError, match="not registered"):
         optimize_model(adult_workspace, "nosuch@v1", OptimizeRequest("onnx"))
+
+
+@pytest.mark.parametrize(
+    ("refs", "repeats", "message"),
+    [([], 20, "at least one model version"), (["adult-mlp@v1"], 0, "at least 1, not 0")],
+)
+def test_compare_refuses_an_empty_or_untimed_comparison(
+    adult_workspace: Workspace, refs: list[str], repeats: int, message: str
+) -> None:
+    with pytest.raises(UsageError, match=message):
+        profile_models(adult_workspace, refs, repeats=repeats)

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import polars as pl
 import pytest
 import uvicorn
@@ -25,6 +24,7 @@ import uvicorn
 from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
 from forgeml.serve import ServeOptions, create_app
+from forgeml.serve._supervisor import free_port, probe
 from tests.train.conftest import (
     SHARED_DATA,
     copy_home,
@@ -98,11 +98,16 @@ def serve_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+def wait_ready(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
+    """Return once the server at `url` is ready; fail early if its `process` exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"forgeml serve exited with {process.returncode}")
+        if probe(url, timeout=5):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"the model server at {url} was not ready in {timeout} s")
 
 
 class LiveServer:
@@ -118,16 +123,12 @@ class LiveServer:
 
     def start(self, timeout: float = 180.0) -> LiveServer:
         self.thread.start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/v2/health/ready", timeout=5).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise TimeoutError(f"the model server at {self.url} was not ready in {timeout} s")
+        try:
+            wait_ready(self.url, timeout)
+        except TimeoutError:
+            self.stop()
+            raise
+        return self
 
     def stop(self) -> None:
         self.server.should_exit = True

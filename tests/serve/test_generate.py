@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -8,41 +7,25 @@ import pytest
 import torch
 from torch import nn
 
-from forgeml.core.config import Settings
 from forgeml.core.errors import ConfigError, UsageError
-from forgeml.core.workspace import Workspace
 from forgeml.serve.generate import TextGenerator
-from forgeml.tracking import download_bundle, get_model_version
 from forgeml.train.models.tiny_gpt import TinyGPT, generate
+from tests.serve._text_models import (
+    complete,
+    download_bundles,
+    one_torch_thread,  # noqa: F401  (an autouse fixture)
+)
 from tests.train.conftest import copy_home, trained_text_template
 
 PROMPT = "the film is "
 
 
 @pytest.fixture(scope="module")
-def bundles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The unpacked bundles of `pydoc-gpt@v1` and `sst2-minilm@v1`."""
     root = tmp_path_factory.mktemp("generate")
     home = copy_home(trained_text_template(tmp_path_factory), root / "home")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
-        workspace = Workspace(Settings(home=home, user="tester"))
-        try:
-            yield {
-                ref: download_bundle(workspace, get_model_version(workspace, ref), root / ref)
-                for ref in ("pydoc-gpt@v1", "sst2-minilm@v1")
-            }
-        finally:
-            workspace.close()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """One intra-op thread: a tiny model's per-byte steps only lose time to thread hand-offs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    return download_bundles(home, ("pydoc-gpt@v1", "sst2-minilm@v1"), root)
 
 
 @pytest.fixture(scope="module")
@@ -72,23 +55,23 @@ def test_greedy_text_matches_the_models_own_sampler(generator: TextGenerator) ->
     reference = generate(model, prompt_ids, 40, temperature=0)[0, len(PROMPT) :]
     expected = bytes(reference.tolist()).decode("utf-8", errors="replace")
 
-    assert generator.complete(PROMPT, 40, temperature=0) == expected
-    assert generator.complete(PROMPT, 40, temperature=0, seed=5) == expected
+    assert complete(generator, PROMPT, 40, temperature=0) == expected
+    assert complete(generator, PROMPT, 40, temperature=0, seed=5) == expected
 
 
 def test_same_seed_gives_the_same_sample_and_another_seed_differs(
     generator: TextGenerator,
 ) -> None:
-    first = generator.complete(PROMPT, 48, temperature=1.0, seed=7)
+    first = complete(generator, PROMPT, 48, temperature=1.0, seed=7)
 
-    assert generator.complete(PROMPT, 48, temperature=1.0, seed=7) == first
-    assert generator.complete(PROMPT, 48, temperature=1.0, seed=8) != first
+    assert complete(generator, PROMPT, 48, temperature=1.0, seed=7) == first
+    assert complete(generator, PROMPT, 48, temperature=1.0, seed=8) != first
 
 
 def test_a_tiny_nucleus_keeps_only_the_most_likely_byte(generator: TextGenerator) -> None:
-    greedy = generator.complete(PROMPT, 30, temperature=0)
+    greedy = complete(generator, PROMPT, 30, temperature=0)
 
-    assert generator.complete(PROMPT, 30, temperature=1.5, top_p=1e-6, seed=1) == greedy
+    assert complete(generator, PROMPT, 30, temperature=1.5, top_p=1e-6, seed=1) == greedy
 
 
 def test_max_tokens_bounds_the_generated_bytes(generator: TextGenerator) -> None:
@@ -99,11 +82,11 @@ def test_max_tokens_bounds_the_generated_bytes(generator: TextGenerator) -> None
     assert generation.prompt_tokens == len(PROMPT)
     assert generation.finish_reason == "length"
     assert len(text.encode("utf-8")) <= 25 + 2 * text.count("\ufffd")  # U+FFFD is 3 bytes
-    assert generator.complete(PROMPT, 0) == ""
+    assert complete(generator, PROMPT, 0) == ""
 
 
 def test_text_ends_before_the_first_stop_string(generator: TextGenerator) -> None:
-    greedy = generator.complete(PROMPT, 60, temperature=0)
+    greedy = complete(generator, PROMPT, 60, temperature=0)
     stop = greedy[10:13]
     generation = generator.stream(PROMPT, 60, temperature=0, stop=["\x00never", stop])
     text = "".join(generation)
@@ -116,7 +99,7 @@ def test_text_ends_before_the_first_stop_string(generator: TextGenerator) -> Non
 def test_stream_pieces_join_to_the_completion_even_across_threads(
     generator: TextGenerator,
 ) -> None:
-    expected = generator.complete(PROMPT, 50, temperature=0.8, seed=11)
+    expected = complete(generator, PROMPT, 50, temperature=0.8, seed=11)
     generation = generator.stream(PROMPT, 50, temperature=0.8, seed=11)
     pieces: list[str] = []
     with ThreadPoolExecutor(max_workers=3) as pool:
@@ -133,7 +116,7 @@ def test_prompts_longer_than_the_block_keep_only_the_latest_context(
     long_prompt = "x" * 200 + PROMPT
     generation = generator.stream(long_prompt, 10, temperature=0)
 
-    assert "".join(generation) == generator.complete(long_prompt[-64:], 10, temperature=0)
+    assert "".join(generation) == complete(generator, long_prompt[-64:], 10, temperature=0)
     assert generation.prompt_tokens == len(long_prompt)
 
 
@@ -142,12 +125,14 @@ def test_a_lone_surrogate_in_the_prompt_counts_as_one_unknown_byte(
 ) -> None:
     generation = generator.stream("a\ud800", 3, temperature=0)
 
-    assert "".join(generation) == generator.complete("a?", 3, temperature=0)
+    assert "".join(generation) == complete(generator, "a?", 3, temperature=0)
     assert generation.prompt_tokens == 2
 
 
 def test_an_empty_prompt_starts_a_new_line(generator: TextGenerator) -> None:
-    assert generator.complete("", 12, temperature=0) == generator.complete("\n", 12, temperature=0)
+    assert complete(generator, "", 12, temperature=0) == complete(
+        generator, "\n", 12, temperature=0
+    )
 
 
 def test_multibyte_characters_are_never_split_across_pieces() -> None:
@@ -172,7 +157,7 @@ def test_a_stop_string_split_over_several_steps_is_held_back() -> None:
 def test_a_character_cut_by_max_tokens_is_replaced() -> None:
     generator = TextGenerator.from_module(ScriptedLM("✓✓"), block_size=512)
 
-    assert generator.complete("a", 4, temperature=0) == "✓\ufffd"
+    assert complete(generator, "a", 4, temperature=0) == "✓\ufffd"
 
 
 @pytest.mark.parametrize(

@@ -16,15 +16,21 @@ import pytest
 import torch
 import uvicorn
 from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from torch import nn
 
 from forgeml.core.config import Settings
-from forgeml.core.errors import NotFoundError, UsageError
+from forgeml.core.errors import ConfigError, NotFoundError, UsageError
 from forgeml.core.workspace import Workspace
 from forgeml.serve.generate import TextGenerator
 from forgeml.serve.protocols.openai import CHAT_TURN_END, router
-from forgeml.tracking import download_bundle, get_model_version
 from forgeml.train.models.text_classifier import TextClassifier, tokenize
 from forgeml.train.recipe import load_bundle_model
+from tests.serve._text_models import (
+    complete,
+    download_bundles,
+    one_torch_thread,  # noqa: F401  (an autouse fixture)
+)
 from tests.train.conftest import copy_home, trained_text_template
 
 ENCODER, GPT = "sst2-minilm", "pydoc-gpt"
@@ -99,15 +105,6 @@ def serve_in_thread(app: FastAPI) -> Iterator[str]:
         sock.close()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """One intra-op thread: a tiny model's per-byte steps only lose time to thread hand-offs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_home(trained_text_template(tmp_path_factory), tmp_path_factory.mktemp("oa") / "h")
@@ -115,20 +112,10 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def models(home: Path, tmp_path_factory: pytest.TempPathFactory) -> BundleModels:
-    root = tmp_path_factory.mktemp("bundles")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
-        workspace = Workspace(Settings(home=home, user="tester"))
-        try:
-            bundles = {
-                name: download_bundle(
-                    workspace, get_model_version(workspace, f"{name}@v1"), root / name
-                )
-                for name in (ENCODER, GPT)
-            }
-        finally:
-            workspace.close()
-    return BundleModels(bundles)
+    bundles = download_bundles(
+        home, [f"{name}@v1" for name in (ENCODER, GPT)], tmp_path_factory.mktemp("bundles")
+    )
+    return BundleModels({name: bundles[f"{name}@v1"] for name in (ENCODER, GPT)})
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +195,7 @@ def test_greedy_completions_are_deterministic_and_match_the_generator(
     second = client.completions.create(model=GPT, prompt=PROMPT, max_tokens=24, temperature=0)
 
     assert first.choices[0].text == second.choices[0].text
-    assert first.choices[0].text == models.gpt.complete(PROMPT, 24, temperature=0)
+    assert first.choices[0].text == complete(models.gpt, PROMPT, 24, temperature=0)
     assert first.choices[0].finish_reason == "length"
     assert first.usage is not None
     assert (first.usage.prompt_tokens, first.usage.completion_tokens) == (len(PROMPT), 24)
@@ -226,7 +213,7 @@ def test_a_seed_makes_sampling_repeatable(client: openai.OpenAI) -> None:
 
 
 def test_completions_stop_at_a_stop_string(client: openai.OpenAI, models: BundleModels) -> None:
-    greedy = models.gpt.complete(PROMPT, 40, temperature=0)
+    greedy = complete(models.gpt, PROMPT, 40, temperature=0)
     stop = greedy[8:11]
     response = client.completions.create(
         model=GPT, prompt=PROMPT, max_tokens=40, temperature=0, stop=stop
@@ -246,7 +233,7 @@ def test_several_prompts_get_one_choice_each_and_echo_repeats_them(
 
     assert [choice.index for choice in response.choices] == [0, 1]
     for prompt, choice in zip(prompts, response.choices, strict=True):
-        assert choice.text == prompt + models.gpt.complete(prompt, 10, temperature=0)
+        assert choice.text == prompt + complete(models.gpt, prompt, 10, temperature=0)
 
 
 def test_streamed_completions_join_to_the_whole_text(client: openai.OpenAI) -> None:
@@ -461,7 +448,7 @@ def test_the_model_server_speaks_openai(model_server: str, models: BundleModels)
         completion = client.completions.create(
             model=GPT, prompt=PROMPT, max_tokens=16, temperature=0
         )
-        assert completion.choices[0].text == models.gpt.complete(PROMPT, 16, temperature=0)
+        assert completion.choices[0].text == complete(models.gpt, PROMPT, 16, temperature=0)
         stream = client.chat.completions.create(
             model=GPT, messages=[{"role": "user", "content": "hi"}], max_tokens=12, stream=True
         )
@@ -505,3 +492,39 @@ def test_generation_does_not_block_other_requests(base_url: str, client: openai.
 
     assert still_generating
     assert took["models"] < 0.25 * took["completion"]
+
+
+class BrokenLM(nn.Module):
+    """A byte-level LM whose every step fails, as a model that breaks mid-stream does."""
+
+    vocab_size = 256
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        raise ConfigError("the model broke")
+
+
+class BrokenModels:
+    """`OpenAIModels` with one language model, `BrokenLM`."""
+
+    def names(self) -> list[str]:
+        return [GPT]
+
+    async def embed(self, name: str, texts: list[str]) -> list[list[float]]:
+        raise UsageError(f"Model '{name}' is a language model, not a text encoder.")
+
+    def generator(self, name: str) -> TextGenerator:
+        return TextGenerator(BrokenLM(), block_size=8)
+
+
+def test_an_error_after_the_stream_started_is_an_error_event_then_done() -> None:
+    app = FastAPI()
+    app.include_router(router(BrokenModels()))
+    body = {"model": GPT, "prompt": PROMPT, "max_tokens": 4, "stream": True}
+    with TestClient(app) as test_client:
+        response = test_client.post("/v1/completions", json=body)
+    assert response.status_code == 200
+    events = [line.removeprefix("data: ") for line in response.text.splitlines() if line]
+    assert json.loads(events[-2]) == {
+        "error": {"message": "the model broke", "type": "server_error", "param": None, "code": None}
+    }
+    assert events[-1] == "[DONE]"

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -10,24 +9,10 @@ import httpx
 import pytest
 
 from forgeml.core.config import get_settings
-from tests.serve.conftest import adult_records, free_port
+from tests.serve.conftest import adult_records, free_port, wait_ready
 from tests.train.conftest import forgeml_command, subprocess_env
 
 pytestmark = pytest.mark.slow
-
-
-def _wait_ready(process: subprocess.Popen[bytes], url: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"forgeml serve exited with {process.returncode}")
-        try:
-            if httpx.get(f"{url}/v2/health/ready", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError("forgeml serve was not ready in time")
 
 
 def test_serve_answers_under_its_name_and_stops_cleanly_on_sigterm(served_home: Path) -> None:
@@ -40,7 +25,7 @@ def test_serve_answers_under_its_name_and_stops_cleanly_on_sigterm(served_home: 
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        _wait_ready(process, url)
+        wait_ready(url, 120, process)
         body = {"instances": adult_records(2)}
         response = httpx.post(f"{url}/v1/models/adult:predict", json=body)
         assert response.status_code == 200 and response.json()["model_version"] == "2"

@@ -15,8 +15,9 @@ import tritonclient.http as triton
 from hypothesis import HealthCheck, Phase, given, settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from forgeml.serve import ServeOptions, create_app
+from forgeml.serve import ModelRepository, ServeOptions, build_app, create_app
 from tests.serve.conftest import LiveServer, adult_records, open_home
+from tests.train.conftest import copy_home, trained_text_template
 
 pytestmark = pytest.mark.slow
 REFS = ["adult-mlp@v1", "sst2-minilm@v1"]
@@ -113,6 +114,16 @@ def test_tritonclient_sees_a_live_ready_server_and_model_metadata(server: LiveSe
     outputs = {item["name"]: item["shape"] for item in metadata["outputs"]}
     assert outputs == {"probabilities": [-1, 2], "label": [-1]}
     assert client.get_server_metadata()["name"] == "forgeml"
+
+
+def test_tritonclient_sees_the_text_model_metadata_with_its_embeddings(
+    server: LiveServer,
+) -> None:
+    client = triton.InferenceServerClient(f"127.0.0.1:{server.port}")
+    metadata = client.get_model_metadata("sst2-minilm")
+    assert [(item["name"], item["datatype"]) for item in metadata["inputs"]] == [("text", "BYTES")]
+    outputs = {item["name"]: item["shape"] for item in metadata["outputs"]}
+    assert outputs == {"probabilities": [-1, 2], "label": [-1], "embeddings": [-1, -1]}
 
 
 def test_tritonclient_infer_equals_torch_on_the_same_raw_rows(
@@ -301,6 +312,34 @@ def test_a_server_still_loading_answers_503(served_home: Path) -> None:
     workspace.close()
     assert (ready.status_code, live.status_code, predict.status_code) == (503, 200, 503)
     assert "not ready" in predict.json()["error"]
+
+
+def test_a_language_model_answers_rows_with_a_422_naming_the_openai_routes(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    template = trained_text_template(tmp_path_factory)
+    workspace = open_home(copy_home(template, tmp_path_factory.mktemp("lm") / "home"))
+    repository = ModelRepository(workspace, ["pydoc-gpt@v1"], ServeOptions())
+    repository.load()
+    tensor = {"name": "text", "shape": [1], "datatype": "BYTES", "data": ["the film"]}
+
+    async def ask() -> tuple[httpx.Response, httpx.Response]:
+        transport = httpx.ASGITransport(app=build_app(repository))
+        async with httpx.AsyncClient(transport=transport, base_url="http://serve") as client:
+            return (
+                await client.post("/v1/models/pydoc-gpt:predict", json={"instances": ["the"]}),
+                await client.post("/v2/models/pydoc-gpt/infer", json={"inputs": [tensor]}),
+            )
+
+    try:
+        answers = asyncio.run(ask())
+    finally:
+        repository.close()
+        workspace.close()
+    for response in answers:
+        assert response.status_code == 422, response.text
+        assert "/v1/completions" in response.json()["error"]
 
 
 def test_no_generated_request_gets_a_server_error(server: LiveServer) -> None:

@@ -24,10 +24,10 @@ from forgeml.core.errors import (
 )
 from forgeml.core.workspace import Workspace
 from forgeml.data import catalog, pipeline
-from forgeml.data.features import FeatureSpec
+from forgeml.data.features import FeatureSpec, feature_columns
 from forgeml.data.ingest import IngestOptions
 from forgeml.train.config import TrainConfig
-from forgeml.train.data import byte_windows, feature_columns, load_task_data
+from forgeml.train.data import byte_windows, load_task_data
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"

@@ -9,7 +9,6 @@ load. The deployment is stopped at the end, so the demo leaves no process behind
 
 from __future__ import annotations
 
-import socket
 import statistics
 import threading
 import time
@@ -37,13 +36,16 @@ def serve_demo(workspace: Workspace, model_ref: str, test_ref: str) -> None:
     from forgeml.gateway import create_key
     from forgeml.serve.deployments import delete, deploy
 
-    records = _records(workspace, test_ref, REQUESTS)
     say(f"deploying {model_ref} as '{DEPLOYMENT}' (a model-server process) ...")
     deployment = deploy(workspace, DEPLOYMENT, model_ref, force=True)
     try:
         replica = deployment.replicas[0].url
         _, key = create_key(workspace, "demo", scopes=[DEPLOYMENT], rate_per_s=1000.0)
         with _gateway(workspace) as gateway, httpx.Client(timeout=30.0) as client:
+            # the fields to send are the model's inputs, as its KServe v2 metadata lists them
+            metadata = client.get(f"{replica}/v2/models/{DEPLOYMENT}").json()
+            fields = [tensor["name"] for tensor in metadata["inputs"]]
+            records = _records(workspace, test_ref, fields, REQUESTS)
             path = f"/v1/models/{DEPLOYMENT}:predict"
             direct = _latencies(client, replica + path, records, {})
             auth = {"Authorization": f"Bearer {key}"}
@@ -57,18 +59,15 @@ def serve_demo(workspace: Workspace, model_ref: str, test_ref: str) -> None:
             f"`forgeml deploy {model_ref} --name {DEPLOYMENT}` and `forgeml gateway`")  # fmt: skip
 
 
-def _records(workspace: Workspace, test_ref: str, count: int) -> list[dict[str, Any]]:
-    """Raw cleaned test rows, only the fields the served model's FeatureSpec reads."""
-    import orjson
-
+def _records(
+    workspace: Workspace, test_ref: str, fields: list[str], count: int
+) -> list[dict[str, Any]]:
+    """`count` raw cleaned test rows holding `fields` (the served model's inputs) only."""
     from forgeml.data import catalog
-    from forgeml.data.features import FeatureSpec
 
     with workspace.store.session() as session:
         version = catalog.resolve(session, test_ref)
-        spec_digest = catalog.resolve_feature_spec(session, "adult-features").digest
-    spec = FeatureSpec.from_dict(orjson.loads(workspace.artifacts.get_bytes(spec_digest)))
-    frame = catalog.read_frame(workspace, version).select(spec.input_columns).drop_nulls()
+    frame = catalog.read_frame(workspace, version).select(fields).drop_nulls()
     return frame.head(count).to_dicts()
 
 
@@ -92,8 +91,10 @@ def _latencies(
 
 
 def _report(direct: list[float], through: list[float], refused: int, answer: Any) -> None:
+    from forgeml.optimize.latency import percentile
+
     def p99(values: list[float]) -> float:
-        return sorted(values)[int(0.99 * (len(values) - 1))]
+        return percentile(values, 99)
 
     rows = [
         ("model server, direct", f"{statistics.median(direct):.2f}", f"{p99(direct):.2f}"),
@@ -118,12 +119,10 @@ def _gateway(workspace: Workspace) -> Iterator[str]:
 
     from forgeml.gateway import GatewayOptions, create_app
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
     app = create_app(workspace, GatewayOptions())
+    # port 0: the kernel picks a free port at bind time, so no other process can take it first
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False)
     )
     thread = threading.Thread(target=server.run, name="demo-gateway", daemon=True)
     thread.start()
@@ -132,6 +131,7 @@ def _gateway(workspace: Workspace) -> Iterator[str]:
         if time.monotonic() > deadline or not thread.is_alive():
             raise ServiceUnavailableError("The demo's gateway did not start within 30 s.")
         time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

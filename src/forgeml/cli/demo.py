@@ -169,8 +169,8 @@ def _attempt_usage(workspace: Workspace, job_id: str) -> str:
         return "no attempt recorded"
     last = attempts[-1]
     return (
-        f"{last.cpu_seconds or 0:.1f} CPU-s, {last.wall_seconds or 0:.1f} s wall, "
-        f"cost {last.cost or 0:.4f} (forgeml cost report --by job)"
+        f"{last.cpu_seconds:.1f} CPU-s, {last.wall_seconds:.1f} s wall, "
+        f"cost {last.cost:.4f} (forgeml cost report --by job)"
     )
 
 

@@ -8,27 +8,41 @@ from typing import Annotated
 import typer
 
 from forgeml.cli._output import err_console
+from forgeml.core.errors import UsageError
+from forgeml.gateway import GatewayOptions
+
+_FIELDS = GatewayOptions.model_fields
+_MIB = 1024 * 1024
+# option field -> the flag that sets it
+_FLAGS = {"request_timeout_s": "--timeout", "max_body_bytes": "--max-body-mb"}
+
+
+def _help(name: str) -> str:
+    return _FIELDS[name].description or ""  # one source of truth: the option's own field
 
 
 def gateway(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8080,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for a replica.")] = 30.0,
-    max_body_mb: Annotated[float, typer.Option(help="Largest request body (MiB).")] = 10.0,
+    timeout: Annotated[float, typer.Option(help=_help("request_timeout_s"))] = _FIELDS[
+        "request_timeout_s"
+    ].default,
+    max_body_mb: Annotated[
+        float, typer.Option(help=f"{_help('max_body_bytes').rstrip('.')} (MiB).")
+    ] = _FIELDS["max_body_bytes"].default / _MIB,
 ) -> None:
     """Serve every deployment behind API keys, limits, canary routing and retries."""
     import uvicorn
+    from pydantic import ValidationError
 
     from forgeml.core.workspace import open_workspace
-    from forgeml.gateway import GatewayOptions, create_app
+    from forgeml.gateway import create_app
 
-    if timeout <= 0 or max_body_mb <= 0:
-        from forgeml.core.errors import UsageError
-
-        raise UsageError("--timeout and --max-body-mb must be above 0.")
-    options = GatewayOptions(
-        request_timeout_s=timeout, max_body_bytes=int(max_body_mb * 1024 * 1024)
-    )
+    try:
+        options = GatewayOptions(request_timeout_s=timeout, max_body_bytes=int(max_body_mb * _MIB))
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise UsageError(f"Invalid {_FLAGS[str(first['loc'][0])]}: {first['msg']}.") from None
     app = create_app(open_workspace(), options)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
 
 app = typer.Typer(
     help="API keys for the gateway: stored as salted hashes, scoped to deployments.",
@@ -16,7 +19,7 @@ app = typer.Typer(
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 
 
-def _workspace() -> Any:
+def _workspace() -> Workspace:
     from forgeml.core.workspace import open_workspace
 
     return open_workspace()
@@ -98,8 +101,6 @@ def usage(
     as_json: JsonFlag = False,
 ) -> None:
     """Requests, errors and rejections per key and deployment (flushed by the gateway)."""
-    from datetime import UTC
-
     from forgeml.gateway import usage_report
 
     start = since.replace(tzinfo=since.tzinfo or UTC) if since else None

@@ -9,10 +9,10 @@ import typer
 from forgeml.cli._output import print_json, print_table, say, step
 from forgeml.core.errors import UsageError
 
-QUANTIZATIONS = ("int8",)
-
 
 def _mode(onnx: bool, quantize: str | None, prune: float | None) -> str:
+    from forgeml.optimize.quantize import SUPPORTED
+
     chosen = [
         flag
         for flag, on in (
@@ -25,8 +25,8 @@ def _mode(onnx: bool, quantize: str | None, prune: float | None) -> str:
     if len(chosen) != 1:
         got = f" (got {' and '.join(chosen)})" if chosen else ""
         raise UsageError(f"Choose exactly one of --onnx, --quantize int8 or --prune SPARSITY{got}.")
-    if quantize is not None and quantize not in QUANTIZATIONS:
-        raise UsageError(f"--quantize supports {', '.join(QUANTIZATIONS)}, not '{quantize}'.")
+    if quantize is not None and quantize not in SUPPORTED:
+        raise UsageError(f"--quantize supports {', '.join(SUPPORTED)}, not '{quantize}'.")
     return "onnx" if onnx else "int8" if quantize else "prune"
 
 

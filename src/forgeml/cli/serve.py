@@ -29,7 +29,9 @@ def serve(
     ],
     port: Annotated[int, typer.Option(help="TCP port to listen on (1-65535).")],
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    runtime: Annotated[RuntimeName, typer.Option(help=_help("runtime"))] = "torch",
+    runtime: Annotated[RuntimeName, typer.Option(help=_help("runtime"))] = _FIELDS[
+        "runtime"
+    ].default,
     max_batch_size: Annotated[int, typer.Option(help=_help("max_batch_size"))] = _FIELDS[
         "max_batch_size"
     ].default,

@@ -132,3 +132,21 @@ class ServiceUnavailableError(ForgemlError):
 
 class OptimizationError(ForgemlError):
     """An optimised model does not match its parent within tolerance, or cannot be exported."""
+
+
+class KeyStateError(ForgemlError):
+    """The API key is not in a state that allows this (revoke a revoked key)."""
+
+    http_status = 409
+
+
+class BadGatewayError(ForgemlError):
+    """A replica broke the connection or the protocol mid-answer."""
+
+    http_status = 502
+
+
+class UpstreamTimeoutError(ForgemlError):
+    """A replica did not answer within the gateway's timeout."""
+
+    http_status = 504

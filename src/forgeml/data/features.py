@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -419,3 +420,32 @@ def apply(frame: pl.DataFrame, params: FeatureSpecConfig) -> TransformOutput:
     return TransformOutput(
         frame=transformed, report=report, artifacts={"feature_spec": spec.to_dict()}
     )
+
+
+def feature_columns(spec: FeatureSpec, schema: pl.Schema) -> list[str]:
+    """The numeric model-input columns of a transformed frame (lists and text left out)."""
+    left_out = {spec.target, *RESERVED_COLUMNS}
+    return [
+        name
+        for name in spec.output_columns
+        if name not in left_out and (schema[name].is_numeric() or schema[name] == pl.Boolean)
+    ]
+
+
+def feature_matrix(spec: FeatureSpec, transformed: pl.DataFrame) -> np.ndarray:
+    """A transformed frame's model input: its numeric feature columns as float32 [N, F].
+
+    Training (`forgeml.train.data.feature_tensor`) and serving both call this. Nulls (e.g. an
+    unparseable date part) become 0.
+
+    Raises:
+        ConfigError: the spec produces no numeric column.
+    """
+    columns = feature_columns(spec, transformed.schema)
+    if not columns:
+        raise ConfigError(
+            "The feature spec produces no numeric columns to train on; add standardize, "
+            "onehot, ordinal, hash or date_parts features to it."
+        )
+    values = transformed.select(pl.col(columns).cast(pl.Float32).fill_null(0.0)).to_numpy()
+    return np.ascontiguousarray(values, dtype=np.float32)

@@ -1,43 +1,45 @@
-"""The API gateway: keys, rate limits and quotas, routing, canary/shadow split, usage."""
+"""The API gateway: keys, rate limits and quotas, routing, canary/shadow split, usage.
+
+Names load on first use (as in `forgeml.serve`), so `forgeml --help` (which reads
+`GatewayOptions`) never imports FastAPI or httpx.
+"""
 
 from __future__ import annotations
 
-import random
-from typing import TYPE_CHECKING
-
-from forgeml.gateway._breaker import CircuitBreaker
-from forgeml.gateway._keys import (
-    KeyStateError,
-    VerifiedKey,
-    create_key,
-    key_summary,
-    list_keys,
-    revoke_key,
-    verify_key,
-)
-from forgeml.gateway._limits import TokenBucket
-from forgeml.gateway._options import GatewayOptions
-from forgeml.gateway._usage import usage_report
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fastapi import FastAPI
+    from forgeml.gateway._app import create_app
+    from forgeml.gateway._breaker import CircuitBreaker
+    from forgeml.gateway._keys import (
+        VerifiedKey,
+        create_key,
+        key_summary,
+        list_keys,
+        revoke_key,
+        verify_key,
+    )
+    from forgeml.gateway._limits import TokenBucket
+    from forgeml.gateway._options import GatewayOptions
+    from forgeml.gateway._usage import usage_report
 
-    from forgeml.core.workspace import Workspace
-
-
-def create_app(
-    workspace: Workspace, options: GatewayOptions | None = None, rng: random.Random | None = None
-) -> FastAPI:
-    """The gateway app (see `forgeml.gateway._app.create_app`); imports FastAPI on first use."""
-    from forgeml.gateway._app import create_app as create
-
-    return create(workspace, options, rng)
-
-
+_HOMES = {
+    "CircuitBreaker": "forgeml.gateway._breaker",
+    "GatewayOptions": "forgeml.gateway._options",
+    "TokenBucket": "forgeml.gateway._limits",
+    "VerifiedKey": "forgeml.gateway._keys",
+    "create_app": "forgeml.gateway._app",
+    "create_key": "forgeml.gateway._keys",
+    "key_summary": "forgeml.gateway._keys",
+    "list_keys": "forgeml.gateway._keys",
+    "revoke_key": "forgeml.gateway._keys",
+    "usage_report": "forgeml.gateway._usage",
+    "verify_key": "forgeml.gateway._keys",
+}
 __all__ = [
     "CircuitBreaker",
     "GatewayOptions",
-    "KeyStateError",
     "TokenBucket",
     "VerifiedKey",
     "create_app",
@@ -48,3 +50,9 @@ __all__ = [
     "usage_report",
     "verify_key",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'forgeml.gateway' has no attribute '{name}'")
+    return getattr(import_module(_HOMES[name]), name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import or_, select
 
-from forgeml.core.errors import AuthenticationError, ForgemlError, NotFoundError, UsageError
+from forgeml.core.errors import AuthenticationError, KeyStateError, NotFoundError, UsageError
 from forgeml.core.ids import new_id, validate_name
 from forgeml.core.store import ApiKeyRecord
 from forgeml.core.workspace import Workspace
@@ -26,12 +27,6 @@ KEY_MARK = "fml"
 # scrypt cost (RFC 7914): N=2**14, r=8, p=1 uses 16 MiB and ~20-60 ms on one CPU core
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "maxmem": 64 * 1024 * 1024, "dklen": 32}
 ALL_DEPLOYMENTS = "*"
-
-
-class KeyStateError(ForgemlError):
-    """The key is already revoked."""
-
-    http_status = 409
 
 
 @dataclass(frozen=True)
@@ -107,7 +102,7 @@ def create_key(
             validate_name(scope, "scope")
     _check_limits(rate_per_s, burst, daily_quota)
     if rate_per_s is not None and burst is None:
-        burst = max(1, int(-(-rate_per_s // 1)))
+        burst = max(1, math.ceil(rate_per_s))
     prefix, secret, salt = secrets.token_hex(6), secrets.token_urlsafe(32), secrets.token_bytes(16)
     record = ApiKeyRecord(
         id=new_id(), prefix=prefix, name=name, salt=salt.hex(),

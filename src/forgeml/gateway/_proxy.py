@@ -14,7 +14,12 @@ from dataclasses import dataclass
 
 import httpx
 
-from forgeml.core.errors import ForgemlError, ServiceUnavailableError
+from forgeml.core.errors import (
+    BadGatewayError,
+    ForgemlError,
+    ServiceUnavailableError,
+    UpstreamTimeoutError,
+)
 from forgeml.gateway._breaker import CircuitBreaker
 from forgeml.gateway._options import GatewayOptions
 
@@ -28,18 +33,6 @@ _DROP_RESPONSE = frozenset(
      "upgrade", "date", "server"}
 )  # fmt: skip
 _RETRYABLE_STATUS = frozenset({502, 503})
-
-
-class UpstreamTimeoutError(ForgemlError):
-    """A replica did not answer within the gateway's timeout."""
-
-    http_status = 504
-
-
-class BadGatewayError(ForgemlError):
-    """A replica broke the connection or the protocol mid-answer."""
-
-    http_status = 502
 
 
 @dataclass(frozen=True)
@@ -135,26 +128,27 @@ class Upstreams:
         except (httpx.ConnectError, httpx.ConnectTimeout):
             breaker.failure(self._clock())
             return None
-        except httpx.TimeoutException as error:
-            breaker.failure(self._clock())
-            raise UpstreamTimeoutError(f"Replica {replica} did not answer in time.") from error
         except httpx.TransportError as error:
-            breaker.failure(self._clock())
-            raise BadGatewayError(f"Replica {replica} broke the connection: {error}.") from error
+            raise self._failed(replica, breaker, error) from error
         headers = [(k, v) for k, v in response.headers.items() if k not in _DROP_RESPONSE]
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             return Forwarded(response.status_code, headers, b"", response, replica)
         try:
             body = b"".join([chunk async for chunk in response.aiter_raw()])
-        except httpx.TimeoutException as error:
-            breaker.failure(self._clock())
-            raise UpstreamTimeoutError(f"Replica {replica} did not answer in time.") from error
         except httpx.TransportError as error:
-            breaker.failure(self._clock())
-            raise BadGatewayError(f"Replica {replica} broke the connection: {error}.") from error
+            raise self._failed(replica, breaker, error) from error
         finally:
             await response.aclose()
         return Forwarded(response.status_code, headers, body, None, replica)
+
+    def _failed(
+        self, replica: str, breaker: CircuitBreaker, error: httpx.TransportError
+    ) -> ForgemlError:
+        """Count a failure once the request was sent: the error to answer with (504 or 502)."""
+        breaker.failure(self._clock())
+        if isinstance(error, httpx.TimeoutException):
+            return UpstreamTimeoutError(f"Replica {replica} did not answer in time.")
+        return BadGatewayError(f"Replica {replica} broke the connection: {error}.")
 
     def shadow(self, replica: str, request: Outgoing) -> None:
         """Send a copy to `replica` in the background; its answer and failure are ignored."""

@@ -160,16 +160,18 @@ async def read_body(request: Request, limit: int) -> bytes:
     """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLargeError(f"The request body is over the gateway's {limit}-byte limit.")
+        raise _too_large(limit)
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLargeError(
-                f"The request body is over the gateway's {limit}-byte limit."
-            )
+            raise _too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _too_large(limit: int) -> PayloadTooLargeError:
+    return PayloadTooLargeError(f"The request body is over the gateway's {limit}-byte limit.")
 
 
 async def every(seconds: float, work: Callable[[], object], what: str) -> None:

@@ -9,6 +9,7 @@ the audit log).
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass
@@ -34,14 +35,13 @@ def usage_period(moment: datetime | None = None) -> str:
     """The `key_usage.period` of a moment (default now): its UTC hour, e.g. `2026-12-01T14`."""
     if moment is not None:
         return moment.astimezone(UTC).strftime("%Y-%m-%dT%H")
+    return _hour_period(int(time.time() // 3600))
+
+
+@functools.lru_cache(maxsize=2)
+def _hour_period(hour: int) -> str:
     # the hot path asks once per request: format only when the hour changes
-    hour = int(time.time() // 3600)
-    if _current[0] != hour:
-        _current[:] = [hour, datetime.now(UTC).strftime("%Y-%m-%dT%H")]
-    return str(_current[1])
-
-
-_current: list[int | str] = [-1, ""]
+    return datetime.fromtimestamp(hour * 3600, UTC).strftime("%Y-%m-%dT%H")
 
 
 class UsageRecorder:

@@ -52,13 +52,6 @@ def training_config(workspace: Workspace, record: ModelVersionRecord) -> TrainCo
     )
 
 
-def load_task(workspace: Workspace, record: ModelVersionRecord) -> TaskData:
-    """The splits of the dataset `record` was trained on, as model-ready tensors."""
-    from forgeml.train.data import load_task_data
-
-    return load_task_data(workspace, training_config(workspace, record))
-
-
 def split_of(task: TaskData, split: str, ref: str) -> SplitData:
     """The named split (`train`, `validation` = the evaluation split, `test`).
 

@@ -74,17 +74,18 @@ def export_verified(work: Work, module: nn.Module, dest: Path) -> tuple[Path, Re
     }
 
 
-def _require_torch(source: Path, record: ModelVersionRecord, what: str) -> None:
-    if is_onnx_bundle(source):
-        parent = f" (its parent is {record.parent})" if record.parent else ""
-        raise UsageError(
-            f"{record.ref} is already an ONNX model{parent}; {what} needs a model with "
-            "PyTorch weights."
-        )
+def _require_torch(what: str) -> Callable[[Path, ModelVersionRecord], None]:
+    """A mode's check that refuses an ONNX source: `what` needs PyTorch weights."""
 
+    def check(source: Path, record: ModelVersionRecord) -> None:
+        if is_onnx_bundle(source):
+            parent = f" (its parent is {record.parent})" if record.parent else ""
+            raise UsageError(
+                f"{record.ref} is already an ONNX model{parent}; {what} needs a model with "
+                "PyTorch weights."
+            )
 
-def _check_onnx(source: Path, record: ModelVersionRecord) -> None:
-    _require_torch(source, record, "--onnx")
+    return check
 
 
 def _run_onnx(work: Work) -> tuple[Path, Report]:
@@ -112,10 +113,6 @@ def _run_int8(work: Work) -> tuple[Path, Report]:
     write_bundle(fp32, dest, description)
     compared = work.compare(load_model(fp32), load_model(dest))
     return dest, {**report, "quantization": "int8", **compared}
-
-
-def _check_prune(source: Path, record: ModelVersionRecord) -> None:
-    _require_torch(source, record, "--prune")
 
 
 def _run_prune(work: Work) -> tuple[Path, Report]:
@@ -169,7 +166,7 @@ class _Mode:
 
 
 MODES = {
-    "onnx": _Mode(_check_onnx, _run_onnx),
+    "onnx": _Mode(_require_torch("--onnx"), _run_onnx),
     "int8": _Mode(_check_int8, _run_int8),
-    "prune": _Mode(_check_prune, _run_prune),
+    "prune": _Mode(_require_torch("--prune"), _run_prune),
 }

@@ -1,6 +1,6 @@
 """A model bundle loaded for scoring: PyTorch weights or an ONNX graph, one interface.
 
-`LoadedModel.as_module()` presents either runtime as a module returning logits, so
+`LoadedModel.module` presents either runtime as a module returning logits, so
 `forgeml.train.evaluate.evaluate` scores an ONNX graph exactly as it scores the PyTorch
 model it came from (same splits, same metrics, same code).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from forgeml.train.task import SplitData, TaskData
 
 EVAL_BATCH = 64
+LATENCY_BATCHES = (1, 32)  # the batch sizes every report and comparison times
 
 
 class OnnxModule(nn.Module):
@@ -52,7 +53,6 @@ class LoadedModel:
     """A bundle ready to score and time, in the runtime its weights call for."""
 
     bundle_dir: Path
-    description: dict[str, Any]
     module: nn.Module  # the PyTorch model, or an OnnxModule around the graph
 
     @property
@@ -97,16 +97,23 @@ class LoadedModel:
 
         return measure(forward, batch_size, repeats)
 
+    def latency_table(self, split: SplitData, repeats: int) -> dict[str, dict[str, float]]:
+        """p50 and p99 milliseconds at each of `LATENCY_BATCHES`, keyed `batch_N`."""
+        table = {}
+        for size in LATENCY_BATCHES:
+            stats = self.latency(split, size, repeats)
+            table[f"batch_{size}"] = {"p50_ms": stats.p50_ms, "p99_ms": stats.p99_ms}
+        return table
+
 
 def load_model(bundle_dir: Path, threads: int | None = None) -> LoadedModel:
     """Load a bundle: ONNX Runtime when its weights are an ONNX graph, else PyTorch."""
-    description = read_description(bundle_dir)
     module: nn.Module
     if is_onnx_bundle(bundle_dir):
         module = OnnxModule(OnnxModel(bundle_dir, threads))
     else:
         module = load_torch_module(bundle_dir)
-    return LoadedModel(Path(bundle_dir), description, module)
+    return LoadedModel(Path(bundle_dir), module)
 
 
 def primary_metric(task: TaskData) -> str:

@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
     from forgeml.train.task import TaskData
 
-BATCH_SIZES = (1, 32)
-
 
 @dataclass
 class ModelProfile:
@@ -80,13 +78,6 @@ def profile_models(
             bundle = download_bundle(workspace, record, Path(scratch) / str(index))
             model = load_model(bundle, threads)
             metric = primary_metric(task)
-            latency = {
-                f"batch_{size}": {
-                    "p50_ms": (stats := model.latency(rows, size, repeats)).p50_ms,
-                    "p99_ms": stats.p99_ms,
-                }
-                for size in BATCH_SIZES
-            }
             profiles.append(
                 ModelProfile(
                     ref=record.ref,
@@ -96,7 +87,7 @@ def profile_models(
                     metric=metric,
                     value=model.score(task, rows).get(metric),
                     size_bytes=model.size_bytes,
-                    latency_ms=latency,
+                    latency_ms=model.latency_table(rows, repeats),
                 )
             )
     return profiles

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from forgeml.train.task import SplitData, TaskData
 
 Mode = Literal["onnx", "int8", "prune"]
-LATENCY_BATCHES = (1, 32)
 REPORT_ARTIFACT = "optimize_report.json"
 EXPERIMENT = "optimize"  # every optimisation run, whatever model it made
 
@@ -77,7 +76,6 @@ class OptimizeResult:
 class Work:
     """Everything a mode needs: the source, its data, the run and scratch space."""
 
-    workspace: Workspace
     record: ModelVersionRecord
     config: TrainConfig
     task: TaskData
@@ -96,27 +94,22 @@ class Work:
                 metrics.update({prefix + k: v for k, v in model.score(self.task, split).items()})
         return metrics
 
-    def timing(self, model: LoadedModel) -> dict[str, dict[str, float]]:
-        repeats = self.request.latency_repeats
-        return {
-            f"batch_{size}": {
-                "p50_ms": (stats := model.latency(self.split, size, repeats)).p50_ms,
-                "p99_ms": stats.p99_ms,
-            }
-            for size in LATENCY_BATCHES
-        }
-
     def compare(self, before: LoadedModel, after: LoadedModel) -> dict[str, Any]:
         """Size, latency and metrics of the model before and after the change."""
         from forgeml.optimize._runtime import primary_metric
 
         metrics = {"before": self.scores(before), "after": self.scores(after)}
+        repeats = self.request.latency_repeats
+        latency = {
+            "before": before.latency_table(self.split, repeats),
+            "after": after.latency_table(self.split, repeats),
+        }
         key = ("test_" if self.split_name == "test" else "") + primary_metric(self.task)
         old, new = metrics["before"].get(key), metrics["after"].get(key)
         return {
             "runtime": {"before": before.runtime, "after": after.runtime},
             "size_bytes": {"before": before.size_bytes, "after": after.size_bytes},
-            "latency_ms": {"before": self.timing(before), "after": self.timing(after)},
+            "latency_ms": latency,
             "metrics": metrics,
             "metric": key,
             "metric_delta": new - old if old is not None and new is not None else None,
@@ -169,7 +162,6 @@ def optimize_model(workspace: Workspace, ref: str, request: OptimizeRequest) -> 
             experiment=EXPERIMENT,
         )
         work = Work(
-            workspace,
             record,
             config,
             task,

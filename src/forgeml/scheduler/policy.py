@@ -75,8 +75,8 @@ class PolicyOptions:
 
     # longer than a job waits in a busy cluster that is not overloaded; short against the
     # hours a large gang could wait while small jobs keep taking every GPU that frees up.
-    # On benchmarks/scheduler_sim.py's trace (3 seeds), 2 h gave utilisation 1.26/1.12/1.23x
-    # FIFO against 1.23/1.12/1.19x at 1 h and 1.25/1.14/1.22x at 4 h, no queue starved in any
+    # `benchmarks/scheduler_sim.py --reserve-after S` (3 seeds): 2 h gives utilisation
+    # 1.26/1.12/1.23x FIFO, 1 h 1.23/1.12/1.18x, 4 h 1.25/1.14/1.22x; no queue starved in any
     reserve_after_s: float = 7200.0
     min_runtime_s: float = 900.0
     max_preemption_tries: int = 16

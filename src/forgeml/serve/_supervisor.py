@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import psutil
 
 HOST = "127.0.0.1"
@@ -122,6 +121,8 @@ def is_running(pid: int, port: int | None = None) -> bool:
 
 def probe(url: str, timeout: float = 2.0) -> bool:
     """Whether `GET url/v2/health/ready` answers 200 within `timeout` seconds."""
+    import httpx  # only probes need it: `forgeml deploy list` stays light
+
     try:
         response = httpx.get(f"{url}/v2/health/ready", timeout=timeout)
     except httpx.HTTPError:

@@ -199,11 +199,6 @@ class TextGenerator:
         block_size = int(description["model"]["params"].get("block_size", 128))
         return cls(load_bundle_model(bundle_dir), block_size)
 
-    @staticmethod
-    def count_tokens(text: str) -> int:
-        """Tokens `text` takes: its UTF-8 bytes."""
-        return len(text.encode("utf-8", errors="replace"))
-
     def next_token(self, context: list[int], sampler: _Sampler) -> int:
         """The token following `context` (cut to the last `block_size` bytes)."""
         import torch
@@ -243,15 +238,3 @@ class TextGenerator:
         stops = list(stop or [])
         _check_sampling(max_tokens, temperature, top_p, stops, seed)
         return Generation(self, prompt, max_tokens, _Sampler(temperature, top_p, seed), stops)
-
-    def complete(
-        self,
-        prompt: str,
-        max_tokens: int,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        stop: list[str] | None = None,
-        seed: int | None = None,
-    ) -> str:
-        """The whole continuation `stream` yields, joined (same arguments and errors)."""
-        return "".join(self.stream(prompt, max_tokens, temperature, top_p, stop, seed))

@@ -1,7 +1,7 @@
 """Raw request rows -> model input arrays, with the checks that make a bad request a 422.
 
 Tabular rows are dicts of raw fields and go through the model's own fitted FeatureSpec
-(`transform_records`, then the numeric columns `forgeml.train.data.feature_columns`
+(`transform_records`, then the numeric columns `forgeml.data.features.feature_matrix`
 picks), exactly the path training took, so serving cannot skew. Text rows are strings,
 tokenised with the model's tokenizer params. `check` runs per request on the event loop
 (cheap type checks, so one bad request fails alone); `encode` runs per batch in the
@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from forgeml.core.errors import InvalidDataError
-from forgeml.data.features import FeatureSpec
+from forgeml.data.features import FeatureSpec, feature_matrix
 
 # A fast tokenizer must not run in two threads at once (see `load_tokenizer`); two text
 # models in one server share the cached one, so their batcher threads take turns.
@@ -120,14 +120,7 @@ class TabularEncoder:
 
     def encode(self, rows: list[Any]) -> dict[str, np.ndarray]:
         """The spec's transform of the rows, its numeric columns as float32 [N, F]."""
-        import polars as pl
-
-        from forgeml.train.data import feature_columns
-
-        transformed = self.spec.transform_records(rows)
-        columns = feature_columns(self.spec, transformed.schema)
-        values = transformed.select(pl.col(columns).cast(pl.Float32).fill_null(0.0)).to_numpy()
-        return {"features": np.ascontiguousarray(values, dtype=np.float32)}
+        return {"features": feature_matrix(self.spec, self.spec.transform_records(rows))}
 
 
 class TextEncoder:

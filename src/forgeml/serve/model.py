@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from forgeml.core.errors import InvalidDataError
+from forgeml.data.features import FeatureSpec
 from forgeml.serve.inputs import InputField, RowEncoder, TabularEncoder, TextEncoder
 from forgeml.serve.runtime import Runtime, TorchRuntime, load_runtime
 
@@ -60,18 +61,26 @@ class LoadedModel:
             found.append(InputField("embeddings", "FP32"))
         return found
 
+    def row_encoder(self) -> RowEncoder:
+        """The encoder of the rows this model takes.
+
+        Raises:
+            InvalidDataError: the model takes no rows (a language model).
+        """
+        if self.encoder is None:
+            raise InvalidDataError(
+                f"Model '{self.name}' does not take rows over this protocol; "
+                "language models are served by /v1/completions and /v1/chat/completions."
+            )
+        return self.encoder
+
     def run_rows(self, rows: list[Any], outputs: set[str]) -> dict[str, np.ndarray]:
         """Encode `rows`, run them as one batch and decode the requested `outputs`.
 
         Raises:
             InvalidDataError: the rows cannot be encoded, or the model cannot take rows.
         """
-        if self.encoder is None:
-            raise InvalidDataError(
-                f"Model {self.ref} does not take rows over this protocol; "
-                "language models are served by /v1/completions and /v1/chat/completions."
-            )
-        arrays = self.encoder.encode(rows)
+        arrays = self.row_encoder().encode(rows)
         needed = ["logits"] if outputs & set(DECODED_OUTPUTS) else []
         if "embeddings" in outputs:
             needed.append("embeddings")
@@ -122,8 +131,6 @@ def _load_bundle(
     encoder: RowEncoder | None = None
     kind: ModelKind = "other"
     if (bundle / "feature_spec.json").exists():
-        from forgeml.data.features import FeatureSpec
-
         spec = FeatureSpec.from_dict(orjson.loads((bundle / "feature_spec.json").read_bytes()))
         encoder, kind = TabularEncoder(spec), "tabular"
     elif model_name == "text_classifier":

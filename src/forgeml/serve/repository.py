@@ -31,6 +31,7 @@ from forgeml.serve.model import LoadedModel, load_model
 from forgeml.serve.options import ServeOptions
 
 if TYPE_CHECKING:
+    from forgeml.core.store import ModelVersionRecord
     from forgeml.core.workspace import Workspace
     from forgeml.serve.generate import TextGenerator
 
@@ -78,15 +79,10 @@ class ServedModel:
             ServiceUnavailableError: the model is not ready.
             InvalidDataError: a row is not one the model takes.
         """
-        model = self.ready_model()
-        if model.encoder is None:
-            raise InvalidDataError(
-                f"Model '{self.name}' does not take rows over this protocol; language models "
-                "are served by /v1/completions and /v1/chat/completions."
-            )
+        encoder = self.ready_model().row_encoder()
         if not rows:
             raise InvalidDataError("The request holds no instances; send at least one.")
-        model.encoder.check(rows)
+        encoder.check(rows)
         result: tuple[dict[str, Any], LoadedModel] = await self.batcher.submit(
             (rows, outputs), len(rows)
         )
@@ -162,14 +158,17 @@ class ModelRepository:
         for served in self.models.values():
             try:
                 record = get_model_version(self.workspace, served.ref)
-                served.current = load_model(
-                    self.workspace, record, self.options.runtime, self.options.intra_op_threads
-                )
+                served.current = self._load(record)
                 served.state = "ready"
                 _log.info("serving %s as '%s'", record.ref, served.name)
             except ForgemlError as error:
                 served.state, served.error = "failed", str(error)
                 raise
+
+    def _load(self, record: ModelVersionRecord) -> LoadedModel:
+        return load_model(
+            self.workspace, record, self.options.runtime, self.options.intra_op_threads
+        )
 
     def start(self, load: bool) -> None:
         """Start the alias watcher, after loading the models in it first if `load`."""
@@ -204,9 +203,7 @@ class ModelRepository:
             record = get_model_version(self.workspace, served.ref)
             if served.current is not None and record.artifact_digest == served.current.digest:
                 return
-            loaded = load_model(
-                self.workspace, record, self.options.runtime, self.options.intra_op_threads
-            )
+            loaded = self._load(record)
         except Exception as error:  # keep serving the old version; say why once per poll
             _log.warning("cannot reload %s: %s", served.ref, error)
             return

@@ -28,8 +28,8 @@ from forgeml.core.errors import ConfigError, InvalidDataError
 from forgeml.core.store import DatasetVersion, FeatureSpecVersion
 from forgeml.core.workspace import Workspace
 from forgeml.data import catalog
-from forgeml.data._frame import RESERVED_COLUMNS, require_columns
-from forgeml.data.features import FeatureSpec
+from forgeml.data._frame import require_columns
+from forgeml.data.features import FeatureSpec, feature_matrix
 from forgeml.train.config import DataConfig, TrainConfig
 from forgeml.train.task import SplitData, TaskData
 
@@ -155,31 +155,13 @@ def load_feature_spec(workspace: Workspace, spec: FeatureSpecVersion) -> Feature
     return FeatureSpec.from_dict(orjson.loads(workspace.artifacts.get_bytes(spec.digest)))
 
 
-def feature_columns(spec: FeatureSpec, schema: pl.Schema) -> list[str]:
-    """The numeric model-input columns of a transformed frame (lists and text left out)."""
-    left_out = {spec.target, *RESERVED_COLUMNS}
-    return [
-        name
-        for name in spec.output_columns
-        if name not in left_out and (schema[name].is_numeric() or schema[name] == pl.Boolean)
-    ]
-
-
 def feature_tensor(spec: FeatureSpec, frame: pl.DataFrame) -> torch.Tensor:
-    """Raw rows -> model input float32 [N, F]: `spec.transform`, then its numeric columns.
+    """Raw rows -> model input float32 [N, F]: `spec.transform`, then `feature_matrix`.
 
-    Training and serving both call this, so a request is encoded exactly as training rows.
-    Nulls (e.g. an unparseable date part) become 0.
+    Serving encodes a request with the same `feature_matrix` after `spec.transform_records`,
+    so a request is encoded exactly as training rows.
     """
-    transformed = spec.transform(frame)
-    columns = feature_columns(spec, transformed.schema)
-    if not columns:
-        raise ConfigError(
-            "The feature spec produces no numeric columns to train on; add standardize, "
-            "onehot, ordinal, hash or date_parts features to it."
-        )
-    values = transformed.select(pl.col(columns).cast(pl.Float32).fill_null(0.0)).to_numpy()
-    return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32))
+    return torch.from_numpy(feature_matrix(spec, spec.transform(frame)))
 
 
 def _tabular(spec: FeatureSpec, frames: _Frames, data: DataConfig) -> TaskData:

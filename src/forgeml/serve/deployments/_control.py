@@ -110,7 +110,8 @@ def apply_spec(
             "change the model or options, or pass --force to restart its replicas."
         )
     action = "deployment.update" if live else "deployment.create"
-    return _apply(workspace, name, spec, action, ready_timeout, drain_seconds)
+    revision = (current.revision if current is not None else 0) + 1
+    return _apply(workspace, name, spec, action, revision, ready_timeout, drain_seconds)
 
 
 def rollback(
@@ -142,7 +143,10 @@ def rollback(
     spec = DeploymentSpec.model_validate(stored)
     for model in {role_model for _, role_model in spec.plan()}:
         resolve_model(workspace, model)  # the version must still be registered
-    return _apply(workspace, name, spec, "deployment.rollback", ready_timeout, drain_seconds)
+    revision = current.revision + 1
+    return _apply(
+        workspace, name, spec, "deployment.rollback", revision, ready_timeout, drain_seconds
+    )
 
 
 def delete(workspace: Workspace, name: str, grace_seconds: float = 10.0) -> Deployment:
@@ -170,7 +174,7 @@ def check(workspace: Workspace) -> list[Deployment]:
         found[deployment.name] = {
             replica.url: _replica_health(replica) for replica in deployment.replicas
         }
-    _records.record_health(workspace, found, _deployment_status)
+    _records.record_health(workspace, found)
     return list_deployments(workspace)
 
 
@@ -180,25 +184,16 @@ def _replica_health(replica: Replica) -> str:
     return "ready" if _supervisor.probe(replica.url) else "unhealthy"
 
 
-def _deployment_status(replicas: list[tuple[str, str]]) -> str:
-    """A deployment's status from the `(role, status)` of each of its replicas."""
-    if all(status == "ready" for _, status in replicas):
-        return "ready"
-    if not any(status == "ready" and role == "primary" for role, status in replicas):
-        return "failed"
-    return "degraded"
-
-
 def _apply(
     workspace: Workspace,
     name: str,
     spec: DeploymentSpec,
     action: str,
+    revision: int,
     ready_timeout: float,
     drain_seconds: float,
 ) -> Deployment:
-    current = _records.find(workspace, name)
-    revision = (current.revision if current is not None else 0) + 1
+    """Start `spec`'s replicas (their logs numbered `revision`), switch, stop the old."""
     servers = _start(workspace, name, spec, revision, ready_timeout)
     try:
         old = _records.switch(workspace, name, spec, servers, action)

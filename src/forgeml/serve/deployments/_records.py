@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -43,12 +42,7 @@ def get_deployment(workspace: Workspace, name: str) -> Deployment:
         NotFoundError: no deployment has that name.
     """
     with workspace.store.session() as session:
-        record = session.scalars(
-            select(DeploymentRecord).where(DeploymentRecord.name == name)
-        ).one_or_none()
-        if record is None:
-            raise NotFoundError(f"No deployment is named '{name}' (see `forgeml deploy list`).")
-        return to_deployment(session, record)
+        return to_deployment(session, _named(session, name))
 
 
 def deployments_serving(workspace: Workspace, model_version_ref: str) -> list[str]:
@@ -64,9 +58,7 @@ def deployments_serving(workspace: Workspace, model_version_ref: str) -> list[st
 def find(workspace: Workspace, name: str) -> DeploymentRecord | None:
     """The record of deployment `name` (detached from its session), or None."""
     with workspace.store.session() as session:
-        record = session.scalars(
-            select(DeploymentRecord).where(DeploymentRecord.name == name)
-        ).one_or_none()
+        record = _by_name(session, name)
         if record is not None:
             session.expunge(record)
         return record
@@ -76,7 +68,7 @@ def require(workspace: Workspace, name: str) -> DeploymentRecord:
     """The record of live (not deleted) deployment `name`; NotFoundError otherwise."""
     record = find(workspace, name)
     if record is None:
-        raise NotFoundError(f"No deployment is named '{name}' (see `forgeml deploy list`).")
+        raise _missing(name)
     if record.status == "deleted":
         raise NotFoundError(f"Deployment '{name}' was deleted; deploy it again to bring it back.")
     return record
@@ -127,19 +119,9 @@ def record_failure(
     "failed"; a live one keeps serving its current revision and status."""
     message = f"{summary}\n{error.log_tail}".strip()
     with workspace.store.session() as session:
-        record = session.scalars(
-            select(DeploymentRecord).where(DeploymentRecord.name == name)
-        ).one_or_none()
+        record = _by_name(session, name)
         if record is None:
-            record = DeploymentRecord(
-                id=new_id(),
-                name=name,
-                spec=spec.model_dump(),
-                revision=0,
-                status="failed",
-                created_by=workspace.actor,
-            )
-            session.add(record)
+            record = _add_record(session, workspace, name, spec, "failed", now())
         elif record.status == "deleted":
             record.status = "failed"  # its spec stays that of its last revision
         elif record.revision == 0:
@@ -163,21 +145,9 @@ def switch(
     """
     started = now()
     with workspace.store.session() as session:
-        record = session.scalars(
-            select(DeploymentRecord).where(DeploymentRecord.name == name)
-        ).one_or_none()
+        record = _by_name(session, name)
         if record is None:
-            record = DeploymentRecord(
-                id=new_id(),
-                name=name,
-                revision=0,
-                spec=spec.model_dump(),
-                status="starting",
-                created_by=workspace.actor,
-                created_at=started,
-            )
-            session.add(record)
-            session.flush()  # the revision and replica rows refer to it
+            record = _add_record(session, workspace, name, spec, "starting", started)
         old = replica_rows(session, record.id)
         for row in old:
             session.delete(row)
@@ -238,9 +208,7 @@ def revision_spec(
 def mark_deleted(workspace: Workspace, name: str) -> list[tuple[int, int]]:
     """Mark deployment `name` deleted and drop its replica rows; returns `(pid, port)`s."""
     with workspace.store.session() as session:
-        record = session.scalars(
-            select(DeploymentRecord).where(DeploymentRecord.name == name)
-        ).one()
+        record = _named(session, name)
         replicas = replica_rows(session, record.id)
         servers = [(row.pid, row.port) for row in replicas if row.pid is not None]
         for row in replicas:
@@ -251,32 +219,74 @@ def mark_deleted(workspace: Workspace, name: str) -> list[tuple[int, int]]:
         return servers
 
 
-def record_health(
-    workspace: Workspace,
-    found: dict[str, dict[str, str]],
-    status_of: Callable[[list[tuple[str, str]]], str],
-) -> None:
+def record_health(workspace: Workspace, found: dict[str, dict[str, str]]) -> None:
     """Store each replica's probed status (`found[name][url]`) and each deployment's
-    status (`status_of` the `(role, status)` of its replicas); audit what changed."""
+    status derived from them; audit what changed."""
     checked = now()
     changes: dict[str, Any] = {}
     with workspace.store.session() as session:
         for name, urls in found.items():
-            record = session.scalars(
-                select(DeploymentRecord).where(DeploymentRecord.name == name)
-            ).one()
+            record = _named(session, name)
             rows = [row for row in replica_rows(session, record.id) if _url(row) in urls]
             if record.status == "deleted" or not rows:
                 continue  # deleted or redeployed while we probed
             changed = {_url(row): urls[_url(row)] for row in rows if row.status != urls[_url(row)]}
             for row in rows:
                 row.status, row.checked_at = urls[_url(row)], checked
-            status = status_of([(row.role, row.status) for row in rows])
+            status = _deployment_status([(row.role, row.status) for row in rows])
             if changed or status != record.status:
                 changes[name] = {"status": status, "replicas": changed}
                 record.status, record.updated_at = status, checked
         if changes:
             workspace.audit(session, "deployment.check", "deployments", changes)
+
+
+def _deployment_status(replicas: list[tuple[str, str]]) -> str:
+    """A deployment's status from the `(role, status)` of each of its replicas."""
+    if all(status == "ready" for _, status in replicas):
+        return "ready"
+    if not any(status == "ready" and role == "primary" for role, status in replicas):
+        return "failed"
+    return "degraded"
+
+
+def _by_name(session: Session, name: str) -> DeploymentRecord | None:
+    query = select(DeploymentRecord).where(DeploymentRecord.name == name)
+    return session.scalars(query).one_or_none()
+
+
+def _named(session: Session, name: str) -> DeploymentRecord:
+    record = _by_name(session, name)
+    if record is None:
+        raise _missing(name)
+    return record
+
+
+def _missing(name: str) -> NotFoundError:
+    return NotFoundError(f"No deployment is named '{name}' (see `forgeml deploy list`).")
+
+
+def _add_record(
+    session: Session,
+    workspace: Workspace,
+    name: str,
+    spec: DeploymentSpec,
+    status: str,
+    created_at: datetime,
+) -> DeploymentRecord:
+    """A new deployment record at revision 0 (none has run yet), flushed to the session."""
+    record = DeploymentRecord(
+        id=new_id(),
+        name=name,
+        spec=spec.model_dump(),
+        revision=0,
+        status=status,
+        created_by=workspace.actor,
+        created_at=created_at,
+    )
+    session.add(record)
+    session.flush()  # revision and replica rows refer to its id
+    return record
 
 
 def _url(row: DeploymentReplicaRecord) -> str:

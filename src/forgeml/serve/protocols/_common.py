@@ -8,6 +8,7 @@ import orjson
 from fastapi import Request
 from starlette.responses import Response
 
+from forgeml.serve.errors import protocol_of
 from forgeml.serve.model import LoadedModel
 
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
@@ -30,8 +31,4 @@ def record_request(
     """Offer one answered request to the sampled request log."""
     log = getattr(request.app.state, "request_log", None)
     if log is not None:
-        log.record(name, model.ref, _protocol(request), rows, outputs)
-
-
-def _protocol(request: Request) -> str:
-    return "predict" if request.url.path.endswith(":predict") else "v2"
+        log.record(name, model.ref, protocol_of(request.url.path), rows, outputs)

@@ -108,15 +108,10 @@ def tensors_to_rows(model: LoadedModel, inputs: list[InferInput]) -> list[Any]:
     """The raw rows the input tensors carry (records for tabular models, texts for text ones).
 
     Raises:
-        InvalidDataError: an input is unknown, missing, duplicated, or of the wrong
-            datatype or shape, or the inputs differ in length.
+        InvalidDataError: the model takes no rows, an input is unknown, missing,
+            duplicated, or of the wrong datatype or shape, or the inputs differ in length.
     """
-    if model.encoder is None:
-        raise InvalidDataError(
-            f"Model '{model.name}' takes no tensors over KServe v2; language models are "
-            "served by /v1/completions and /v1/chat/completions."
-        )
-    fields = {field.name: field for field in model.encoder.fields}
+    fields = {field.name: field for field in model.row_encoder().fields}
     given = {tensor.name: tensor for tensor in inputs}
     if len(given) < len(inputs):
         raise InvalidDataError("Two inputs have the same name; send each field once.")
@@ -145,7 +140,8 @@ def _output_tensor(name: str, datatype: str, values: np.ndarray) -> dict[str, An
 
 def _metadata(model: LoadedModel) -> dict[str, Any]:
     inputs = model.encoder.fields if model.encoder is not None else []
-    width = {"probabilities": len(model.class_names or []) or -1}
+    # the second dimension of 2-D outputs (-1: not known before a run)
+    width = {"probabilities": len(model.class_names or []) or -1, "embeddings": -1}
     return {
         "name": model.name,
         "versions": [str(model.version)],
@@ -153,7 +149,7 @@ def _metadata(model: LoadedModel) -> dict[str, Any]:
         "inputs": [{"name": f.name, "datatype": f.datatype, "shape": [-1]} for f in inputs],
         "outputs": [
             {"name": f.name, "datatype": f.datatype, "shape": [-1, width[f.name]]}
-            if f.name in width or f.name == "embeddings"
+            if f.name in width
             else {"name": f.name, "datatype": f.datatype, "shape": [-1]}
             for f in model.outputs
         ],
@@ -190,8 +186,8 @@ def router(repository: ModelRepository, version: str) -> APIRouter:
     @routes.post("/v2/models/{name}/infer")
     async def infer(name: str, body: InferRequest, request: Request) -> Response:
         served = repository.get(name)
-        rows = tensors_to_rows(served.ready_model(), body.inputs)
         model = served.ready_model()
+        rows = tensors_to_rows(model, body.inputs)
         known = {field.name: field.datatype for field in model.outputs}
         wanted = [o.name for o in body.outputs] if body.outputs else [
             n for n in known if n != "embeddings"

@@ -40,7 +40,12 @@ from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
 from forgeml.core.errors import ForgemlError, NotFoundError
 from forgeml.serve.generate import Generation, TextGenerator
-from forgeml.serve.protocols.openai._errors import ERROR_RESPONSES, OpenAIRoute, error_response
+from forgeml.serve.protocols.openai._errors import (
+    ERROR_RESPONSES,
+    OpenAIRoute,
+    error_body,
+    error_response,
+)
 from forgeml.serve.protocols.openai._requests import (
     CHAT_TURN_END,
     ChatCompletionRequest,
@@ -159,8 +164,7 @@ class _Call:
             if options is not None and options.include_usage:
                 yield _event({**chunk(0, None, None), "choices": [], "usage": _usage(*used)})
         except ForgemlError as error:  # headers are sent: report in the stream, as OpenAI does
-            body = {"message": str(error), "type": "server_error", "param": None, "code": None}
-            yield _event({"error": body})
+            yield _event(error_body(500, str(error)))
         yield b"data: [DONE]\n\n"
 
 

@@ -36,13 +36,20 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+def error_body(
+    status: int, message: str, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    """An error in OpenAI's shape, typed by `status` (a request or a server error)."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
 def error_response(
     status: int, message: str, param: str | None = None, code: str | None = None
 ) -> Response:
-    """A JSON error in OpenAI's shape."""
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+    """A JSON error response in OpenAI's shape."""
+    body = orjson.dumps(error_body(status, message, param, code))
+    return Response(body, status_code=status, media_type="application/json")
 
 
 def _validation_response(error: RequestValidationError) -> Response:
