@@ -121,7 +121,9 @@ def test_gang_starts_all_workers_or_none(sched_workspace: Workspace) -> None:
     scheduler.cycle()
     gang = submit_local(
         sched_workspace,
-        python_job("import os; print('rank', os.environ['RANK'])", workers=2),
+        # one write per worker: both share the attempt's log, and print() unbuffered (as
+        # under PYTHONUNBUFFERED) writes its pieces separately, so two can interleave mid-line
+        python_job("import os; os.write(1, f\"rank {os.environ['RANK']}\\n\".encode())", workers=2),
     )
     scheduler.cycle()
     assert state_of(sched_workspace, gang) == "PENDING"  # one CPU free: not half a gang
