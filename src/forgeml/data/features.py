@@ -3,7 +3,8 @@
 `FeatureSpec.fit` learns statistics, category lists and vocabularies from the train rows
 only (rows with `__split__ == "train"`, or all rows when there is no split); `transform`
 applies them to any frame and `transform_records` to raw serving records through the same
-code path, so training and serving cannot skew. The fitted spec round-trips through JSON.
+code path, so training and serving cannot skew; `record_encoder` gives serving the same
+model input without polars per call. The fitted spec round-trips through JSON.
 
 Output columns, in config order, then passthrough, target, `__split__`, `__augmented__`:
 
@@ -52,6 +53,7 @@ from forgeml.data._frame import (
     TransformOutput,
     require_columns,
 )
+from forgeml.data._records import RecordEncoder
 
 FORMAT_VERSION = 1
 _RESERVED_DTYPES: dict[str, pl.DataType] = {
@@ -309,12 +311,15 @@ class FeatureSpec:
             MissingColumnError: `frame` lacks one of `input_columns`.
             InvalidDataError: a column cannot be converted to its training dtype.
         """
+        return self._transform(frame, engine="auto")
+
+    def _transform(self, frame: pl.DataFrame, engine: Literal["auto", "in-memory"]) -> pl.DataFrame:
         require_columns(frame, self.input_columns, "The feature spec")
         kept = [name for name in self._optional_columns() if name in frame.columns]
         frame = self._conform(frame.select(self.input_columns + kept))
         expressions = [expr for encoder in self.encoders for expr in encoder.expressions(frame)]
         expressions += [pl.col(name) for name in self.passthrough + kept]
-        return frame.lazy().select(expressions).collect()
+        return frame.lazy().select(expressions).collect(engine=engine)
 
     def transform_records(self, records: list[dict[str, Any]]) -> pl.DataFrame:
         """Transform raw serving records exactly as `transform` does a frame of them.
@@ -348,7 +353,10 @@ class FeatureSpec:
                     f"Field '{name}' has values that are not {self._dtype(name)}, the type "
                     "the feature spec was fitted on; send values of that type."
                 ) from None
-        return self.transform(pl.DataFrame(columns))
+        # A few records: the in-memory engine skips the streaming engine's set-up (2x faster).
+        # Not for none: it cannot run a hash feature's empty look-up, which streaming can.
+        engine: Literal["auto", "in-memory"] = "in-memory" if records else "auto"
+        return self._transform(pl.DataFrame(columns), engine=engine)
 
     def to_dict(self) -> dict[str, Any]:
         """The fitted spec as a JSON-serialisable dict (read back by `from_dict`)."""
@@ -449,3 +457,19 @@ def feature_matrix(spec: FeatureSpec, transformed: pl.DataFrame) -> np.ndarray:
         )
     values = transformed.select(pl.col(columns).cast(pl.Float32).fill_null(0.0)).to_numpy()
     return np.ascontiguousarray(values, dtype=np.float32)
+
+
+def record_encoder(spec: FeatureSpec) -> RecordEncoder:
+    """A fast, reusable encoder of raw serving records into the model input of `spec`.
+
+    Its `encode(records)` returns `feature_matrix(spec, spec.transform_records(records))`
+    exactly (same columns, values bit for bit, same errors) in a fraction of the time; specs
+    or records it cannot reproduce exactly go through that polars path. Build it once per
+    spec: construction runs the polars path on no records to learn the matrix columns.
+    """
+    columns = feature_columns(spec, spec.transform_records([]).schema)
+
+    def polars_path(records: list[Any]) -> np.ndarray:
+        return feature_matrix(spec, spec.transform_records(records))
+
+    return RecordEncoder(spec, columns, polars_path)

@@ -1,8 +1,9 @@
 """Raw request rows -> model input arrays, with the checks that make a bad request a 422.
 
 Tabular rows are dicts of raw fields and go through the model's own fitted FeatureSpec
-(`transform_records`, then the numeric columns `forgeml.data.features.feature_matrix`
-picks), exactly the path training took, so serving cannot skew. Text rows are strings,
+(`forgeml.data.features.record_encoder`: the matrix `feature_matrix` makes of
+`transform_records`, computed without polars where that is exact), the path training
+took, so serving cannot skew. Text rows are strings,
 tokenised with the model's tokenizer params. `check` runs per request on the event loop
 (cheap type checks, so one bad request fails alone); `encode` runs per batch in the
 batcher's worker thread.
@@ -17,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from forgeml.core.errors import InvalidDataError
-from forgeml.data.features import FeatureSpec, feature_matrix
+from forgeml.data.features import FeatureSpec, record_encoder
 
 # A fast tokenizer must not run in two threads at once (see `load_tokenizer`); two text
 # models in one server share the cached one, so their batcher threads take turns.
@@ -89,6 +90,7 @@ class TabularEncoder:
             InputField(name, v2_datatype(spec.input_schema[name])) for name in spec.input_columns
         ]
         self._types = {field.name: field.datatype for field in self.fields}
+        self._records = record_encoder(spec)
 
     def check(self, rows: list[Any]) -> None:
         """Every row is a dict with exactly the spec's input fields, each of its type."""
@@ -120,7 +122,7 @@ class TabularEncoder:
 
     def encode(self, rows: list[Any]) -> dict[str, np.ndarray]:
         """The spec's transform of the rows, its numeric columns as float32 [N, F]."""
-        return {"features": feature_matrix(self.spec, self.spec.transform_records(rows))}
+        return {"features": self._records.encode(rows)}
 
 
 class TextEncoder:
