@@ -1,4 +1,4 @@
-"""`forgeml cost report|budgets`: what job attempts used and cost, and queues against budgets."""
+"""`forgeml cost report|budgets`: what jobs and gateway keys used and cost; queue budgets."""
 
 from __future__ import annotations
 
@@ -8,12 +8,29 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from forgeml.cli._output import print_json, print_table, say
+from forgeml.gateway import GatewayOptions
 
 if TYPE_CHECKING:
-    from forgeml.scheduler.cost import BudgetStatus, CostRow
+    from datetime import datetime
 
-app = typer.Typer(help="Measured use and cost of jobs; queue budgets.", no_args_is_help=True)
+    from forgeml.core.workspace import Workspace
+    from forgeml.scheduler.cost import BudgetStatus, CostRow, KeyCostRow
+
+app = typer.Typer(
+    help="Measured use and cost of jobs and gateway keys; queue budgets.", no_args_is_help=True
+)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+_FLUSH_S = GatewayOptions.model_fields["usage_flush_s"].default
+# a key's deployments shown in the table before "+N more" (--json lists them all)
+_SHOWN_DEPLOYMENTS = 3
+_REPORT_HELP = (
+    "Use and cost, costliest first, of job attempts or of gateway requests per key.\n\n"
+    "Job attempts: CPU, GPU and memory use, wall time and cost. API keys (--by key): "
+    "deployments, requests, errors, rejections, mean latency, and cost at prices.yaml's "
+    "requests_1k per 1,000 requests (0 unless set). The gateway flushes usage every "
+    f"{_FLUSH_S:g} s (usage_flush_s), so key figures lag live traffic by at most that "
+    "flush interval."
+)
 
 
 def _workspace() -> Any:
@@ -22,22 +39,33 @@ def _workspace() -> Any:
     return open_workspace()
 
 
-@app.command("report")
+@app.command("report", help=_REPORT_HELP)
 def report(
     by: Annotated[
-        str, typer.Option("--by", help="Group by job, queue, owner or model.", show_default=True)
+        str,
+        typer.Option(
+            "--by",
+            help="Group job attempts by job, queue, owner or model, or gateway requests by key.",
+            show_default=True,
+        ),
     ] = "job",
     since: Annotated[
         str | None,
-        typer.Option(help="Only attempts started since: a duration (7d, 24h, 30m) or ISO date."),
+        typer.Option(
+            help="Only attempts started since (with --by key: usage from the UTC hour holding "
+            "it on): a duration (7d, 24h, 30m) or ISO date."
+        ),
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """CPU, GPU and memory use, wall time and cost of job attempts, costliest first."""
+    """Use and cost of job attempts or of gateway keys, costliest first (help: `_REPORT_HELP`)."""
     from forgeml.scheduler.cost import cost_report, load_price_table, parse_since, total_of
 
     start = parse_since(since) if since is not None else None
     workspace = _workspace()
+    if by == "key":
+        _key_report(workspace, start, as_json)
+        return
     currency = load_price_table(workspace.settings).currency
     rows = cost_report(workspace.store, by=by, since=start)
     total = total_of(rows)
@@ -76,6 +104,52 @@ def _report_cells(row: CostRow, by: str, label: str | None = None) -> list[str]:
     if by == "job":
         cells.insert(1, row.name or "")
     return cells
+
+
+def _key_report(workspace: Workspace, start: datetime | None, as_json: bool) -> None:
+    from forgeml.scheduler.cost import key_cost_report, key_total_of, load_price_table
+
+    table = load_price_table(workspace.settings)
+    rows = key_cost_report(workspace.store, table, since=start)
+    total = key_total_of(rows)
+    if as_json:
+        print_json(
+            {
+                "by": "key",
+                "since": start,
+                "currency": table.currency,
+                "requests_1k": table.requests_1k,
+                "rows": [asdict(row) for row in rows],
+                "total": asdict(total) | {"key": "total"},
+            }
+        )
+        return
+    title = "gateway cost by key" + (f" since {start:%Y-%m-%d %H}:00 UTC" if start else "")
+    # the prefix is how people name a key (`forgeml keys list`); --json has the id too
+    columns = ["key", "name", "deployments", "requests", "errors", "rejected", "mean ms"]
+    columns.append(f"cost ({table.currency})")
+    cells = [_key_cells(row) for row in rows]
+    if rows:
+        cells.append(_key_cells(total, label="total"))
+    print_table(title, columns, cells)
+
+
+def _key_cells(row: KeyCostRow, label: str | None = None) -> list[str]:
+    names = list(row.deployments[:_SHOWN_DEPLOYMENTS])
+    if len(row.deployments) > _SHOWN_DEPLOYMENTS:
+        names.append(f"+{len(row.deployments) - _SHOWN_DEPLOYMENTS} more")
+    # the total row counts deployments: listing the union again adds nothing
+    deployments = f"{len(row.deployments)} in all" if label else ", ".join(names)
+    return [
+        label or row.prefix or (row.key or "-")[:12],
+        row.name or "",
+        deployments,
+        f"{row.requests:,}",
+        f"{row.errors:,}",
+        f"{row.rejected:,}",
+        "-" if row.mean_latency_ms is None else f"{row.mean_latency_ms:,.2f}",
+        f"{row.cost:,.4f}",
+    ]
 
 
 @app.command("budgets")

@@ -13,6 +13,8 @@ from forgeml.gateway._limits import retry_after_header
 OPENAI_PATHS = frozenset(
     {"/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/embeddings"}
 )
+# the key_prefix label of requests refused for want of a valid key (real prefixes are hex)
+UNAUTHENTICATED = "unauthenticated"
 _OPENAI_TYPES = {
     401: "authentication_error",
     403: "permission_error",
@@ -46,7 +48,8 @@ class GatewayMetrics:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "forgeml_gateway_requests",
-            "Requests the gateway answered, by deployment, key prefix and status code.",
+            "Requests the gateway answered, by deployment, key prefix and status code "
+            f"(key_prefix {UNAUTHENTICATED}: refused for a missing, unknown or revoked key).",
             ["deployment", "key_prefix", "code"],
             registry=self.registry,
         )

@@ -13,6 +13,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from forgeml.core.errors import (
+    AuthenticationError,
     ForgemlError,
     NotFoundError,
     PayloadTooLargeError,
@@ -24,7 +25,7 @@ from forgeml.gateway._keys import VerifiedKey
 from forgeml.gateway._limits import RateLimiter, check_quota
 from forgeml.gateway._options import GatewayOptions
 from forgeml.gateway._proxy import Forwarded, Outgoing, Upstreams, request_headers
-from forgeml.gateway._responses import GatewayMetrics
+from forgeml.gateway._responses import UNAUTHENTICATED, GatewayMetrics
 from forgeml.gateway._routing import Route, load_routes
 from forgeml.gateway._usage import UsageRecorder
 
@@ -58,11 +59,21 @@ class Gateway:
         self.routes, self.routes_loaded = routes, time.monotonic()
 
     async def authenticate(self, request: Request) -> VerifiedKey:
-        """The key of `request`, from the cache or verified off the event loop.
+        """The key of `request`; a refusal is counted in the metrics before it is raised.
 
         Raises:
             AuthenticationError: no key, or an unknown/revoked one.
         """
+        started = time.perf_counter()
+        try:
+            return await self._verified_key(request)
+        except AuthenticationError as error:
+            # deployment "-": the caller is unknown, so its path must not mint label values
+            self.metrics.observe("-", UNAUTHENTICATED, error.http_status, started)
+            raise
+
+    async def _verified_key(self, request: Request) -> VerifiedKey:
+        """The key of `request`, from the cache or verified off the event loop."""
         headers = request.headers
         presented = presented_key(headers.get("authorization"), headers.get("x-api-key"))
         cached = self.keys.cached(presented)

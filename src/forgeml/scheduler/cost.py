@@ -1,4 +1,4 @@
-"""Cost: price what each job attempt used, report spend by job/queue/owner/model, watch budgets.
+"""Cost: price job attempts and gateway requests, report spend by who used it, watch budgets.
 
 Each attempt's measured use (CPU-seconds, GPU-seconds, memory GB-seconds; see
 `forgeml.scheduler._usage`) is priced with a `PriceTable` when the attempt ends, and the
@@ -8,7 +8,12 @@ The table is `FORGEML_HOME/prices.yaml` when present, for example::
     cpu_hour: 0.04        # per CPU core-hour
     gpu_hour: 3.0         # per GPU-hour
     memory_gb_hour: 0.005 # per GB-hour of resident memory
+    requests_1k: 0.02     # per 1,000 requests through the gateway (default 0: free)
     currency: USD
+
+Gateway requests are priced when reported (`key_cost_report`, `--by key`), at the table's
+`requests_1k`, from the per-key hourly counts the gateway flushes to `key_usage`: those
+counts keep no price, so a change of `requests_1k` reprices past requests too.
 
 A queue's budget is a threshold on the total cost of its jobs' attempts; `check_budgets`
 writes one `cost.budget_exceeded` audit event (and logs a warning) when a queue goes over,
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, get_args
 
@@ -29,7 +34,15 @@ from sqlalchemy.orm import Session
 
 from forgeml.core.configfile import load_yaml_model
 from forgeml.core.errors import UsageError
-from forgeml.core.store import AuditEvent, JobAttemptRecord, JobRecord, QueueRecord, Store
+from forgeml.core.store import (
+    ApiKeyRecord,
+    AuditEvent,
+    JobAttemptRecord,
+    JobRecord,
+    KeyUsageRecord,
+    QueueRecord,
+    Store,
+)
 from forgeml.scheduler.executors.base import AttemptUsage
 
 if TYPE_CHECKING:
@@ -40,7 +53,7 @@ log = logging.getLogger(__name__)
 
 PRICES_FILE = "prices.yaml"
 BUDGET_EXCEEDED = "cost.budget_exceeded"
-ReportKey = Literal["job", "queue", "owner", "model"]
+ReportKey = Literal["job", "queue", "owner", "model", "key"]
 REPORT_KEYS: tuple[str, ...] = get_args(ReportKey)
 _SECONDS_PER_HOUR = 3600.0
 
@@ -60,6 +73,10 @@ class PriceTable(BaseModel):
     gpu_hour: NonNegativeFloat = Field(3.0, description="Price of one GPU for an hour.")
     memory_gb_hour: NonNegativeFloat = Field(
         0.005, description="Price of one GB of resident memory for an hour."
+    )
+    # 0 by default: serving is charged only once an operator sets a price in prices.yaml
+    requests_1k: NonNegativeFloat = Field(
+        0.0, description="Price of 1,000 requests forwarded by the gateway (0: not charged)."
     )
     currency: str = Field("USD", min_length=1, max_length=8, description="Currency of prices.")
 
@@ -145,8 +162,10 @@ def cost_report(store: Store, by: str = "job", since: datetime | None = None) ->
         since: only attempts started at or after this time.
 
     Raises:
-        UsageError: `by` is none of those.
+        UsageError: `by` is none of those (`key` is `key_cost_report`'s).
     """
+    if by == "key":
+        raise UsageError("Gateway usage by key is reported by key_cost_report, not cost_report.")
     if by not in _GROUP_COLUMNS:
         raise UsageError(f"--by must be one of {', '.join(REPORT_KEYS)}, not '{by}'.")
     key = _GROUP_COLUMNS[by]
@@ -193,6 +212,127 @@ def total_of(rows: list[CostRow]) -> CostRow:
         wall_seconds=sum(row.wall_seconds for row in rows),
         cost=sum(row.cost for row in rows),
     )
+
+
+# ---- gateway usage by key
+
+
+@dataclass(frozen=True)
+class KeyCostRow:
+    """Gateway requests of one API key over all its deployments, and what they cost."""
+
+    key: str | None  # the key's id (None: the total row)
+    prefix: str | None  # its public prefix (None: total, or a key no longer in `api_keys`)
+    name: str | None
+    deployments: tuple[str, ...]
+    requests: int  # forwarded to a replica (errors included); these are charged
+    errors: int  # forwarded and answered 5xx
+    rejected: int  # refused by the gateway (scope, quota, rate, unknown deployment)
+    mean_latency_ms: float | None  # over forwarded requests; None without any
+    cost: float
+
+
+def usage_period_of(moment: datetime) -> str:
+    """The `key_usage.period` holding `moment`: its UTC hour, e.g. `2026-12-01T14`."""
+    # the gateway writes periods in this format (forgeml.gateway._usage.usage_period);
+    # fixed width, so text order is time order
+    return _utc(moment).strftime("%Y-%m-%dT%H")
+
+
+def key_cost_report(
+    store: Store, table: PriceTable, since: datetime | None = None
+) -> list[KeyCostRow]:
+    """Gateway requests and their cost per API key, costliest (then busiest) first.
+
+    Reads `key_usage` as the gateway last flushed it, so figures lag live traffic by at
+    most the gateway's usage flush interval.
+
+    Args:
+        store: the metadata store.
+        table: prices; a key's cost is its forwarded requests / 1000 * `table.requests_1k`.
+        since: only usage from the UTC hour that contains this time on.
+    """
+    usage = KeyUsageRecord
+    statement = (
+        select(
+            usage.key_id,
+            ApiKeyRecord.prefix,
+            ApiKeyRecord.name,
+            usage.deployment,
+            func.sum(usage.requests),
+            func.sum(usage.errors),
+            func.sum(usage.rejected),
+            func.sum(usage.latency_ms_total),
+        )
+        .select_from(usage)
+        .outerjoin(ApiKeyRecord, ApiKeyRecord.id == usage.key_id)
+        .group_by(usage.key_id, ApiKeyRecord.prefix, ApiKeyRecord.name, usage.deployment)
+    )
+    if since is not None:
+        statement = statement.where(usage.period >= usage_period_of(since))
+    keys: dict[str, _KeyTotals] = {}
+    with store.session() as session:
+        for row in session.execute(statement):
+            key_id, prefix, name, deployment = row[:4]
+            keys.setdefault(key_id, _KeyTotals(prefix, name)).add(deployment, *row[4:])
+    rows = [totals.row(key_id, table) for key_id, totals in keys.items()]
+    return sorted(rows, key=lambda row: (-row.cost, -row.requests, row.prefix or "", row.key))
+
+
+def key_total_of(rows: list[KeyCostRow]) -> KeyCostRow:
+    """The sum of key report rows (key, prefix and name None; latency weighted by requests)."""
+    requests = sum(row.requests for row in rows)
+    latency = sum((row.mean_latency_ms or 0.0) * row.requests for row in rows)
+    return KeyCostRow(
+        key=None,
+        prefix=None,
+        name=None,
+        deployments=tuple(sorted({name for row in rows for name in row.deployments})),
+        requests=requests,
+        errors=sum(row.errors for row in rows),
+        rejected=sum(row.rejected for row in rows),
+        mean_latency_ms=latency / requests if requests else None,
+        cost=sum(row.cost for row in rows),
+    )
+
+
+@dataclass
+class _KeyTotals:
+    prefix: str | None
+    name: str | None
+    deployments: set[str] = field(default_factory=set)
+    requests: int = 0
+    errors: int = 0
+    rejected: int = 0
+    latency_ms_total: float = 0.0
+
+    def add(
+        self,
+        deployment: str,
+        requests: int | None,
+        errors: int | None,
+        rejected: int | None,
+        latency: float | None,
+    ) -> None:
+        """Count one (key, deployment) group's sums (None: SQL's sum of no rows)."""
+        self.deployments.add(deployment)
+        self.requests += int(requests or 0)
+        self.errors += int(errors or 0)
+        self.rejected += int(rejected or 0)
+        self.latency_ms_total += float(latency or 0.0)
+
+    def row(self, key_id: str, table: PriceTable) -> KeyCostRow:
+        return KeyCostRow(
+            key=key_id,
+            prefix=self.prefix,
+            name=self.name,
+            deployments=tuple(sorted(self.deployments)),
+            requests=self.requests,
+            errors=self.errors,
+            rejected=self.rejected,
+            mean_latency_ms=self.latency_ms_total / self.requests if self.requests else None,
+            cost=self.requests / 1000.0 * table.requests_1k,
+        )
 
 
 def _utc(moment: datetime) -> datetime:
