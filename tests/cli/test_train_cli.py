@@ -36,10 +36,26 @@ def adult(
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Cli:
-    """The `cli` fixture on a copy of the prepared Adult workspace."""
+    """The `cli` fixture on a copy of the prepared Adult workspace, training in-process.
+
+    `FORGEML_JOB_ID` makes `forgeml train|finetune|tune` train directly, as they do inside a
+    scheduler job, instead of starting a job process for each run (3-5 s of interpreter and
+    import start-up per run on 2 cores). These tests are about training, tracking and the
+    registry; the path through the scheduler is `through_scheduler`'s (and the demo's, which
+    also prints the submitter's summary, and tests/cli/test_jobs_cli.py's).
+    """
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("FORGEML_JOB_ID", "in-process")
+    monkeypatch.delenv("FORGEML_JOB_DIR", raising=False)
     copy_adult_home(tmp_path_factory, tmp_path / "home")
     return cli
+
+
+@pytest.fixture
+def through_scheduler(adult: Cli, monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """`adult`, but `forgeml train` records a job and runs it through the local executor."""
+    monkeypatch.delenv("FORGEML_JOB_ID")
+    return adult
 
 
 def train(cli: Cli, *overrides: str, command: str = "train") -> dict[str, Any]:
@@ -64,9 +80,12 @@ def run_dir(home: Path, run_id: str) -> Path:
 
 
 def test_train_the_adult_example_tracks_the_run_and_registers_the_model(
-    adult: Cli, tmp_path: Path
+    through_scheduler: Cli, tmp_path: Path
 ) -> None:
+    adult = through_scheduler
     summary = train(adult)
+    jobs = json_out(adult("jobs", "list", "--json"))
+    assert [(job["kind"], job["state"]) for job in jobs] == [("train", "SUCCEEDED")]
 
     assert summary["status"] == "FINISHED"
     assert summary["steps"] == 20

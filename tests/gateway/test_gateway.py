@@ -163,8 +163,10 @@ def test_breaker_cuts_off_a_failing_replica_and_closes_after_cooldown(
     assert len(sick.hits) == 2  # TEST_OPTIONS.breaker_failures: then not tried at all
     sick.mode = "ok"
     time.sleep(2.05)  # TEST_OPTIONS.breaker_cooldown_s
-    after = [gw.post("/v2/models/brk/infer", key, json=INFER).json()["replica"] for _ in range(4)]
-    assert after.count("r-sick") == 2 and len(sick.hits) == 4
+    after = [gw.post("/v2/models/brk/infer", key, json=INFER).json()["replica"] for _ in range(10)]
+    # closed again: the recovered replica takes its share (how much depends on the split's
+    # random draws, which the route refreshes of a loaded machine can shift)
+    assert after.count("r-sick") >= 1 and len(sick.hits) == 2 + after.count("r-sick")
 
 
 @pytest.mark.slow

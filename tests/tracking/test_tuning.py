@@ -45,20 +45,39 @@ def adult(
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Cli:
-    """The `cli` fixture on a copy of the prepared Adult workspace."""
+    """The `cli` fixture on a copy of the prepared Adult workspace, tuning in-process.
+
+    `FORGEML_JOB_ID` makes `forgeml tune` run its study directly, as it does inside a
+    scheduler job, instead of starting a job process per study; `through_scheduler` keeps
+    the job path (tests/cli/test_train_cli.py explains the choice).
+    """
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("FORGEML_JOB_ID", "in-process")
+    monkeypatch.delenv("FORGEML_JOB_DIR", raising=False)
     copy_adult_home(tmp_path_factory, tmp_path / "home")
     return cli
+
+
+@pytest.fixture
+def through_scheduler(adult: Cli, monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """`adult`, but `forgeml tune` records a job and runs it through the local executor."""
+    monkeypatch.delenv("FORGEML_JOB_ID")
+    return adult
 
 
 def workspace_of(tmp_path: Path) -> Workspace:
     return Workspace(Settings(home=tmp_path / "home", user="tester"))
 
 
-def test_tune_runs_trials_as_child_runs_and_registers_the_best(adult: Cli, tmp_path: Path) -> None:
+def test_tune_runs_trials_as_child_runs_and_registers_the_best(
+    through_scheduler: Cli, tmp_path: Path
+) -> None:
+    adult = through_scheduler
     path = write_tune_config(tmp_path)
 
     result = json_out(adult("tune", path, "--trials", "3", *small_args(), "--json"))
+    jobs = json_out(adult("jobs", "list", "--json"))
+    assert [(job["kind"], job["state"]) for job in jobs] == [("tune", "SUCCEEDED")]
 
     assert result["study"] == "adult-mlp-study"
     assert result["metric"] == "accuracy"
