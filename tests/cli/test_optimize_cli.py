@@ -44,6 +44,7 @@ def test_optimize_onnx_registers_a_child_version_and_compare_prints_rows(cli, ho
         (("adult-mlp@v1",), "exactly one of", 2),
         (("adult-mlp@v1", "--quantize", "int4"), "supports int8, not 'int4'", 2),
         (("adult-mlp@v1", "--onnx", "--finetune-steps", "3"), "only to --prune", 2),
+        (("adult-mlp@v1", "--onnx", "--per-tensor"), "only to --quantize int8", 2),
     ],
 )
 def test_bad_optimize_requests_exit_with_one_sentence(

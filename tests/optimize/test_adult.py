@@ -132,3 +132,27 @@ def test_compare_refuses_an_empty_or_untimed_comparison(
 ) -> None:
     with pytest.raises(UsageError, match=message):
         profile_models(adult_workspace, refs, repeats=repeats)
+
+
+@pytest.mark.slow
+def test_int8_is_per_channel_unless_asked_per_tensor(adult_workspace: Workspace) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    def largest_scale(per_channel: bool | None) -> int:
+        request = OptimizeRequest("int8", per_channel=per_channel, latency_repeats=2)
+        result = optimize_model(adult_workspace, "adult-mlp@v1", request)
+        assert result.model.parent == "adult-mlp@v1"
+        expected = per_channel is not False
+        assert result.report["quantization"] == "int8"
+        assert result.report["per_channel"] is expected
+        assert abs(result.report["metric_delta"]) < 0.02
+        bundle = download_bundle(adult_workspace, result.model)
+        assert json.loads((bundle / "model.json").read_text())["onnx"]["per_channel"] is expected
+        graph = onnx.load(str(bundle / "model.onnx")).graph
+        scales = [numpy_helper.to_array(t) for t in graph.initializer if t.name.endswith("_scale")]
+        assert scales
+        return max(scale.size for scale in scales)
+
+    assert largest_scale(None) > 1  # the default: one scale per output column
+    assert largest_scale(False) == 1  # per tensor: one scale each

@@ -38,6 +38,14 @@ def optimize(
     quantize: Annotated[
         str | None, typer.Option(help="Quantise the ONNX graph: int8 (dynamic).")
     ] = None,
+    per_channel: Annotated[
+        bool | None,
+        typer.Option(
+            "--per-channel/--per-tensor",
+            help="int8 weight scales: one per output channel (the default) or one per tensor.",
+            show_default=False,
+        ),
+    ] = None,
     prune: Annotated[
         float | None, typer.Option(help="Zero this fraction of Linear weights (0-1).")
     ] = None,
@@ -63,6 +71,7 @@ def optimize(
         tolerance=tolerance,
         sparsity=prune,
         finetune_steps=finetune_steps,
+        per_channel=per_channel,
         latency_repeats=repeats,
     )
     request.check()

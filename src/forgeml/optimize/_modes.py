@@ -108,11 +108,15 @@ def _run_int8(work: Work) -> tuple[Path, Report]:
     description = read_description(fp32)
     dest = work.scratch / "int8"
     dest.mkdir()
-    quantize_int8(fp32 / description["onnx"]["file"], dest / ONNX_FILE, work.request.per_channel)
-    description["onnx"] = {**description["onnx"], "file": ONNX_FILE, "quantization": "int8"}
+    per_channel = work.request.per_channel is not False
+    quantize_int8(fp32 / description["onnx"]["file"], dest / ONNX_FILE, per_channel)
+    description["onnx"] = {
+        **description["onnx"], "file": ONNX_FILE, "quantization": "int8",
+        "per_channel": per_channel,
+    }  # fmt: skip
     write_bundle(fp32, dest, description)
     compared = work.compare(load_model(fp32), load_model(dest))
-    return dest, {**report, "quantization": "int8", **compared}
+    return dest, {**report, "quantization": "int8", "per_channel": per_channel, **compared}
 
 
 def _run_prune(work: Work) -> tuple[Path, Report]:

@@ -34,7 +34,7 @@ def _quiet_quantizer() -> Iterator[None]:
         logging.getLogger().removeFilter(hint)
 
 
-def quantize_int8(source: Path, dest: Path, per_channel: bool = False) -> None:
+def quantize_int8(source: Path, dest: Path, per_channel: bool = True) -> None:
     """Write an int8 (dynamic) quantised copy of the ONNX graph `source` to `dest`.
 
     Args:
