@@ -156,10 +156,10 @@ def _response(answer: Forwarded) -> Response:
     if answer.stream is None:
         return Response(answer.body, status_code=answer.status, headers=dict(answer.headers))
     return StreamingResponse(
-        answer.stream.aiter_raw(),
+        answer.stream.chunks,
         status_code=answer.status,
         headers=dict(answer.headers),
-        background=BackgroundTask(answer.stream.aclose),
+        background=BackgroundTask(answer.stream.close),
     )
 
 
