@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from forgeml.core.ids import new_id
-from forgeml.core.store import ApiKeyRecord, KeyUsageRecord
+from forgeml.core.store import KeyUsageRecord
 from forgeml.core.workspace import Workspace
 
 
@@ -157,26 +157,9 @@ def usage_report(workspace: Workspace, since: datetime | None = None) -> list[di
         Rows with key_id, prefix, name, deployment, requests, errors, rejected and
         mean_latency_ms, ordered by key prefix then deployment.
     """
-    usage = KeyUsageRecord
-    query = (
-        select(
-            usage.key_id,
-            ApiKeyRecord.prefix,
-            ApiKeyRecord.name,
-            usage.deployment,
-            func.sum(usage.requests),
-            func.sum(usage.errors),
-            func.sum(usage.rejected),
-            func.sum(usage.latency_ms_total),
-        )
-        .join(ApiKeyRecord, ApiKeyRecord.id == usage.key_id)
-        .group_by(usage.key_id, ApiKeyRecord.prefix, ApiKeyRecord.name, usage.deployment)
-        .order_by(ApiKeyRecord.prefix, usage.deployment)
-    )
-    if since is not None:
-        query = query.where(usage.period >= usage_period(since))
-    with workspace.store.session() as session:
-        rows = session.execute(query).all()
+    from forgeml.scheduler.cost import key_usage_rows
+
+    rows = [row for row in key_usage_rows(workspace.store, since) if row[1] is not None]
     return [
         {
             "key_id": key_id,

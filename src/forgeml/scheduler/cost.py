@@ -26,7 +26,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat
 from sqlalchemy import func, null, select
@@ -252,6 +252,21 @@ def key_cost_report(
         table: prices; a key's cost is its forwarded requests / 1000 * `table.requests_1k`.
         since: only usage from the UTC hour that contains this time on.
     """
+    keys: dict[str, _KeyTotals] = {}
+    for key_id, prefix, name, deployment, *counts in key_usage_rows(store, since):
+        keys.setdefault(key_id, _KeyTotals(prefix, name)).add(deployment, *counts)
+    rows = [totals.row(key_id, table) for key_id, totals in keys.items()]
+    return sorted(rows, key=lambda row: (-row.cost, -row.requests, row.prefix or "", row.key))
+
+
+def key_usage_rows(store: Store, since: datetime | None = None) -> list[tuple[Any, ...]]:
+    """Summed `key_usage` per key and deployment, from the UTC hour holding `since` on.
+
+    Returns:
+        (key_id, prefix, name, deployment, requests, errors, rejected, latency_ms_total)
+        tuples ordered by prefix then deployment; prefix and name are None for usage of a
+        key no longer in `api_keys`.
+    """
     usage = KeyUsageRecord
     statement = (
         select(
@@ -267,16 +282,12 @@ def key_cost_report(
         .select_from(usage)
         .outerjoin(ApiKeyRecord, ApiKeyRecord.id == usage.key_id)
         .group_by(usage.key_id, ApiKeyRecord.prefix, ApiKeyRecord.name, usage.deployment)
+        .order_by(ApiKeyRecord.prefix, usage.deployment)
     )
     if since is not None:
         statement = statement.where(usage.period >= usage_period_of(since))
-    keys: dict[str, _KeyTotals] = {}
     with store.session() as session:
-        for row in session.execute(statement):
-            key_id, prefix, name, deployment = row[:4]
-            keys.setdefault(key_id, _KeyTotals(prefix, name)).add(deployment, *row[4:])
-    rows = [totals.row(key_id, table) for key_id, totals in keys.items()]
-    return sorted(rows, key=lambda row: (-row.cost, -row.requests, row.prefix or "", row.key))
+        return [tuple(row) for row in session.execute(statement)]
 
 
 def key_total_of(rows: list[KeyCostRow]) -> KeyCostRow:
