@@ -217,7 +217,12 @@ class Hash:
         # Hash each distinct value once in Python; rows are mapped by a vectorised join.
         values = frame.select(category_key(self.column).unique()).to_series().to_list()
         bucket_of = [stable_bucket(value, self.buckets) for value in values]
-        index = category_key(self.column).replace_strict(values, bucket_of, return_dtype=pl.UInt32)
+        if values:
+            index = category_key(self.column).replace_strict(
+                values, bucket_of, return_dtype=pl.UInt32
+            )
+        else:  # no rows: polars' in-memory engine cannot run an empty look-up
+            index = pl.col(self.column).cast(pl.UInt32, strict=False)
         if self.output == "index":
             return [index.alias(self.column)]
         return _one_hot(index, self.output_columns())
