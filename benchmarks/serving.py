@@ -24,8 +24,8 @@ What is measured, in one run on this machine:
 Targets (issue 5): server p50 overhead at concurrency 1 under 1 ms over the model's own
 batch-1 time; the gateway under 1 ms p50 more; dynamic batching >= 3x batch-1 serving for
 MiniLM at saturation; Adult p99 under 50 ms at 80% of the maximum sustained throughput.
-`load_rows(base_url, headers, ...)` runs the same load against any base URL with any headers
-(e.g. `Authorization: Bearer <key>`): the direct and gateway rows share it.
+`target(kind, base_url, model)` builds the same request for any base URL (a server, a
+replica or the gateway), so the direct and gateway rows send identical requests.
 
 The models are trained here (Adult MLP 20 steps, MiniLM 2 steps on 64 SST-2 rows):
 latency does not depend on how long a model trained.
@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -138,12 +139,19 @@ def limit(home: Path, quick: bool) -> dict[str, Any]:
     return found
 
 
+def _child_env(home: Path) -> dict[str, str]:
+    """The environment of a child forgeml process working in `home`."""
+    env = {**os.environ, "FORGEML_HOME": str(home), "PYTHONPATH": str(REPO / "src")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return env
+
+
 def _limit_in_child(home: Path, quick: bool) -> dict[str, Any]:
     """`limit` in a fresh process, as a server runs: none of training's threads around."""
     command = [sys.executable, __file__, "--limit-worker", str(home), *(["--quick"] * quick)]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    done = subprocess.run(command, capture_output=True, check=True, timeout=600, env=env)
+    done = subprocess.run(
+        command, capture_output=True, check=True, timeout=600, env=_child_env(home)
+    )
     found: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
     return found
 
@@ -151,27 +159,29 @@ def _limit_in_child(home: Path, quick: bool) -> dict[str, Any]:
 # --- the server and the load generator ---------------------------------------------------
 
 
+def _start(
+    command: list[str], home: Path, port: int, ready: Callable[[str], bool], what: str
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Run `command` in a child process; return it and its base URL once `ready(url)`."""
+    process = subprocess.Popen(
+        command, env=_child_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and process.poll() is None:
+        if ready(url):
+            return process, url
+        time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(f"{what} did not become ready")
+
+
 def start_server(home: Path, ref: str, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     """`forgeml serve REF` in a child process; returns it and its base URL once ready."""
     from forgeml.serve._supervisor import free_port, probe, server_command
 
     port = free_port()
-    env = {**os.environ, "FORGEML_HOME": str(home), "PYTHONPATH": str(REPO / "src")}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    process = subprocess.Popen(
-        server_command([ref, *args], port),
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and process.poll() is None:
-        if probe(url):
-            return process, url
-        time.sleep(0.2)
-    process.kill()
-    raise RuntimeError(f"forgeml serve {ref} did not become ready")
+    return _start(server_command([ref, *args], port), home, port, probe, f"forgeml serve {ref}")
 
 
 def stop_server(process: subprocess.Popen[bytes]) -> None:
@@ -269,6 +279,14 @@ async def _generate(
     }
 
 
+def target(kind: str, base_url: str, model: str) -> tuple[str, str, dict[str, Any]]:
+    """(label, URL, body) of one standard request: "adult" `:predict` or "minilm" embeddings."""
+    if kind == "adult":
+        url = f"{base_url}/v1/models/{model}:predict"
+        return "adult-mlp :predict", url, {"instances": adult_rows(1)}
+    return "minilm embeddings", f"{base_url}/v1/embeddings", {"model": model, "input": TEXT}
+
+
 def load_rows(
     base_url: str,
     headers: dict[str, str],
@@ -276,25 +294,15 @@ def load_rows(
     text_model: str,
     concurrencies: list[int],
     seconds: float,
-    only: str | None = None,
 ) -> list[dict[str, Any]]:
     """The standard load points against a server or a gateway at `base_url`.
 
     Adult: `POST /v1/models/{adult_model}:predict` with one raw record; MiniLM:
-    `POST /v1/embeddings` with one text. Pass the gateway URL, its key header and the
-    deployment names to measure through the gateway. `only` keeps the targets whose label
-    starts with it (e.g. "adult").
+    `POST /v1/embeddings` with one text.
     """
     rows = []
-    adult_url = f"{base_url}/v1/models/{adult_model}:predict"
-    text_url = f"{base_url}/v1/embeddings"
-    targets = [
-        ("adult-mlp :predict", adult_url, {"instances": adult_rows(1)}),
-        ("minilm embeddings", text_url, {"model": text_model, "input": TEXT}),
-    ]
-    for label, url, body in targets:
-        if only is not None and not label.startswith(only):
-            continue
+    for kind, model in (("adult", adult_model), ("minilm", text_model)):
+        label, url, body = target(kind, base_url, model)
         for concurrency in concurrencies:
             found = measure(url, body, headers, concurrency, seconds)
             rows.append({"target": label, "concurrency": concurrency, **found})
@@ -304,30 +312,27 @@ def load_rows(
 # --- the gateway --------------------------------------------------------------------------
 
 
-def start_gateway(home: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """`forgeml gateway` in a child process on a free port; returns it once it routes."""
+def start_gateway(home: Path, deployments: int) -> tuple[subprocess.Popen[bytes], str]:
+    """`forgeml gateway` in a child process; returns it once it routes `deployments`."""
     import httpx
 
     from forgeml.serve._supervisor import free_port
 
-    port = free_port()
-    env = {**os.environ, "FORGEML_HOME": str(home), "PYTHONPATH": str(REPO / "src")}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    command = [sys.executable, "-m", "forgeml.cli", "gateway", "--port", str(port)]
-    process = subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
+    def routing(url: str) -> bool:
         try:
-            if httpx.get(f"{url}/healthz", timeout=2).json().get("deployments") == 2:
-                return process, url
+            return bool(httpx.get(f"{url}/healthz", timeout=2).json()["deployments"] >= deployments)
         except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("forgeml gateway did not start routing both deployments")
+            return False
+
+    port = free_port()
+    command = [sys.executable, "-m", "forgeml.cli", "gateway", "--port", str(port)]
+    return _start(command, home, port, routing, "forgeml gateway")
+
+
+def _medians(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median req/s, p50 and p99 of repeated load points, and their errors summed."""
+    medians = {k: statistics.median(p[k] for p in points) for k in ("rps", "p50_ms", "p99_ms")}
+    return {**medians, "errors": sum(p["errors"] for p in points)}
 
 
 def gateway_rows(home: Path, concurrencies: list[int], seconds: float, rounds: int) -> list[Any]:
@@ -346,35 +351,23 @@ def gateway_rows(home: Path, concurrencies: list[int], seconds: float, rounds: i
             for name, ref in names.items()
         }
         _, key = create_key(workspace, "bench", scopes=list(names))
-        gateway, gateway_url = start_gateway(home)
+        gateway, gateway_url = start_gateway(home, len(names))
         auth = {"Authorization": f"Bearer {key}"}
         try:
             for concurrency in concurrencies:
                 found: dict[tuple[str, str], list[dict[str, Any]]] = {}
                 for _ in range(rounds):
-                    for path, base, headers in (
-                        ("direct", None, {}),
-                        ("gateway", gateway_url, auth),
-                    ):
+                    for path, headers in (("direct", {}), ("gateway", auth)):
                         for name in names:
-                            url = base or replicas[name]
-                            row = load_rows(
-                                url, headers, "adult", "minilm", [concurrency], seconds,
-                                only="adult" if name == "adult" else "minilm",
-                            )[0]  # fmt: skip
-                            found.setdefault((row["target"], path), []).append(row)
-                for (target, path), points in found.items():
-                    rows.append(
-                        {
-                            "target": target,
-                            "path": path,
-                            "concurrency": concurrency,
-                            "rps": statistics.median(p["rps"] for p in points),
-                            "p50_ms": statistics.median(p["p50_ms"] for p in points),
-                            "p99_ms": statistics.median(p["p99_ms"] for p in points),
-                            "errors": sum(p["errors"] for p in points),
-                        }
-                    )
+                            base = gateway_url if path == "gateway" else replicas[name]
+                            label, url, body = target(name, base, name)
+                            point = measure(url, body, headers, concurrency, seconds)
+                            found.setdefault((label, path), []).append(point)
+                rows += [
+                    {"target": label, "path": path, "concurrency": concurrency,
+                     **_medians(points)}
+                    for (label, path), points in found.items()
+                ]  # fmt: skip
         finally:
             stop_server(gateway)
     finally:

@@ -49,6 +49,19 @@ def adult() -> pl.DataFrame:
     )
 
 
+def test_a_spec_without_numeric_columns_has_no_model_input() -> None:
+    from forgeml.data.features import feature_matrix, record_encoder
+
+    frame = pl.DataFrame({"text": ["a good film", "a bad one"]})
+    feature = {"column": "text", "kind": "tokenize", "vocab_size": 8, "max_length": 4}
+    spec = FeatureSpec.fit(frame, _config({"features": [feature]}))
+    with pytest.raises(ConfigError, match="no numeric columns") as raised:
+        feature_matrix(spec, spec.transform(frame))
+    assert _is_one_sentence(str(raised.value))
+    with pytest.raises(ConfigError, match="no numeric columns"):
+        record_encoder(spec).encode([{"text": "a film"}])
+
+
 def _config(data: dict[str, Any]) -> FeatureSpecConfig:
     return parse_model(FeatureSpecConfig, data, "spec.yaml")
 

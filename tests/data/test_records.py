@@ -114,17 +114,24 @@ def _fast_only(spec: FeatureSpec, monkeypatch: pytest.MonkeyPatch) -> RecordEnco
     return encoder
 
 
+@pytest.mark.parametrize("one_at_a_time", [False, True], ids=["one batch", "row by row"])
 @pytest.mark.parametrize("spec_name", ["example_spec", "edge_spec"])
-def test_all_adult_test_rows_match_the_polars_path_in_one_batch(
+def test_all_adult_test_rows_match_the_polars_path(
     request: pytest.FixtureRequest,
     adult_test: pl.DataFrame,
     spec_name: str,
+    one_at_a_time: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     spec = request.getfixturevalue(spec_name)
     records = _records(adult_test, spec)
     expected = _reference(spec, records)
-    _assert_same_bits(_fast_only(spec, monkeypatch).encode(records), expected)
+    encoder = _fast_only(spec, monkeypatch)
+    if one_at_a_time:
+        actual = np.concatenate([encoder.encode([record]) for record in records])
+    else:
+        actual = encoder.encode(records)
+    _assert_same_bits(actual, expected)
 
 
 @pytest.mark.parametrize("spec_name", ["example_spec", "edge_spec"])
@@ -136,24 +143,6 @@ def test_a_record_of_nulls_only_matches(
     expected = _reference(spec, records)
     assert expected.shape[1] == len([c for c in spec.output_columns if c != "sex"])
     _assert_same_bits(_fast_only(spec, monkeypatch).encode(records), expected)
-
-
-@pytest.mark.parametrize("spec_name", ["example_spec", "edge_spec"])
-def test_every_adult_test_row_alone_matches_its_row_of_the_polars_path(
-    request: pytest.FixtureRequest,
-    adult_test: pl.DataFrame,
-    spec_name: str,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    spec = request.getfixturevalue(spec_name)
-    records = _records(adult_test, spec)
-    expected = _reference(spec, records)
-    sample = range(0, len(records), 331)
-    for position in sample:  # the polars path is row by row too
-        _assert_same_bits(_reference(spec, [records[position]]), expected[position : position + 1])
-    encoder = _fast_only(spec, monkeypatch)
-    rows = np.concatenate([encoder.encode([record]) for record in records])
-    _assert_same_bits(rows, expected)
 
 
 EDGE_VALUES = [
@@ -257,10 +246,24 @@ def test_boolean_and_narrow_integer_columns_match(
     ids=repr,
 )
 def test_unusual_accepted_values_defer_to_polars_and_match(
-    edge_spec: FeatureSpec, adult_test: pl.DataFrame, change: dict[str, Any]
+    edge_spec: FeatureSpec,
+    adult_test: pl.DataFrame,
+    change: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     records = [record | change for record in _records(adult_test.head(2), edge_spec)]
-    _assert_same_bits(record_encoder(edge_spec).encode(records), _reference(edge_spec, records))
+    copy = FeatureSpec.from_dict(edge_spec.to_dict())
+    encoder = record_encoder(copy)
+    calls: list[int] = []
+    polars_path = copy.transform_records
+
+    def counted(batch: list[dict[str, Any]]) -> pl.DataFrame:
+        calls.append(len(batch))
+        return polars_path(batch)
+
+    monkeypatch.setattr(copy, "transform_records", counted)
+    _assert_same_bits(encoder.encode(records), _reference(edge_spec, records))
+    assert calls == [2]  # the whole batch went through the polars path
 
 
 def test_target_in_a_record_is_checked_as_the_polars_path_does(

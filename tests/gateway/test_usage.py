@@ -12,7 +12,10 @@ from forgeml.gateway._usage import UsageRecorder, usage_period
 def test_period_is_the_utc_hour() -> None:
     moment = datetime(2026, 12, 1, 1, 30, tzinfo=timezone(timedelta(hours=3)))
     assert usage_period(moment) == "2026-11-30T22"
-    assert usage_period() == usage_period(datetime.now(UTC))
+    before = datetime.now(UTC).strftime("%Y-%m-%dT%H")
+    now = usage_period()  # the cached hot-path form
+    assert now in {before, datetime.now(UTC).strftime("%Y-%m-%dT%H")}
+    assert usage_period(datetime(2026, 12, 1, 1, 30)) == "2026-12-01T01"  # naive: UTC
 
 
 def test_failed_flush_keeps_the_counts_for_the_next_one(

@@ -21,6 +21,7 @@ from sqlalchemy import func, select
 from forgeml.core.ids import new_id
 from forgeml.core.store import KeyUsageRecord
 from forgeml.core.workspace import Workspace
+from forgeml.scheduler.cost import PERIOD_FORMAT, key_usage_rows, usage_period_of
 
 
 @dataclass
@@ -34,14 +35,14 @@ class _Counts:
 def usage_period(moment: datetime | None = None) -> str:
     """The `key_usage.period` of a moment (default now): its UTC hour, e.g. `2026-12-01T14`."""
     if moment is not None:
-        return moment.astimezone(UTC).strftime("%Y-%m-%dT%H")
+        return usage_period_of(moment)
     return _hour_period(int(time.time() // 3600))
 
 
 @functools.lru_cache(maxsize=2)
 def _hour_period(hour: int) -> str:
     # the hot path asks once per request: format only when the hour changes
-    return datetime.fromtimestamp(hour * 3600, UTC).strftime("%Y-%m-%dT%H")
+    return datetime.fromtimestamp(hour * 3600, UTC).strftime(PERIOD_FORMAT)
 
 
 class UsageRecorder:
@@ -157,8 +158,6 @@ def usage_report(workspace: Workspace, since: datetime | None = None) -> list[di
         Rows with key_id, prefix, name, deployment, requests, errors, rejected and
         mean_latency_ms, ordered by key prefix then deployment.
     """
-    from forgeml.scheduler.cost import key_usage_rows
-
     rows = [row for row in key_usage_rows(workspace.store, since) if row[1] is not None]
     return [
         {

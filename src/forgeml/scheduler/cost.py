@@ -232,11 +232,13 @@ class KeyCostRow:
     cost: float
 
 
+# `key_usage.period`: the UTC hour; fixed width, so text order is time order
+PERIOD_FORMAT = "%Y-%m-%dT%H"
+
+
 def usage_period_of(moment: datetime) -> str:
     """The `key_usage.period` holding `moment`: its UTC hour, e.g. `2026-12-01T14`."""
-    # the gateway writes periods in this format (forgeml.gateway._usage.usage_period);
-    # fixed width, so text order is time order
-    return _utc(moment).strftime("%Y-%m-%dT%H")
+    return _utc(moment).strftime(PERIOD_FORMAT)
 
 
 def key_cost_report(
