@@ -54,7 +54,7 @@ class Batcher:
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_ms / 1000.0
         self._observe = observe
-        self._queue: queue.Queue[Any] = queue.Queue()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()  # C, no Python-level locks
         self._carry: BatchItem | None = None  # did not fit the last batch; opens the next
         self._lock = threading.Lock()
         self._closed = False

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
@@ -63,8 +64,7 @@ def error_response(path: str, status: int, message: str, headers: Any = None) ->
     return Response(orjson.dumps(body), status, headers, media_type="application/json")
 
 
-def _validation_message(error: RequestValidationError) -> tuple[int, str]:
-    problems = list(error.errors())
+def _validation_message(problems: list[Any]) -> tuple[int, str]:
     first = problems[0] if problems else {}
     if first.get("type") == "json_invalid":
         return 400, "The request body is not valid JSON."
@@ -74,34 +74,33 @@ def _validation_message(error: RequestValidationError) -> tuple[int, str]:
     return 422, f"Invalid request at '{where or 'body'}': {message}{more}."
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Answer every error in the protocol of the request's path."""
+def response_for(path: str, error: Exception) -> Response:
+    """The protocol's answer to `error`, raised while serving a request to `path`.
 
-    async def on_forgeml(request: Request, error: Exception) -> Response:
-        assert isinstance(error, ForgemlError)
+    A forgeml error answers its own status (429 with Retry-After); a request that fails
+    validation 400 (not JSON) or 422 (400 on OpenAI routes); an HTTP exception its status;
+    anything else is a bug: 500, logged.
+    """
+    if isinstance(error, ForgemlError):
         headers = None
         if isinstance(error, RateLimitedError):
             headers = {"Retry-After": str(max(1, round(error.retry_after)))}
-        return error_response(request.url.path, error.http_status, str(error), headers)
+        return error_response(path, error.http_status, str(error), headers)
+    if isinstance(error, RequestValidationError | ValidationError):
+        status, message = _validation_message(list(error.errors()))
+        return error_response(path, 400 if protocol_of(path) == "openai" else status, message)
+    if isinstance(error, HTTPException):
+        headers = getattr(error, "headers", None)
+        return error_response(path, error.status_code, str(error.detail), headers)
+    _log.exception("unexpected error serving %s", path, exc_info=error)
+    return error_response(path, 500, "Internal server error; see the server log.")
 
-    async def on_validation(request: Request, error: Exception) -> Response:
-        assert isinstance(error, RequestValidationError)
-        status, message = _validation_message(error)
-        if protocol_of(request.url.path) == "openai":
-            status = 400
-        return error_response(request.url.path, status, message)
 
-    async def on_http(request: Request, error: Exception) -> Response:
-        assert isinstance(error, HTTPException)
-        return error_response(
-            request.url.path, error.status_code, str(error.detail), getattr(error, "headers", None)
-        )
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every error in the protocol of the request's path."""
 
-    async def on_bug(request: Request, error: Exception) -> Response:
-        _log.exception("unexpected error serving %s", request.url.path, exc_info=error)
-        return error_response(request.url.path, 500, "Internal server error; see the server log.")
+    async def answer(request: Request, error: Exception) -> Response:
+        return response_for(request.url.path, error)
 
-    app.add_exception_handler(ForgemlError, on_forgeml)
-    app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(HTTPException, on_http)
-    app.add_exception_handler(Exception, on_bug)
+    for kind in (ForgemlError, RequestValidationError, HTTPException, Exception):
+        app.add_exception_handler(kind, answer)

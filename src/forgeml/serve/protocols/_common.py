@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from forgeml.serve.errors import protocol_of
 from forgeml.serve.model import LoadedModel
+from forgeml.serve.request_log import RequestLog
 
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
@@ -21,14 +22,19 @@ def json_response(payload: Any, status: int = 200) -> Response:
     )
 
 
+def request_log_of(request: Request) -> RequestLog | None:
+    """The sampled request log of the app serving `request` (None: the app keeps none)."""
+    return getattr(request.app.state, "request_log", None)
+
+
 def record_request(
-    request: Request,
+    log: RequestLog | None,
+    path: str,
     name: str,
     model: LoadedModel,
     rows: list[Any],
     outputs: Any,
 ) -> None:
-    """Offer one answered request to the sampled request log."""
-    log = getattr(request.app.state, "request_log", None)
+    """Offer one request to `path`, answered by `model`, to the sampled request log."""
     if log is not None:
-        log.record(name, model.ref, protocol_of(request.url.path), rows, outputs)
+        log.record(name, model.ref, protocol_of(path), rows, outputs)

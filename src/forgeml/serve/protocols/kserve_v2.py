@@ -21,8 +21,9 @@ from starlette.responses import Response
 from forgeml.core.errors import InvalidDataError, ServiceUnavailableError
 from forgeml.serve.inputs import InputField
 from forgeml.serve.model import LoadedModel
-from forgeml.serve.protocols._common import json_response, record_request
+from forgeml.serve.protocols._common import json_response, record_request, request_log_of
 from forgeml.serve.repository import ModelRepository
+from forgeml.serve.request_log import RequestLog
 
 Datatype = Literal[
     "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
@@ -34,6 +35,7 @@ _ACCEPTS = {  # field datatype -> tensor datatypes that may carry it
     "INT64": {"INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64"},
 }
 _NUMBERS = {"FP16", "FP32", "FP64", *_ACCEPTS["INT64"]}
+INFER_PATH = "/v2/models/{name}/infer"
 
 
 class InferInput(BaseModel):
@@ -156,6 +158,41 @@ def _metadata(model: LoadedModel) -> dict[str, Any]:
     }
 
 
+async def answer(
+    repository: ModelRepository, name: str, body: InferRequest, log: RequestLog | None
+) -> dict[str, Any]:
+    """The v2 inference response to `body` for model `name` (the route's and the fast lane's).
+
+    Raises:
+        NotFoundError, ServiceUnavailableError, InvalidDataError: as the route answers them.
+    """
+    served = repository.get(name)
+    model = served.ready_model()
+    rows = tensors_to_rows(model, body.inputs)
+    known = {field.name: field.datatype for field in model.outputs}
+    wanted = [o.name for o in body.outputs] if body.outputs else [
+        n for n in known if n != "embeddings"
+    ]  # fmt: skip
+    for output in wanted:
+        if output not in known:
+            raise InvalidDataError(
+                f"Output '{output}' is not one the model has ({', '.join(known)})."
+            )
+    arrays, used = await served.infer(rows, set(wanted))
+    outputs = [_output_tensor(n, known[n], np.asarray(arrays[n])) for n in wanted]
+    record_request(
+        log, INFER_PATH.format(name=name), name, used, rows, {o: arrays[o] for o in wanted}
+    )
+    response: dict[str, Any] = {
+        "model_name": name,
+        "model_version": str(used.version),
+        "outputs": outputs,
+    }
+    if body.id is not None:
+        response["id"] = body.id
+    return response
+
+
 def router(repository: ModelRepository, version: str) -> APIRouter:
     """The v2 routes over the models of `repository` (`version`: the server's version)."""
     routes = APIRouter(tags=["KServe v2"])
@@ -183,30 +220,8 @@ def router(repository: ModelRepository, version: str) -> APIRouter:
         repository.get(name).ready_model()
         return json_response({"name": name, "ready": True})
 
-    @routes.post("/v2/models/{name}/infer")
+    @routes.post(INFER_PATH)
     async def infer(name: str, body: InferRequest, request: Request) -> Response:
-        served = repository.get(name)
-        model = served.ready_model()
-        rows = tensors_to_rows(model, body.inputs)
-        known = {field.name: field.datatype for field in model.outputs}
-        wanted = [o.name for o in body.outputs] if body.outputs else [
-            n for n in known if n != "embeddings"
-        ]  # fmt: skip
-        for output in wanted:
-            if output not in known:
-                raise InvalidDataError(
-                    f"Output '{output}' is not one the model has ({', '.join(known)})."
-                )
-        arrays, used = await served.infer(rows, set(wanted))
-        outputs = [_output_tensor(n, known[n], np.asarray(arrays[n])) for n in wanted]
-        record_request(request, name, used, rows, {o: arrays[o] for o in wanted})
-        response: dict[str, Any] = {
-            "model_name": name,
-            "model_version": str(used.version),
-            "outputs": outputs,
-        }
-        if body.id is not None:
-            response["id"] = body.id
-        return json_response(response)
+        return json_response(await answer(repository, name, body, request_log_of(request)))
 
     return routes

@@ -15,8 +15,11 @@ from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from forgeml.serve.model import LoadedModel
-from forgeml.serve.protocols._common import json_response, record_request
+from forgeml.serve.protocols._common import json_response, record_request, request_log_of
 from forgeml.serve.repository import ModelRepository
+from forgeml.serve.request_log import RequestLog
+
+PATH = "/v1/models/{name}:predict"
 
 
 class PredictRequest(BaseModel):
@@ -35,18 +38,29 @@ def _predictions(model: LoadedModel, arrays: dict[str, np.ndarray]) -> list[Any]
     ]
 
 
+async def answer(
+    repository: ModelRepository, name: str, body: PredictRequest, log: RequestLog | None
+) -> dict[str, Any]:
+    """The `:predict` response to `body` for model `name` (the route's and the fast lane's).
+
+    Raises:
+        NotFoundError, ServiceUnavailableError, InvalidDataError: as the route answers them.
+    """
+    served = repository.get(name)
+    model = served.ready_model()
+    wanted = {"prediction"} if model.task != "classification" else {"label", "probabilities"}
+    arrays, used = await served.infer(body.instances, wanted)
+    predictions = _predictions(used, arrays)
+    record_request(log, PATH.format(name=name), name, used, body.instances, predictions)
+    return {"predictions": predictions, "model_version": str(used.version)}
+
+
 def router(repository: ModelRepository) -> APIRouter:
     """The `:predict` route over the models of `repository`."""
     routes = APIRouter(tags=["predict"])
 
-    @routes.post("/v1/models/{name}:predict")
+    @routes.post(PATH)
     async def predict(name: str, body: PredictRequest, request: Request) -> Response:
-        served = repository.get(name)
-        model = served.ready_model()
-        wanted = {"prediction"} if model.task != "classification" else {"label", "probabilities"}
-        arrays, used = await served.infer(body.instances, wanted)
-        predictions = _predictions(used, arrays)
-        record_request(request, name, used, body.instances, predictions)
-        return json_response({"predictions": predictions, "model_version": str(used.version)})
+        return json_response(await answer(repository, name, body, request_log_of(request)))
 
     return routes
