@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -250,6 +251,10 @@ async def _generate(
         warm = max(concurrency, 4) if rate is None else OPEN_LOOP_CONNECTIONS
         await asyncio.gather(*(one() for _ in range(warm)))  # open the connections, warm up
         latencies.clear()
+        # a full collection of this process's heap would stall every request due meanwhile,
+        # and in an open loop that stall counts in their latency (see forgeml.serve.heap)
+        gc.collect()
+        gc.freeze()
         started = time.perf_counter()
         deadline = started + seconds
         if rate is None:
@@ -260,14 +265,17 @@ async def _generate(
 
             await asyncio.gather(*(loop() for _ in range(concurrency)))
         else:  # open loop: a request every 1/rate s, whether or not earlier ones finished
-            tasks, sent = [], 0
+            pending: set[asyncio.Task[None]] = set()  # finished ones are dropped, not kept
+            sent = 0
             while (now := time.perf_counter()) < deadline:
                 due = started + sent / rate
                 if now < due:
                     await asyncio.sleep(due - now)
-                tasks.append(asyncio.create_task(one(due)))
+                task = asyncio.create_task(one(due))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
                 sent += 1
-            await asyncio.gather(*tasks)
+            await asyncio.gather(*pending)
         elapsed = time.perf_counter() - started
     ordered = sorted(latencies) or [float("nan")]
     return {
