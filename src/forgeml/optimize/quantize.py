@@ -2,7 +2,9 @@
 
 Dynamic quantisation (weights QInt8, activation scales computed at run time) needs no
 calibration data and suits transformer encoders on CPU, where MatMul dominates
-(ONNX Runtime's quantization guide recommends it for BERT-like models).
+(ONNX Runtime's quantization guide recommends it for BERT-like models). A fused
+com.microsoft Attention becomes QAttention, int8 Q/K/V weights, only in the form
+`onnx_export` writes (a `mask_index` input, no `qkv_hidden_sizes`); others stay fp32.
 """
 
 from __future__ import annotations
