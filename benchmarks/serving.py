@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import statistics
@@ -251,10 +250,6 @@ async def _generate(
         warm = max(concurrency, 4) if rate is None else OPEN_LOOP_CONNECTIONS
         await asyncio.gather(*(one() for _ in range(warm)))  # open the connections, warm up
         latencies.clear()
-        # a full collection of this process's heap would stall every request due meanwhile,
-        # and in an open loop that stall counts in their latency (see forgeml.serve.heap)
-        gc.collect()
-        gc.freeze()
         started = time.perf_counter()
         deadline = started + seconds
         if rate is None:
@@ -265,17 +260,14 @@ async def _generate(
 
             await asyncio.gather(*(loop() for _ in range(concurrency)))
         else:  # open loop: a request every 1/rate s, whether or not earlier ones finished
-            pending: set[asyncio.Task[None]] = set()  # finished ones are dropped, not kept
-            sent = 0
+            tasks, sent = [], 0
             while (now := time.perf_counter()) < deadline:
                 due = started + sent / rate
                 if now < due:
                     await asyncio.sleep(due - now)
-                task = asyncio.create_task(one(due))
-                pending.add(task)
-                task.add_done_callback(pending.discard)
+                tasks.append(asyncio.create_task(one(due)))
                 sent += 1
-            await asyncio.gather(*pending)
+            await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - started
     ordered = sorted(latencies) or [float("nan")]
     return {

@@ -51,9 +51,6 @@ def serve(
     ].default,
     log_redact: Annotated[list[str] | None, typer.Option(help=_help("log_redact"))] = None,
     log_path: Annotated[Path | None, typer.Option(help=_help("log_path"))] = None,
-    freeze_heap: Annotated[bool, typer.Option(help=_help("freeze_heap"))] = _FIELDS[
-        "freeze_heap"
-    ].default,
 ) -> None:
     """Serve models over HTTP until SIGTERM/Ctrl-C; ready when /v2/health/ready answers 200."""
     from pydantic import ValidationError
@@ -69,7 +66,6 @@ def serve(
         "log_sample_rate": log_sample_rate,
         "log_redact": log_redact or [],
         "log_path": log_path,
-        "freeze_heap": freeze_heap,
     }
     try:
         options = ServeOptions.model_validate(options_input)

@@ -44,11 +44,6 @@ class ServeOptions(BaseModel):
         description="Seconds between checks that an alias or latest reference still names "
         "the served version (a moved one is loaded and swapped in).",
     )
-    freeze_heap: bool = Field(
-        default=True,
-        description="After loading a model, move what is loaded out of the garbage "
-        "collector's reach (gc.freeze), so its full collections do not stall requests.",
-    )
     name: str | None = Field(
         default=None,
         min_length=1,

@@ -26,7 +26,6 @@ from forgeml.core.errors import (
     UsageError,
 )
 from forgeml.serve.batcher import Batcher
-from forgeml.serve.heap import freeze_heap
 from forgeml.serve.metrics import ServerMetrics
 from forgeml.serve.model import LoadedModel, load_model
 from forgeml.serve.options import ServeOptions
@@ -165,7 +164,6 @@ class ModelRepository:
             except ForgemlError as error:
                 served.state, served.error = "failed", str(error)
                 raise
-        self._settle()
 
     def _load(self, record: ModelVersionRecord) -> LoadedModel:
         return load_model(
@@ -194,30 +192,24 @@ class ModelRepository:
                 return
         movable = [served for served in self.models.values() if served.movable]
         while movable and not self._stop.wait(self.options.reload_interval_s):
-            moved = [self._refresh(served) for served in movable]
-            if any(moved):
-                self._settle()  # the replaced versions are unreferenced by now
+            for served in movable:
+                self._refresh(served)
 
-    def _settle(self) -> None:
-        if self.options.freeze_heap:
-            freeze_heap()
-
-    def _refresh(self, served: ServedModel) -> bool:
-        """Load and swap in the version `served.ref` names now, if it moved (True)."""
+    def _refresh(self, served: ServedModel) -> None:
+        """Load and swap in the version `served.ref` names now, if it moved."""
         from forgeml.tracking import get_model_version
 
         try:
             record = get_model_version(self.workspace, served.ref)
             if served.current is not None and record.artifact_digest == served.current.digest:
-                return False
+                return
             loaded = self._load(record)
         except Exception as error:  # keep serving the old version; say why once per poll
             _log.warning("cannot reload %s: %s", served.ref, error)
-            return False
+            return
         previous = served.current
         served.current, served.state = loaded, "ready"  # atomic: one reference assignment
         _log.info("'%s' now serves %s (was %s)", served.name, loaded.ref, previous and previous.ref)
-        return True
 
     # --- the OpenAIModels protocol (forgeml.serve.protocols.openai) ----------------------
 
