@@ -260,14 +260,17 @@ async def _generate(
 
             await asyncio.gather(*(loop() for _ in range(concurrency)))
         else:  # open loop: a request every 1/rate s, whether or not earlier ones finished
-            tasks, sent = [], 0
+            pending: set[asyncio.Task[None]] = set()  # finished ones are dropped, not kept
+            sent = 0
             while (now := time.perf_counter()) < deadline:
                 due = started + sent / rate
                 if now < due:
                     await asyncio.sleep(due - now)
-                tasks.append(asyncio.create_task(one(due)))
+                task = asyncio.create_task(one(due))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
                 sent += 1
-            await asyncio.gather(*tasks)
+            await asyncio.gather(*pending)
         elapsed = time.perf_counter() - started
     ordered = sorted(latencies) or [float("nan")]
     return {
