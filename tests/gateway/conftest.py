@@ -176,7 +176,9 @@ def gateway_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace
     workspace.close()
 
 
-def start_gateway(workspace: Workspace, options: GatewayOptions) -> Iterator[GatewayUnderTest]:
+def start_gateway(
+    workspace: Workspace, options: GatewayOptions, fast_lane: bool = True
+) -> Iterator[GatewayUnderTest]:
     """A real gateway over `workspace`; `upstream(name)` starts a replica on loopback."""
     started: list[ServerThread] = []
 
@@ -186,7 +188,7 @@ def start_gateway(workspace: Workspace, options: GatewayOptions) -> Iterator[Gat
         started.append(replica.server)
         return replica
 
-    app = create_app(workspace, options)
+    app = create_app(workspace, options, fast_lane=fast_lane)
     server = ServerThread(app)
     client = httpx.Client(base_url=server.url, timeout=10)
     try:
