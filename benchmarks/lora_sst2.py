@@ -59,6 +59,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _flops import matmul_peak_flops
+
 REPO = Path(__file__).resolve().parents[1]
 SST2 = REPO.parent / "shared" / "data" / "sst2"
 EXAMPLES = REPO / "examples" / "sst2"
@@ -91,22 +93,6 @@ def peak_rss_mb() -> float:
     """This process's peak resident set size, in MB (10^6 bytes)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 1e6 if sys.platform == "darwin" else peak * 1024 / 1e6
-
-
-def matmul_peak_flops(size: int = 1024, repeats: int = 30) -> dict[str, float]:
-    """FLOP/s of `torch.mm` on two fp32 `size` x `size` matrices: best and median call."""
-    import torch
-
-    left, right = torch.randn(size, size), torch.randn(size, size)
-    for _ in range(3):
-        torch.mm(left, right)
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        torch.mm(left, right)
-        seconds.append(time.perf_counter() - start)
-    flops = 2.0 * size**3
-    return {"best": flops / min(seconds), "median": flops / statistics.median(seconds)}
 
 
 # --- set-up ----------------------------------------------------------------------------------

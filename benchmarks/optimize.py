@@ -11,7 +11,8 @@ per-channel weight scales (the default, row int8) and per tensor (row int8_pt), 
 int8 speed-up is against the fp32 ONNX timings of its own optimisation run (its report's
 "before"). The figures are the reports of those runs: median (p50) forward latency at batch
 1 and 32 in-process, speed-ups, weights size, and validation accuracy (SST-2 dev for
-MiniLM) of each.
+MiniLM) of each. For MiniLM at batch 32 it also counts the forward pass's FLOPs
+(FlopCounterMode) and gives eager's and ONNX's FLOP/s as a share of this CPU's torch.mm peak.
 
 Targets (issue 5): ONNX Runtime >= 1.5x faster than eager; int8 >= 1.5x faster again;
 under 1 point of SST-2 accuracy lost.
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _adult import EXAMPLES, prepare_adult
+from _flops import matmul_peak_flops
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -147,14 +149,53 @@ def optimise(workspace: Workspace, ref: str, repeats: int) -> dict[str, Any]:
     }
 
 
+def forward_flops(workspace: Workspace, ref: str, size: int) -> float:
+    """FLOPs of one eager forward of `ref` over the batch its `size` latency is timed on.
+
+    torch's FlopCounterMode counts the matrix products and attention; the ONNX graph does the
+    same arithmetic, so the count divided by each runtime's p50 is each one's FLOP/s.
+    """
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from forgeml.optimize._inputs import batch_rows, held_out, training_config
+    from forgeml.optimize._runtime import load_model
+    from forgeml.tracking import download_bundle, get_model_version
+    from forgeml.train.data import load_task_data
+
+    record = get_model_version(workspace, ref)
+    _, split = held_out(load_task_data(workspace, training_config(workspace, record)), record.ref)
+    with tempfile.TemporaryDirectory(prefix="forgeml-bench-flops-") as scratch:
+        model = load_model(download_bundle(workspace, record, Path(scratch) / "bundle"))
+    counter = FlopCounterMode(display=False)
+    with counter, torch.inference_mode():
+        model.module(**batch_rows(split, 0, size))
+    return float(counter.get_total_flops())
+
+
+def flop_rates(workspace: Workspace, ref: str, rows: dict[str, Any]) -> dict[str, Any]:
+    """Batch-32 FLOP/s of eager and fp32 ONNX against the torch.mm peak of this CPU."""
+    flops = forward_flops(workspace, ref, 32)
+    peak = matmul_peak_flops()["best"]
+    rates = {name: flops / (rows[name]["p50_ms_batch_32"] / 1000) for name in ("eager", "onnx")}
+    return {
+        "flops_batch_32": flops,
+        "matmul_peak_flops": peak,
+        **{f"{name}_flops_per_s": rate for name, rate in rates.items()},
+        **{f"{name}_share_of_peak": rate / peak for name, rate in rates.items()},
+    }
+
+
 def measure(quick: bool, rows: int, repeats: int) -> dict[str, Any]:
     results: dict[str, Any] = {"quick": quick, "sst2_train_rows": rows, "repeats": repeats}
     with tempfile.TemporaryDirectory(prefix="forgeml-bench-optimize-") as scratch:
         home = Path(scratch) / "home"
         workspace = prepare_adult(home)
         try:
-            results["minilm"] = optimise(
-                workspace, train_minilm(workspace, Path(scratch), quick, rows), repeats
+            minilm = train_minilm(workspace, Path(scratch), quick, rows)
+            results["minilm"] = optimise(workspace, minilm, repeats)
+            results["minilm"]["flop_rates"] = flop_rates(
+                workspace, minilm, results["minilm"]["rows"]
             )
             results["adult_mlp"] = optimise(workspace, train_adult(workspace, quick), repeats)
         finally:
@@ -188,6 +229,13 @@ def format_table(results: dict[str, Any]) -> str:
             )
         speedups = ", ".join(f"{k} {v:.2f}x" for k, v in results[key]["speedups"].items())
         lines.append(f"{key}: {speedups}; max |torch - onnx| {results[key]['max_abs_diff']:.2g}")
+    rates = results["minilm"]["flop_rates"]
+    lines.append(
+        f"minilm batch 32: {rates['flops_batch_32'] / 1e9:.1f} GFLOP per forward; eager "
+        f"{rates['eager_flops_per_s'] / 1e9:.1f} GFLOP/s ({rates['eager_share_of_peak']:.0%}), "
+        f"onnx {rates['onnx_flops_per_s'] / 1e9:.1f} GFLOP/s ({rates['onnx_share_of_peak']:.0%}) "
+        f"of the {rates['matmul_peak_flops'] / 1e9:.1f} GFLOP/s torch.mm peak"
+    )
     lines.append(f"targets: {results['targets']}")
     return "\n".join(lines)
 

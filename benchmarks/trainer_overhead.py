@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _adult import prepare_adult
+from _flops import matmul_peak_flops
 
 if TYPE_CHECKING:
     import torch
@@ -63,22 +64,6 @@ BATCH_SIZE = 256
 LR = 1e-3
 SEED = 0
 OVERHEAD_TARGET = 3.0  # percent
-
-
-def matmul_peak_flops(size: int = 1024, repeats: int = 30) -> dict[str, float]:
-    """FLOP/s of `torch.mm` on two fp32 `size` x `size` matrices: best and median call."""
-    import torch
-
-    left, right = torch.randn(size, size), torch.randn(size, size)
-    for _ in range(3):
-        torch.mm(left, right)
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        torch.mm(left, right)
-        seconds.append(time.perf_counter() - start)
-    flops = 2.0 * size**3
-    return {"best": flops / min(seconds), "median": flops / statistics.median(seconds)}
 
 
 def cpu_seconds() -> float:
