@@ -149,3 +149,51 @@ def test_a_client_gone_before_its_body_arrived_gets_no_answer(
 
     asyncio.run(FastLane(_Behind(), repository, None)(scope, receive, send))
     assert sent == []
+
+
+def test_a_body_streamed_past_the_limit_gets_a_413_from_the_lane(
+    repository: ModelRepository,
+) -> None:
+    """No Content-Length: the body limit trips while the lane reads the body."""
+    chunk = b" " * (40 * 1024)  # three of these pass the 64 KiB limit
+    messages = [{"type": "http.request", "body": chunk, "more_body": True}] * 3
+    sent: list[Message] = []
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": PREDICT,
+        "raw_path": PREDICT.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"serve"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+    }
+
+    async def receive() -> Message:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    asyncio.run(build_app(repository)(scope, receive, send))
+    assert sent[0]["status"] == 413
+    assert "over this server's limit" in orjson.loads(sent[1]["body"])["error"]
+
+
+def test_a_bug_in_the_lane_gets_a_logged_500_in_the_protocol_s_json(
+    repository: ModelRepository,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(name: str) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(repository, "get", broken)
+    response = _post(build_app(repository), PREDICT, {"instances": GOOD}, "application/json")
+    assert response.status_code == 500
+    assert response.json() == {"error": "Internal server error; see the server log."}
+    assert "a bug" in caplog.text

@@ -14,18 +14,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
-import orjson
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from forgeml.core.errors import ForgemlError, InvalidDataError, NotFoundError
+from forgeml.core.errors import ForgemlError, NotFoundError
 from forgeml.core.workspace import Workspace
 from forgeml.gateway._keys import VerifiedKey
 from forgeml.gateway._lane import ForwardLane
 from forgeml.gateway._options import GatewayOptions
 from forgeml.gateway._responses import error_response
-from forgeml.gateway._service import Gateway, every
+from forgeml.gateway._service import Gateway, every, model_in_body
 
 
 def create_app(
@@ -53,7 +52,7 @@ def create_app(
 
     _add_routes(app, gateway)
     if fast_lane:
-        app.add_middleware(ForwardLane, gateway=gateway, model_in_body=_model_in_body)
+        app.add_middleware(ForwardLane, gateway=gateway)
     return app
 
 
@@ -79,18 +78,6 @@ def _lifespan(gateway: Gateway) -> Any:
             await asyncio.to_thread(gateway.usage.flush)
 
     return lifespan
-
-
-def _model_in_body(body: bytes) -> str:
-    """The OpenAI request's `model`: the deployment to call."""
-    try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError as error:
-        raise InvalidDataError(f"The request body is not valid JSON: {error}.") from error
-    model = payload.get("model") if isinstance(payload, dict) else None
-    if not isinstance(model, str) or not model:
-        raise InvalidDataError("The request body needs 'model': the name of a deployment.")
-    return model
 
 
 def _add_routes(app: FastAPI, gateway: Gateway) -> None:
@@ -131,4 +118,4 @@ def _add_routes(app: FastAPI, gateway: Gateway) -> None:
     @app.post("/v1/chat/completions")
     @app.post("/v1/embeddings")
     async def openai(request: Request, key: VerifiedKey = authenticated) -> Response:
-        return await gateway.handle(request, key, _model_in_body)
+        return await gateway.handle(request, key, model_in_body)

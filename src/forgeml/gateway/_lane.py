@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from forgeml.core.errors import ForgemlError
-from forgeml.gateway._responses import OPENAI_PATHS, error_response
-from forgeml.gateway._service import Gateway
+from forgeml.gateway._responses import MODEL_IN_BODY_PATHS, error_response
+from forgeml.gateway._service import Gateway, model_in_body
 
 # a deployment name from the path, or a function reading it from the body (OpenAI routes)
 Deployment = str | Callable[[bytes], str]
@@ -27,12 +27,9 @@ Deployment = str | Callable[[bytes], str]
 class ForwardLane:
     """ASGI middleware forwarding the inference POSTs of `gateway` itself."""
 
-    def __init__(
-        self, app: ASGIApp, gateway: Gateway, model_in_body: Callable[[bytes], str]
-    ) -> None:
+    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
         self.app = app
         self.gateway = gateway
-        self.model_in_body = model_in_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         deployment = self._deployment(scope)
@@ -47,13 +44,14 @@ class ForwardLane:
             response = error_response(scope["path"], error)
         await response(scope, receive, send)
 
-    def _deployment(self, scope: Scope) -> Deployment | None:
+    @staticmethod
+    def _deployment(scope: Scope) -> Deployment | None:
         """What `_app`'s POST routes would call for this request, or None: not one of them."""
         if scope["type"] != "http" or scope["method"] != "POST":
             return None
         path: str = scope["path"]
-        if path in OPENAI_PATHS and path != "/v1/models":
-            return self.model_in_body
+        if path in MODEL_IN_BODY_PATHS:
+            return model_in_body
         if path.startswith("/v2/models/"):  # /v2/models/{deployment}/{rest:path}
             name, slash, _ = path[len("/v2/models/") :].partition("/")
             return name if name and slash else None

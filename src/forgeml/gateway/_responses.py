@@ -10,9 +10,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from forgeml.core.errors import ForgemlError, RateLimitedError
 from forgeml.gateway._limits import retry_after_header
 
-OPENAI_PATHS = frozenset(
-    {"/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/embeddings"}
-)
+# the OpenAI routes whose body's `model` names the deployment, and all of OpenAI's routes
+MODEL_IN_BODY_PATHS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/embeddings"})
+OPENAI_PATHS = MODEL_IN_BODY_PATHS | {"/v1/models"}
 # the key_prefix label of requests refused for want of a valid key (real prefixes are hex)
 UNAUTHENTICATED = "unauthenticated"
 _OPENAI_TYPES = {

@@ -8,6 +8,7 @@ import random
 import time
 from collections.abc import Callable
 
+import orjson
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
@@ -15,6 +16,7 @@ from starlette.background import BackgroundTask
 from forgeml.core.errors import (
     AuthenticationError,
     ForgemlError,
+    InvalidDataError,
     NotFoundError,
     PayloadTooLargeError,
     PermissionDeniedError,
@@ -161,6 +163,22 @@ def _response(answer: Forwarded) -> Response:
         headers=dict(answer.headers),
         background=BackgroundTask(answer.stream.close),
     )
+
+
+def model_in_body(body: bytes) -> str:
+    """The OpenAI request's `model`: the deployment to call.
+
+    Raises:
+        InvalidDataError: the body is not JSON or names no model.
+    """
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise InvalidDataError(f"The request body is not valid JSON: {error}.") from error
+    model = payload.get("model") if isinstance(payload, dict) else None
+    if not isinstance(model, str) or not model:
+        raise InvalidDataError("The request body needs 'model': the name of a deployment.")
+    return model
 
 
 async def read_body(request: Request, limit: int) -> bytes:

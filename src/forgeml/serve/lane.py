@@ -31,24 +31,24 @@ Answer = Callable[[ModelRepository, str, Any, RequestLog | None], Awaitable[dict
 
 @dataclass(frozen=True)
 class _Route:
-    """A `POST {prefix}{name}{suffix}` route: the body it takes and what answers it."""
+    """A `POST` route with a `{name}` in its path: the body it takes and what answers it."""
 
-    prefix: str
-    suffix: str
+    template: str  # the FastAPI route's own path, e.g. "/v1/models/{name}:predict"
     body: type[BaseModel]
     answer: Answer
 
     def name_in(self, path: str) -> str | None:
         """The model name in `path`, or None if `path` is not this route's."""
-        if not (path.startswith(self.prefix) and path.endswith(self.suffix)):
+        prefix, _, suffix = self.template.partition("{name}")
+        if not (path.startswith(prefix) and path.endswith(suffix)):
             return None
-        name = path[len(self.prefix) : len(path) - len(self.suffix)]
+        name = path[len(prefix) : len(path) - len(suffix)]
         return name if name and "/" not in name else None  # as FastAPI's `{name}` matches
 
 
 _ROUTES = (
-    _Route("/v1/models/", ":predict", predict.PredictRequest, predict.answer),
-    _Route("/v2/models/", "/infer", kserve_v2.InferRequest, kserve_v2.answer),
+    _Route(predict.PATH, predict.PredictRequest, predict.answer),
+    _Route(kserve_v2.INFER_PATH, kserve_v2.InferRequest, kserve_v2.answer),
 )
 
 

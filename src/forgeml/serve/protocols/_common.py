@@ -8,7 +8,7 @@ import orjson
 from fastapi import Request
 from starlette.responses import Response
 
-from forgeml.serve.errors import protocol_of
+from forgeml.serve.errors import Protocol
 from forgeml.serve.model import LoadedModel
 from forgeml.serve.request_log import RequestLog
 
@@ -29,12 +29,12 @@ def request_log_of(request: Request) -> RequestLog | None:
 
 def record_request(
     log: RequestLog | None,
-    path: str,
+    protocol: Protocol,
     name: str,
     model: LoadedModel,
     rows: list[Any],
     outputs: Any,
 ) -> None:
-    """Offer one request to `path`, answered by `model`, to the sampled request log."""
+    """Offer one request over `protocol`, answered by `model`, to the sampled request log."""
     if log is not None:
-        log.record(name, model.ref, protocol_of(path), rows, outputs)
+        log.record(name, model.ref, protocol, rows, outputs)

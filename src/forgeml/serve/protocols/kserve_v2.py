@@ -180,9 +180,7 @@ async def answer(
             )
     arrays, used = await served.infer(rows, set(wanted))
     outputs = [_output_tensor(n, known[n], np.asarray(arrays[n])) for n in wanted]
-    record_request(
-        log, INFER_PATH.format(name=name), name, used, rows, {o: arrays[o] for o in wanted}
-    )
+    record_request(log, "v2", name, used, rows, {o: arrays[o] for o in wanted})
     response: dict[str, Any] = {
         "model_name": name,
         "model_version": str(used.version),

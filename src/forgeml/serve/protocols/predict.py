@@ -51,7 +51,7 @@ async def answer(
     wanted = {"prediction"} if model.task != "classification" else {"label", "probabilities"}
     arrays, used = await served.infer(body.instances, wanted)
     predictions = _predictions(used, arrays)
-    record_request(log, PATH.format(name=name), name, used, body.instances, predictions)
+    record_request(log, "predict", name, used, body.instances, predictions)
     return {"predictions": predictions, "model_version": str(used.version)}
 
 
