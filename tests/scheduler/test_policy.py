@@ -454,9 +454,11 @@ def check_placements(cluster, queues, running, pending, decisions):
     for spec in queues:
         if spec.capability is None:
             continue
+        # what the queue holds once this cycle's victims have stopped: the policy hands a
+        # victim's share of its queue's cap back in the cycle that preempts it
         held = Resources()
         for record in running:
-            if record.queue == spec.name:
+            if record.queue == spec.name and record.id not in decisions.preempt:
                 held = held + record.demand.times(len(record.placement))
         if held.fits_in(spec.capability):
             for placement in decisions.place:
