@@ -15,7 +15,7 @@ from forgeml.core.errors import (
 )
 from forgeml.core.store import ApiKeyRecord, AuditEvent
 from forgeml.core.workspace import Workspace
-from forgeml.gateway import create_key, list_keys, revoke_key, verify_key
+from forgeml.gateway import _keys, create_key, list_keys, revoke_key, verify_key
 from forgeml.gateway._auth import KeyCache, presented_key
 
 
@@ -102,12 +102,23 @@ def test_bad_scope_is_refused(workspace: Workspace) -> None:
         create_key(workspace, "ci", ["../etc"])
 
 
-def test_cache_trusts_a_verdict_for_its_ttl_only(workspace: Workspace) -> None:
+def test_cache_trusts_a_verdict_for_its_ttl_only(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     now = [100.0]
     cache = KeyCache(workspace, ttl_s=5.0, clock=lambda: now[0])
-    summary, key = create_key(workspace, "ci")
+    summary, key = create_key(workspace, "ci", ["a"])
+    kdf_runs = []
+    real_hash = _keys.hash_secret
+    monkeypatch.setattr(_keys, "hash_secret", lambda *a: kdf_runs.append(1) or real_hash(*a))
     assert cache.cached(key) is None
     assert cache.verify(key).id == summary["id"]
+    with workspace.store.session() as session:  # the scopes change in the store
+        session.get(ApiKeyRecord, summary["id"]).scopes = ["a", "b"]
+    now[0] += 5.1
+    assert cache.cached(key) is None
+    assert cache.verify(key).scopes == {"a", "b"}  # re-read, not re-hashed
+    assert len(kdf_runs) == 1
     revoke_key(workspace, summary["prefix"])
     now[0] += 4.9
     cached = cache.cached(key)

@@ -181,13 +181,31 @@ def verify_key(workspace: Workspace, presented: str) -> VerifiedKey:
         if record is None:
             raise AuthenticationError("Unknown API key.")
         expected, salt = record.secret_hash, bytes.fromhex(record.salt)
-        verified = VerifiedKey(
-            id=record.id, prefix=record.prefix, scopes=frozenset(record.scopes),
-            rate_per_s=record.rate_per_s, burst=record.burst, daily_quota=record.daily_quota,
-        )  # fmt: skip
-        revoked = record.revoked_at is not None
+        verified, revoked = _verified(record), record.revoked_at is not None
     if not hmac.compare_digest(hash_secret(secret, salt), expected):
         raise AuthenticationError("Unknown API key.")
     if revoked:
         raise AuthenticationError(f"API key {prefix} has been revoked.")
     return verified
+
+
+def reread_key(workspace: Workspace, key_id: str) -> VerifiedKey:
+    """The current scopes and limits of a key whose secret was verified before (no KDF).
+
+    Raises:
+        AuthenticationError: the key has been revoked (or is gone) since.
+    """
+    with workspace.store.session() as session:
+        record = session.get(ApiKeyRecord, key_id)
+        if record is None:
+            raise AuthenticationError("Unknown API key.")
+        if record.revoked_at is not None:
+            raise AuthenticationError(f"API key {record.prefix} has been revoked.")
+        return _verified(record)
+
+
+def _verified(record: ApiKeyRecord) -> VerifiedKey:
+    return VerifiedKey(
+        id=record.id, prefix=record.prefix, scopes=frozenset(record.scopes),
+        rate_per_s=record.rate_per_s, burst=record.burst, daily_quota=record.daily_quota,
+    )  # fmt: skip
