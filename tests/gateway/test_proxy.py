@@ -124,9 +124,9 @@ def _forward(
     [
         (_hang, UpstreamTimeoutError, 504, "did not answer in time"),
         (_stall_mid_body, UpstreamTimeoutError, 504, "did not answer in time"),
-        (_hang_up, BadGatewayError, 502, "Server disconnected"),
-        (_garble, BadGatewayError, 502, "Bad status line"),
-        (_cut_mid_body, BadGatewayError, 502, "payload is not completed"),
+        (_hang_up, BadGatewayError, 502, "closed the connection before answering"),
+        (_garble, BadGatewayError, 502, "malformed HTTP"),
+        (_cut_mid_body, BadGatewayError, 502, "closed the connection mid-answer"),
     ],
 )
 def test_failure_after_sending_is_not_retried_and_opens_the_breaker(

@@ -13,9 +13,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
-import aiohttp
-from yarl import URL
-
 from forgeml.core.errors import (
     BadGatewayError,
     ForgemlError,
@@ -24,6 +21,7 @@ from forgeml.core.errors import (
 )
 from forgeml.gateway._breaker import CircuitBreaker
 from forgeml.gateway._options import GatewayOptions
+from forgeml.gateway._upstream import Answer, BrokenAnswerError, NotConnectedError, Pool
 
 # hop-by-hop headers (RFC 9110 §7.6.1) and the caller's credentials never reach a replica
 _DROP_REQUEST = frozenset(
@@ -35,14 +33,10 @@ _DROP_RESPONSE = frozenset(
      "upgrade", "date", "server"}
 )  # fmt: skip
 _RETRYABLE_STATUS = frozenset({502, 503})
-# the request not having reached the replica: safe to send it to another one
-_NOT_CONNECTED = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
-# headers aiohttp would add on its own; the replica sees the caller's (the body and its
-# Content-Encoding pass through untouched, so an Accept-Encoding must be the caller's)
-_NO_AUTO_HEADERS = ("Accept-Encoding", "Content-Type", "User-Agent")
 # uvicorn (the replicas' server) drops an idle connection after 5 s: let go of it first, so a
-# request does not go out on a connection the replica is closing (aiohttp retries no POST)
+# request does not go out on a connection the replica is closing (a POST is never resent)
 _KEEPALIVE_S = 4.0
+_MAX_CONNECTIONS = 512
 
 
 @dataclass(frozen=True)
@@ -53,6 +47,12 @@ class Outgoing:
     target: str
     headers: list[tuple[str, str]]
     body: bytes
+
+    def head(self) -> bytes:
+        """The request line and headers, less Host and Content-Length (the pool adds them)."""
+        lines = [f"{self.method} {self.target} HTTP/1.1\r\n"]
+        lines += [f"{name}: {value}\r\n" for name, value in self.headers]
+        return "".join(lines).encode("latin-1")
 
 
 @dataclass(frozen=True)
@@ -87,29 +87,15 @@ class Upstreams:
     ) -> None:
         self._options = options
         self._clock = clock
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: Pool | None = None
         self.breakers: dict[str, CircuitBreaker] = {}
         self._shadows: set[asyncio.Task[None]] = set()
 
-    def _client(self) -> aiohttp.ClientSession:
-        """The shared session, made on first use (aiohttp binds it to the running loop)."""
-        if self._session is None:
-            options = self._options
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=512, keepalive_timeout=_KEEPALIVE_S),
-                # sock_read bounds each wait for bytes (not the whole answer), so a long
-                # event stream still flows; connect also bounds the wait for a free connection
-                timeout=aiohttp.ClientTimeout(
-                    total=None,
-                    connect=options.request_timeout_s,
-                    sock_connect=options.connect_timeout_s,
-                    sock_read=options.request_timeout_s,
-                ),
-                auto_decompress=False,
-                cookie_jar=aiohttp.DummyCookieJar(),
-                skip_auto_headers=_NO_AUTO_HEADERS,
-            )
-        return self._session
+    def _connections(self) -> Pool:
+        """The shared pool, made on first use (inside the event loop that will use it)."""
+        if self._pool is None:
+            self._pool = Pool(_MAX_CONNECTIONS, self._options.connect_timeout_s, _KEEPALIVE_S)
+        return self._pool
 
     def breaker(self, replica: str) -> CircuitBreaker:
         """The breaker of `replica`, made on first use."""
@@ -130,6 +116,7 @@ class Upstreams:
         """
         attempts = 0
         last: Forwarded | None = None
+        head = request.head()
         for replica in candidates:
             if attempts > self._options.retries:
                 break
@@ -137,7 +124,7 @@ class Upstreams:
             if not breaker.allow(self._clock()):
                 continue
             attempts += 1
-            answer = await self._try(replica, breaker, request)
+            answer = await self._try(replica, breaker, head, request.body)
             if answer is None:
                 continue
             if answer.status not in _RETRYABLE_STATUS:
@@ -154,33 +141,33 @@ class Upstreams:
         )
 
     async def _try(
-        self, replica: str, breaker: CircuitBreaker, request: Outgoing
+        self, replica: str, breaker: CircuitBreaker, head: bytes, body: bytes
     ) -> Forwarded | None:
         """One attempt: the answer, or None when the replica could not be reached."""
+        timeout_s = self._options.request_timeout_s
         try:
-            response = await self._send(replica, request)
-        except _NOT_CONNECTED:
+            answer = await self._connections().send(replica, head, body, timeout_s)
+        except NotConnectedError:
             breaker.failure(self._clock())
             return None
-        except (aiohttp.ClientError, TimeoutError) as error:
+        except (BrokenAnswerError, TimeoutError) as error:
             raise self._failed(replica, breaker, error) from error
-        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _DROP_RESPONSE]
-        if response.content_type == "text/event-stream":
-            return Forwarded(response.status, headers, b"", _relay(response), replica)
+        headers = [(k, v) for k, v in answer.headers if k.lower() not in _DROP_RESPONSE]
+        if answer.streamed:
+            stream = Stream(answer.chunks(timeout_s), _closer(answer))
+            return Forwarded(answer.status, headers, b"", stream, replica)
         try:
-            body = await response.read()
-        except (aiohttp.ClientError, TimeoutError) as error:
+            content = await answer.read(timeout_s)
+        except (BrokenAnswerError, TimeoutError) as error:
             raise self._failed(replica, breaker, error) from error
-        finally:
-            response.release()
-        return Forwarded(response.status, headers, body, None, replica)
+        return Forwarded(answer.status, headers, content, None, replica)
 
     def _failed(self, replica: str, breaker: CircuitBreaker, error: Exception) -> ForgemlError:
         """Count a failure once the request was sent: the error to answer with (504 or 502)."""
         breaker.failure(self._clock())
         if isinstance(error, TimeoutError):
             return UpstreamTimeoutError(f"Replica {replica} did not answer in time.")
-        return BadGatewayError(f"Replica {replica} broke the connection: {_reason(error)}.")
+        return BadGatewayError(f"Replica {replica} broke the connection: {error}.")
 
     def shadow(self, replica: str, request: Outgoing) -> None:
         """Send a copy to `replica` in the background; its answer and failure are ignored."""
@@ -191,51 +178,32 @@ class Upstreams:
         task.add_done_callback(self._shadows.discard)
 
     async def _send_shadow(self, replica: str, request: Outgoing) -> None:
+        timeout_s = self._options.request_timeout_s
         try:
-            response = await self._send(replica, request)
-            try:
-                await response.read()
-            finally:
-                response.release()
-        except (aiohttp.ClientError, TimeoutError):
+            answer = await self._connections().send(
+                replica, request.head(), request.body, timeout_s
+            )
+            if answer.streamed:
+                async for _ in answer.chunks(timeout_s):
+                    pass
+            else:
+                await answer.read(timeout_s)
+        except (NotConnectedError, BrokenAnswerError, TimeoutError):
             pass  # a shadow's failure is its own business, never the caller's
-
-    async def _send(self, replica: str, request: Outgoing) -> aiohttp.ClientResponse:
-        """Send `request` and wait for the answer's head; the body is left to the caller."""
-        # encoded=True: the caller's path and query go out byte for byte, not re-quoted
-        url = URL(replica + request.target, encoded=True)
-        return await self._client().request(
-            request.method, url, headers=request.headers, data=request.body or None,
-            allow_redirects=False,
-        )  # fmt: skip
 
     async def close(self) -> None:
         """Wait briefly for shadow copies, then close every connection."""
         if self._shadows:
             await asyncio.wait(set(self._shadows), timeout=self._options.connect_timeout_s)
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
 
-def _relay(response: aiohttp.ClientResponse) -> Stream:
-    """`response`'s body as it arrives, and the call that gives its connection back."""
-
-    async def chunks() -> AsyncIterator[bytes]:
-        try:
-            async for chunk in response.content.iter_any():
-                yield chunk
-        finally:  # also when the caller hangs up mid-stream and the generator is dropped
-            response.release()
+def _closer(answer: Answer) -> Callable[[], Awaitable[None]]:
+    """The call that ends a relayed stream (an unfinished answer's connection is closed)."""
 
     async def close() -> None:
-        response.release()  # an unfinished body makes aiohttp close rather than reuse it
+        answer.release()
 
-    return Stream(chunks(), close)
-
-
-def _reason(error: Exception) -> str:
-    """One line on what went wrong (aiohttp's messages can span lines and quote the request)."""
-    text = error.message if isinstance(error, aiohttp.ClientResponseError) else str(error)
-    lines = text.strip().splitlines()
-    return lines[0].rstrip(":. ") if lines else type(error).__name__
+    return close

@@ -1,0 +1,203 @@
+"""The replica connection pool against raw-socket servers that count their connections."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import pytest
+
+from forgeml.gateway._upstream import BrokenAnswerError, NotConnectedError, Origin, Pool
+
+HEAD = b"POST /v1/models/m:predict HTTP/1.1\r\ncontent-type: application/json\r\n"
+Answering = Callable[[int, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
+
+
+@dataclass
+class Server:
+    """Reads requests on each connection and answers them with `answer(n)`; False: hang up."""
+
+    answer: Answering
+    connections: int = 0
+    requests: list[bytes] = field(default_factory=list)
+    url: str = ""
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
+                self.requests.append(head + await reader.readexactly(length))
+                if not await self.answer(len(self.requests), reader, writer):
+                    break
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+def _ok(extra: bytes = b"") -> Answering:
+    async def answer(n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        body = b"answer %d" % n
+        writer.write(
+            b"HTTP/1.1 200 OK\r\n%scontent-length: %d\r\n\r\n%s" % (extra, len(body), body)
+        )
+        return b"close" not in extra
+
+    return answer
+
+
+@asynccontextmanager
+async def _serving(server: Server) -> AsyncIterator[Server]:
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    server.url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    try:
+        yield server
+    finally:
+        listener.close()
+
+
+async def _call(pool: Pool, server: Server, body: bytes = b"{}") -> tuple[int, bytes]:
+    answer = await pool.send(server.url, HEAD, body, timeout_s=2.0)
+    return answer.status, await answer.read(timeout_s=2.0)
+
+
+def test_sequential_requests_share_one_connection_and_get_host_and_length() -> None:
+    async def run() -> tuple[list[tuple[int, bytes]], Server]:
+        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=4.0)
+        async with _serving(Server(_ok())) as server:
+            answers = [await _call(pool, server, b'{"n": %d}' % i) for i in range(3)]
+            pool.close()
+        return answers, server
+
+    answers, server = asyncio.run(run())
+    assert answers == [(200, b"answer 1"), (200, b"answer 2"), (200, b"answer 3")]
+    assert server.connections == 1
+    authority = server.url.removeprefix("http://").encode()
+    assert server.requests[2] == HEAD + b'host: %s\r\ncontent-length: 8\r\n\r\n{"n": 2}' % authority
+
+
+@pytest.mark.parametrize(
+    ("answer", "wait_s", "connections"),
+    [
+        (_ok(b"connection: close\r\n"), 0.0, 2),  # the replica said it closes
+        (_ok(), 0.3, 2),  # idle past keepalive_s
+        (_ok(), 0.0, 1),  # reused
+    ],
+    ids=["connection-close", "expired", "fresh"],
+)
+def test_a_connection_is_reused_only_while_both_sides_keep_it(
+    answer: Answering, wait_s: float, connections: int
+) -> None:
+    async def run() -> Server:
+        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=0.2)
+        async with _serving(Server(answer)) as server:
+            assert await _call(pool, server) == (200, b"answer 1")
+            await asyncio.sleep(wait_s)
+            assert (await _call(pool, server))[0] == 200
+            pool.close()
+        return server
+
+    assert asyncio.run(run()).connections == connections
+
+
+def test_a_connection_the_replica_closed_while_idle_is_not_used() -> None:
+    async def hang_up_after_answering(
+        n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        await _ok()(n, reader, writer)
+        return False  # closes without saying so, as a replica going away does
+
+    async def run() -> Server:
+        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=4.0)
+        async with _serving(Server(hang_up_after_answering)) as server:
+            assert await _call(pool, server) == (200, b"answer 1")
+            await asyncio.sleep(0.1)  # the close reaches the idle connection
+            assert await _call(pool, server) == (200, b"answer 2")
+            pool.close()
+        return server
+
+    assert asyncio.run(run()).connections == 2
+
+
+def test_chunked_and_close_delimited_bodies_are_read_whole() -> None:
+    async def chunked(n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        writer.write(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+        return True
+
+    async def until_close(
+        n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nall of it")
+        return False
+
+    async def run() -> list[tuple[int, bytes]]:
+        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=4.0)
+        found = []
+        for answer in (chunked, until_close):
+            async with _serving(Server(answer)) as server:
+                found.append(await _call(pool, server))
+        pool.close()
+        return found
+
+    assert asyncio.run(run()) == [(200, b"abcde"), (200, b"all of it")]
+
+
+def test_past_the_connection_limit_a_request_waits_then_is_not_connected() -> None:
+    async def hang(n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        await reader.read()
+        return False
+
+    async def run() -> None:
+        pool = Pool(limit=1, connect_timeout_s=0.2, keepalive_s=4.0)
+        async with _serving(Server(hang)) as server:
+            first = asyncio.create_task(pool.send(server.url, HEAD, b"{}", timeout_s=5.0))
+            await asyncio.sleep(0.05)
+            with pytest.raises(NotConnectedError, match="no free connection"):
+                await pool.send(server.url, HEAD, b"{}", timeout_s=5.0)
+            first.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            pool.close()
+
+    asyncio.run(run())
+
+
+def test_a_stream_cut_mid_answer_is_an_error() -> None:
+    async def stream_then_cut(
+        n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+        writer.write(b"transfer-encoding: chunked\r\n\r\n9\r\ndata: 1\n\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        return False  # hang up mid-stream
+
+    async def run() -> list[bytes]:
+        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=4.0)
+        received = []
+        async with _serving(Server(stream_then_cut)) as server:
+            answer = await pool.send(server.url, HEAD, b"{}", timeout_s=2.0)
+            assert answer.streamed
+            with pytest.raises(BrokenAnswerError, match="mid-answer"):
+                async for chunk in answer.chunks(timeout_s=2.0):
+                    received.append(chunk)
+        pool.close()
+        return received
+
+    assert asyncio.run(run()) == [b"data: 1\n\n"]
+
+
+def test_only_plain_http_replicas() -> None:
+    assert Origin.of("http://127.0.0.1:8001") == Origin("127.0.0.1", 8001, b"127.0.0.1:8001")
+    with pytest.raises(ValueError, match="http://HOST:PORT"):
+        Origin.of("https://replica:8001")
