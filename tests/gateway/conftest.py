@@ -19,6 +19,7 @@ from forgeml.core.ids import new_id
 from forgeml.core.store import DeploymentRecord, DeploymentReplicaRecord
 from forgeml.core.workspace import Workspace
 from forgeml.gateway import GatewayOptions, create_app, create_key
+from forgeml.serve.transport import CoalescingHttpProtocol
 
 # short intervals so revocation, refresh, flush and breaker cool-down show up within a test
 TEST_OPTIONS = GatewayOptions(
@@ -41,7 +42,9 @@ class ServerThread:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="on", http=CoalescingHttpProtocol
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]})
         self.thread.start()

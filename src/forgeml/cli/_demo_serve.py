@@ -118,11 +118,19 @@ def _gateway(workspace: Workspace) -> Iterator[str]:
     import uvicorn
 
     from forgeml.gateway import GatewayOptions, create_app
+    from forgeml.serve.transport import CoalescingHttpProtocol
 
     app = create_app(workspace, GatewayOptions())
     # port 0: the kernel picks a free port at bind time, so no other process can take it first
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False)
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            access_log=False,
+            http=CoalescingHttpProtocol,
+        )
     )
     thread = threading.Thread(target=server.run, name="demo-gateway", daemon=True)
     thread.start()

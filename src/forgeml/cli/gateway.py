@@ -37,6 +37,7 @@ def gateway(
 
     from forgeml.core.workspace import open_workspace
     from forgeml.gateway import create_app
+    from forgeml.serve.transport import CoalescingHttpProtocol
 
     try:
         options = GatewayOptions(request_timeout_s=timeout, max_body_bytes=int(max_body_mb * _MIB))
@@ -46,7 +47,7 @@ def gateway(
     app = create_app(open_workspace(), options)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False,
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=10, http=CoalescingHttpProtocol,
     )  # fmt: skip
     # uvicorn shuts down gracefully (flushing usage) and then re-raises the signal it caught
     # under the handler it found; a no-op one makes SIGTERM a clean exit 0

@@ -120,6 +120,7 @@ def _run(refs: list[str], options: ServeOptions, listener: socket.socket) -> Non
 
     from forgeml.core.workspace import open_workspace
     from forgeml.serve import ModelRepository, build_app
+    from forgeml.serve.transport import CoalescingHttpProtocol
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     workspace = open_workspace()
@@ -135,7 +136,8 @@ def _run(refs: list[str], options: ServeOptions, listener: socket.socket) -> Non
         served, host, port, options.runtime, options.max_batch_size, options.max_wait_ms,
     )  # fmt: skip
     config = uvicorn.Config(
-        build_app(repository), log_config=None, access_log=False, timeout_graceful_shutdown=10
-    )
+        build_app(repository), log_config=None, access_log=False, timeout_graceful_shutdown=10,
+        http=CoalescingHttpProtocol,
+    )  # fmt: skip
     _server_class()(config).run(sockets=[listener])
     logging.info("forgeml serve stopped")
