@@ -67,7 +67,7 @@ async def _serving(server: Server) -> AsyncIterator[Server]:
 
 async def _call(pool: Pool, server: Server, body: bytes = b"{}") -> tuple[int, bytes]:
     answer = await pool.send(server.url, HEAD, body, timeout_s=2.0)
-    return answer.status, await answer.read(timeout_s=2.0)
+    return answer.status, await answer.read()
 
 
 def test_sequential_requests_share_one_connection_and_get_host_and_length() -> None:
@@ -189,7 +189,7 @@ def test_a_stream_cut_mid_answer_is_an_error() -> None:
             answer = await pool.send(server.url, HEAD, b"{}", timeout_s=2.0)
             assert answer.streamed
             with pytest.raises(BrokenAnswerError, match="mid-answer"):
-                async for chunk in answer.chunks(timeout_s=2.0):
+                async for chunk in answer.chunks():
                     received.append(chunk)
         pool.close()
         return received
@@ -201,3 +201,30 @@ def test_only_plain_http_replicas() -> None:
     assert Origin.of("http://127.0.0.1:8001") == Origin("127.0.0.1", 8001, b"127.0.0.1:8001")
     with pytest.raises(ValueError, match="http://HOST:PORT"):
         Origin.of("https://replica:8001")
+
+
+def test_a_stream_may_outlast_the_timeout_but_not_fall_silent_past_it() -> None:
+    async def slow_stream(
+        n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+        writer.write(b"transfer-encoding: chunked\r\n\r\n")
+        for _ in range(4):  # 0.4 s in all, 0.1 s apart: longer than the timeout, never silent
+            await asyncio.sleep(0.1)
+            writer.write(b"9\r\ndata: x\n\n\r\n")
+            await writer.drain()
+        await reader.read()  # then silence
+        return False
+
+    async def run() -> list[bytes]:
+        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=4.0)
+        received = []
+        async with _serving(Server(slow_stream)) as server:
+            answer = await pool.send(server.url, HEAD, b"{}", timeout_s=0.25)
+            with pytest.raises(TimeoutError):
+                async for chunk in answer.chunks():
+                    received.append(chunk)
+        pool.close()
+        return received
+
+    assert asyncio.run(run()) == [b"data: x\n\n"] * 4

@@ -154,10 +154,10 @@ class Upstreams:
             raise self._failed(replica, breaker, error) from error
         headers = [(k, v) for k, v in answer.headers if k.lower() not in _DROP_RESPONSE]
         if answer.streamed:
-            stream = Stream(answer.chunks(timeout_s), _closer(answer))
+            stream = Stream(answer.chunks(), _closer(answer))
             return Forwarded(answer.status, headers, b"", stream, replica)
         try:
-            content = await answer.read(timeout_s)
+            content = await answer.read()
         except (BrokenAnswerError, TimeoutError) as error:
             raise self._failed(replica, breaker, error) from error
         return Forwarded(answer.status, headers, content, None, replica)
@@ -184,10 +184,10 @@ class Upstreams:
                 replica, request.head(), request.body, timeout_s
             )
             if answer.streamed:
-                async for _ in answer.chunks(timeout_s):
+                async for _ in answer.chunks():
                     pass
             else:
-                await answer.read(timeout_s)
+                await answer.read()
         except (NotConnectedError, BrokenAnswerError, TimeoutError):
             pass  # a shadow's failure is its own business, never the caller's
 

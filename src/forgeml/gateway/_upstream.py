@@ -74,6 +74,8 @@ class _Connection(asyncio.Protocol):
         self._complete = False
         self._keep_alive = False
         self._until_close = False  # a body with neither length nor chunks ends with the connection
+        self._timeout_s = 0.0
+        self._timer: asyncio.TimerHandle | None = None
 
     # --- asyncio.Protocol
 
@@ -82,6 +84,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._disarm()
         if self._until_close and not self._complete:
             self.on_message_complete()
         elif self._head is not None and not self._head.done():
@@ -120,11 +123,13 @@ class _Connection(asyncio.Protocol):
             self._body.append(body)
             return
         self._chunks.put_nowait(body)
+        self._arm()  # a stream may go on for long: the limit is on each silence
         if self._chunks.qsize() >= _PAUSE_AT and self.transport is not None:
             self.transport.pause_reading()
             self._paused = True
 
     def on_message_complete(self) -> None:
+        self._disarm()
         self._complete = True
         self._keep_alive = self._parser.should_keep_alive() and not self._until_close
         if self._chunks is not None:
@@ -134,39 +139,42 @@ class _Connection(asyncio.Protocol):
 
     # --- one exchange
 
-    def send(self, request: bytes) -> None:
-        """Write `request` (head and body) and get ready to read its answer."""
+    def send(self, request: bytes, timeout_s: float) -> None:
+        """Write `request` (head and body) and get ready to read its answer.
+
+        The whole answer must arrive within `timeout_s`, or else its futures fail with
+        TimeoutError and the connection is closed; a streamed answer gets `timeout_s` from
+        each chunk to the next instead.
+        """
         loop = asyncio.get_running_loop()
         self._head, self._done = loop.create_future(), loop.create_future()
         self._headers, self._body, self._chunks = [], [], None
         self._complete = self._until_close = False
+        self._timeout_s = timeout_s
+        self._arm()
         assert self.transport is not None
         self.transport.write(request)
 
-    async def head(self, timeout_s: float) -> tuple[int, list[tuple[str, str]]]:
+    async def head(self) -> tuple[int, list[tuple[str, str]]]:
         """The answer's status and headers."""
         assert self._head is not None
-        async with asyncio.timeout(timeout_s):
-            status = await self._head
-        return status, self._headers
+        return await self._head, self._headers
 
     @property
     def streamed(self) -> bool:
         return self._chunks is not None
 
-    async def body(self, timeout_s: float) -> bytes:
+    async def body(self) -> bytes:
         """The rest of a whole answer."""
         assert self._done is not None
-        async with asyncio.timeout(timeout_s):
-            await self._done
+        await self._done
         return b"".join(self._body)
 
-    async def chunks(self, timeout_s: float) -> AsyncIterator[bytes]:
-        """A streamed answer's chunks as they arrive, each wait bounded by `timeout_s`."""
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """A streamed answer's chunks as they arrive."""
         assert self._chunks is not None
         while True:
-            async with asyncio.timeout(timeout_s):
-                chunk = await self._chunks.get()
+            chunk = await self._chunks.get()
             if chunk is None:
                 return
             if isinstance(chunk, Exception):
@@ -189,8 +197,23 @@ class _Connection(asyncio.Protocol):
         if self._chunks is not None:
             self._chunks.put_nowait(error)
 
+    def _arm(self) -> None:
+        self._disarm()
+        self._timer = asyncio.get_running_loop().call_later(self._timeout_s, self._time_out)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _time_out(self) -> None:
+        self._timer = None
+        self._fail(TimeoutError())
+        self._close()
+
     def _close(self) -> None:
         self.closed = True
+        self._disarm()
         if self.transport is not None:
             self.transport.close()
 
@@ -207,17 +230,17 @@ class Answer:
         self.streamed = connection.streamed
         self._released = False
 
-    async def read(self, timeout_s: float) -> bytes:
+    async def read(self) -> bytes:
         """The whole body; the connection goes back to the pool."""
         try:
-            return await self._connection.body(timeout_s)
+            return await self._connection.body()
         finally:
             self.release()
 
-    async def chunks(self, timeout_s: float) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives; the connection goes back to the pool at its end."""
         try:
-            async for chunk in self._connection.chunks(timeout_s):
+            async for chunk in self._connection.chunks():
                 yield chunk
         finally:
             self.release()
@@ -247,7 +270,8 @@ class Pool:
             replica: the replica's base URL (http://HOST:PORT).
             head: the request line and headers, without Host and Content-Length.
             body: the request body.
-            timeout_s: how long to wait for the answer's head once the request is out.
+            timeout_s: how long the answer may take once the request is out (a streamed
+                answer: how long each chunk may take after the one before).
 
         Raises:
             NotConnectedError: no connection could be had within the connect timeout.
@@ -257,9 +281,9 @@ class Pool:
         origin = self._origins.get(replica) or self._origins.setdefault(replica, Origin.of(replica))
         connection = await self._take(origin)
         framing = b"host: %s\r\ncontent-length: %d\r\n\r\n" % (origin.authority, len(body))
-        connection.send(head + framing + body)
+        connection.send(head + framing + body, timeout_s)
         try:
-            status, headers = await connection.head(timeout_s)
+            status, headers = await connection.head()
         except BaseException:
             self.give_back(connection)
             raise
