@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -191,3 +192,21 @@ def test_export_writes_a_volcano_job_for_the_gang(cli: Cli, tmp_path: Path) -> N
     assert_ok(cli("jobs", "export", job["job_id"], "-o", out))
     assert "kind: Job" in out.read_text()
     assert_cli_error(cli("jobs", "export", job["job_id"], "--format", "slurm"), "--format", code=2)
+
+
+def test_a_server_whose_gateway_port_is_taken_fails_in_one_sentence(
+    server_env: dict[str, str],
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [FORGEML, "server", "--gateway-port", str(port)],
+            env=server_env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert_cli_error(
+        CliResult(result.returncode, result.stdout, result.stderr),
+        f"Cannot listen on 127.0.0.1:{port}",
+    )
+    assert not (Path(server_env["FORGEML_HOME"]) / "scheduler.json").exists()  # lease let go

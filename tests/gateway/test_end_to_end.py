@@ -8,8 +8,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from forgeml.core.config import Settings
+from forgeml.core.store import DeploymentRecord
 from forgeml.core.workspace import Workspace
 from forgeml.gateway import create_key, usage_report
 from tests.gateway.conftest import add_deployment, dead_url
@@ -72,16 +74,26 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str
         _stop(server)
 
 
-def test_a_real_model_server_behind_the_gateway_with_a_key(served: tuple[Path, str]) -> None:
+@pytest.mark.parametrize(
+    "entry",
+    [("gateway", "--port"), ("server", "--interval", "0.5", "--gateway-port")],
+    ids=["forgeml-gateway", "inside-forgeml-server"],
+)
+def test_a_real_model_server_behind_the_gateway_with_a_key(
+    served: tuple[Path, str], entry: tuple[str, ...]
+) -> None:
     home, replica = served
     workspace = Workspace(Settings(home=home, user="tester"))
     try:
-        add_deployment(workspace, "adult", [replica])
-        _, key = create_key(workspace, "e2e", ["adult"])
+        with workspace.store.session() as session:
+            deployed = session.scalars(select(DeploymentRecord.name)).all()
+        if "adult" not in deployed:
+            add_deployment(workspace, "adult", [replica])
+        summary, key = create_key(workspace, "e2e", ["adult"])
         port = _free_port()
         gateway_url = f"http://127.0.0.1:{port}"
         gateway = _start(
-            home, home.parent / "gateway.log", "gateway", "--port", str(port),
+            home, home.parent / f"{entry[0]}.log", *entry, str(port),
             ready=f"{gateway_url}/healthz",
         )  # fmt: skip
         try:
@@ -100,7 +112,7 @@ def test_a_real_model_server_behind_the_gateway_with_a_key(served: tuple[Path, s
         assert answer.json() == direct.json()
         assert len(answer.json()["predictions"]) == 5
         assert refused.status_code == 401
-        (row,) = usage_report(workspace)  # flushed at shutdown
+        (row,) = [r for r in usage_report(workspace) if r["key_id"] == summary["id"]]  # flushed
         assert (row["deployment"], row["requests"], row["errors"]) == ("adult", 1, 0)
     finally:
         workspace.close()

@@ -10,10 +10,7 @@ load. The deployment is stopped at the end, so the demo leaves no process behind
 from __future__ import annotations
 
 import statistics
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from forgeml.cli._output import print_table, say
@@ -33,7 +30,7 @@ def serve_demo(workspace: Workspace, model_ref: str, test_ref: str) -> None:
     """Deploy `model_ref` as `adult`, call it directly and through the gateway, then stop it."""
     import httpx
 
-    from forgeml.gateway import create_key
+    from forgeml.gateway import GatewayOptions, create_key, gateway_in_thread
     from forgeml.serve.deployments import delete, deploy
 
     say(f"deploying {model_ref} as '{DEPLOYMENT}' (a model-server process) ...")
@@ -41,7 +38,8 @@ def serve_demo(workspace: Workspace, model_ref: str, test_ref: str) -> None:
     try:
         replica = deployment.replicas[0].url
         _, key = create_key(workspace, "demo", scopes=[DEPLOYMENT], rate_per_s=1000.0)
-        with _gateway(workspace) as gateway, httpx.Client(timeout=30.0) as client:
+        gateway_running = gateway_in_thread(workspace, GatewayOptions())
+        with gateway_running as gateway, httpx.Client(timeout=30.0) as client:
             # the fields to send are the model's inputs, as its KServe v2 metadata lists them
             metadata = client.get(f"{replica}/v2/models/{DEPLOYMENT}").json()
             fields = [tensor["name"] for tensor in metadata["inputs"]]
@@ -110,38 +108,3 @@ def _report(direct: list[float], through: list[float], refused: int, answer: Any
     prediction = answer["predictions"][0]
     say(f"a request without a key: HTTP {refused}; with it: label {prediction['label']!r} "
         f"from {answer.get('model_version', '?')}")  # fmt: skip
-
-
-@contextmanager
-def _gateway(workspace: Workspace) -> Iterator[str]:
-    """The gateway app served on a free loopback port in a thread; yields its base URL."""
-    import uvicorn
-
-    from forgeml.gateway import GatewayOptions, create_app
-    from forgeml.serve.transport import CoalescingHttpProtocol
-
-    app = create_app(workspace, GatewayOptions())
-    # port 0: the kernel picks a free port at bind time, so no other process can take it first
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=0,
-            log_level="warning",
-            access_log=False,
-            http=CoalescingHttpProtocol,
-        )
-    )
-    thread = threading.Thread(target=server.run, name="demo-gateway", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise ServiceUnavailableError("The demo's gateway did not start within 30 s.")
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from forgeml.core.errors import ForgemlError, UsageError
+from forgeml.core.errors import UsageError
 from forgeml.serve.options import RuntimeName, ServeOptions
 
 _FIELDS = ServeOptions.model_fields
@@ -85,15 +85,9 @@ def _bind(host: str, port: int) -> socket.socket:
     """The listening socket, bound before models load so a taken port fails at once."""
     if not 1 <= port <= 65535:
         raise UsageError(f"Invalid --port {port}: choose a free port from 1 to 65535.")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((host, port))
-    except OSError as error:
-        listener.close()
-        raise ForgemlError(f"Cannot listen on {host}:{port}: {error.strerror}.") from None
-    return listener
+    from forgeml.serve.transport import bind_listener
+
+    return bind_listener(host, port)
 
 
 def _server_class() -> type:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     )
     from forgeml.gateway._limits import TokenBucket
     from forgeml.gateway._options import GatewayOptions
+    from forgeml.gateway._thread import gateway_in_thread
     from forgeml.gateway._usage import usage_report
 
 _HOMES = {
@@ -31,6 +32,7 @@ _HOMES = {
     "VerifiedKey": "forgeml.gateway._keys",
     "create_app": "forgeml.gateway._app",
     "create_key": "forgeml.gateway._keys",
+    "gateway_in_thread": "forgeml.gateway._thread",
     "key_summary": "forgeml.gateway._keys",
     "list_keys": "forgeml.gateway._keys",
     "revoke_key": "forgeml.gateway._keys",
@@ -44,6 +46,7 @@ __all__ = [
     "VerifiedKey",
     "create_app",
     "create_key",
+    "gateway_in_thread",
     "key_summary",
     "list_keys",
     "revoke_key",

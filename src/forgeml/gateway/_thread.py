@@ -1,0 +1,66 @@
+"""The gateway inside another process: served by uvicorn on its own event loop in a thread.
+
+`forgeml server --gateway-port` (the scheduler and the gateway in one process) and
+`forgeml demo` run it this way; `forgeml gateway` runs it as a process of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from forgeml.core.errors import ServiceUnavailableError
+from forgeml.core.workspace import Workspace
+from forgeml.gateway._options import GatewayOptions
+
+_START_TIMEOUT_S = 30.0
+_STOP_TIMEOUT_S = 15.0
+
+
+@contextmanager
+def gateway_in_thread(
+    workspace: Workspace, options: GatewayOptions, host: str = "127.0.0.1", port: int = 0
+) -> Iterator[str]:
+    """Serve the gateway over `workspace` until the block ends; yields its base URL.
+
+    Args:
+        workspace: where deployments, keys and usage live (shared with the caller).
+        options: the gateway's options.
+        host: the interface to listen on.
+        port: the port (0: a free one the kernel picks at bind time).
+
+    Raises:
+        ForgemlError: the port cannot be had.
+        ServiceUnavailableError: the gateway did not start in time.
+    """
+    import uvicorn
+
+    from forgeml.gateway._app import create_app
+    from forgeml.serve.transport import CoalescingHttpProtocol, bind_listener
+
+    listener = bind_listener(host, port)
+    config = uvicorn.Config(
+        create_app(workspace, options), log_level="warning", access_log=False,
+        http=CoalescingHttpProtocol, timeout_graceful_shutdown=10,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [listener]}, name="forgeml-gateway", daemon=True
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise ServiceUnavailableError(
+                    f"The gateway did not start within {_START_TIMEOUT_S:g} s."
+                )
+            time.sleep(0.05)
+        bound_host, bound_port = listener.getsockname()[:2]
+        yield f"http://{bound_host}:{bound_port}"
+    finally:
+        server.should_exit = True  # graceful: in-flight requests finish, usage is flushed
+        thread.join(timeout=_STOP_TIMEOUT_S)
+        listener.close()
