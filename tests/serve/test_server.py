@@ -79,7 +79,7 @@ def reference(served_home: Path) -> Any:
     return adult_probabilities, text_probabilities
 
 
-def adult_inputs(records: list[dict[str, Any]]) -> list[triton.InferInput]:
+def adult_inputs(records: list[dict[str, Any]], binary: bool = False) -> list[triton.InferInput]:
     inputs = []
     for name, value in records[0].items():
         column = [record[name] for record in records]
@@ -89,7 +89,7 @@ def adult_inputs(records: list[dict[str, Any]]) -> list[triton.InferInput]:
         else:
             array = np.array(column, dtype=np.int64)
             tensor = triton.InferInput(name, [len(column)], "INT64")
-        tensor.set_data_from_numpy(array, binary_data=False)
+        tensor.set_data_from_numpy(array, binary_data=binary)
         inputs.append(tensor)
     return inputs
 
@@ -156,13 +156,50 @@ def test_tritonclient_text_model_equals_torch(server: LiveServer, reference: Any
     np.testing.assert_allclose(result.as_numpy("probabilities"), reference[1](TEXTS), atol=1e-5)
 
 
-def test_binary_tensor_data_gets_a_clear_400(server: LiveServer) -> None:
+def test_tritonclient_defaults_binary_tensors_both_ways(server: LiveServer, reference: Any) -> None:
+    records = adult_records(8, offset=20)
     client = triton.InferenceServerClient(f"127.0.0.1:{server.port}")
-    text = triton.InferInput("text", [1], "BYTES")
-    text.set_data_from_numpy(np.array([TEXTS[0].encode()], dtype=np.object_))  # binary
-    with pytest.raises(triton.InferenceServerException, match="binary_data=False") as raised:
-        client.infer("sst2-minilm", [text])
-    assert raised.value.status() == "400"
+    # tritonclient's defaults: binary input data, and with no outputs named, binary outputs
+    result = client.infer("adult-mlp", adult_inputs(records, binary=True))
+    assert result.get_output("probabilities")["parameters"]["binary_data_size"] == 8 * 2 * 4
+    np.testing.assert_allclose(
+        result.as_numpy("probabilities"), reference[0](records), rtol=1e-5, atol=1e-6
+    )
+    assert len(result.as_numpy("label")) == 8
+    text = triton.InferInput("text", [len(TEXTS)], "BYTES")
+    text.set_data_from_numpy(np.array([t.encode() for t in TEXTS], dtype=np.object_))
+    wanted = [
+        triton.InferRequestedOutput("probabilities", binary_data=False),
+        triton.InferRequestedOutput("embeddings"),  # binary
+    ]
+    result = client.infer("sst2-minilm", [text], outputs=wanted)
+    assert "data" in result.get_output("probabilities")
+    np.testing.assert_allclose(result.as_numpy("probabilities"), reference[1](TEXTS), atol=1e-5)
+    assert result.as_numpy("embeddings").shape[0] == len(TEXTS)
+
+
+def test_malformed_binary_tensor_data_is_refused_and_the_server_keeps_serving(
+    server: LiveServer,
+) -> None:
+    url = f"{server.url}/v2/models/sst2-minilm/infer"
+    header = orjson.dumps(
+        {"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES",
+                     "parameters": {"binary_data_size": 100}}]}
+    )  # fmt: skip
+    data = b"\x05\x00\x00\x00hello"
+    cases = [
+        ({"Inference-Header-Content-Length": str(len(header))}, header + data, "100 bytes"),
+        ({"Inference-Header-Content-Length": "9999"}, header + data, "has only"),
+        ({"Inference-Header-Content-Length": "x"}, header + data, "byte length"),
+    ]
+    for headers, body, message in cases:
+        response = httpx.post(url, content=body, headers=headers)
+        assert response.status_code == 422 and message in response.json()["error"]
+    fixed = header.replace(b"100", b"9")
+    response = httpx.post(
+        url, content=fixed + data, headers={"Inference-Header-Content-Length": str(len(fixed))}
+    )
+    assert response.status_code == 200 and response.json()["outputs"][0]["shape"][0] == 1
 
 
 def test_predict_takes_raw_records_and_texts(server: LiveServer, reference: Any) -> None:

@@ -23,6 +23,7 @@ from forgeml.serve.errors import error_response, install_error_handlers, protoco
 from forgeml.serve.lane import FastLane
 from forgeml.serve.metrics import UNKNOWN_MODEL, ServerMetrics
 from forgeml.serve.options import ServeOptions
+from forgeml.serve.protocols.kserve_binary import BinaryTensors
 from forgeml.serve.repository import ModelRepository
 from forgeml.serve.request_log import RequestLog
 
@@ -84,6 +85,7 @@ def build_app(repository: ModelRepository, fast_lane: bool = True) -> FastAPI:
 
     if fast_lane:  # innermost: the metrics and the body limit still see its requests
         app.add_middleware(FastLane, repository=repository, log=app.state.request_log)
+    app.add_middleware(BinaryTensors)  # v2 binary tensor data in and out; JSON inside it
     app.add_middleware(_RequestMetrics, metrics=repository.metrics, models=set(repository.models))
     app.add_middleware(_BodyLimit, max_bytes=options.max_body_bytes)
     return app
@@ -112,13 +114,6 @@ class _BodyLimit:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        if b"inference-header-content-length" in headers:
-            message = (
-                "Binary tensor data is not supported; send tensor data as JSON "
-                "(tritonclient: binary_data=False)."
-            )
-            await error_response(scope["path"], 400, message)(scope, receive, send)
-            return
         if b"content-type" not in headers:
             scope = {
                 **scope,

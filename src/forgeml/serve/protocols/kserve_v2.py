@@ -5,7 +5,8 @@ Tabular models take one tensor per raw field, named like the field, shape [N] or
 (BYTES for strings, INT64/FP32/FP64 for numbers, BOOL); text models take one BYTES
 tensor `text`. Outputs: `probabilities` [N, C] FP32 and `label` [N] BYTES for
 classifiers, `prediction` [N] FP32 for regressors (`embeddings` [N, H] FP32 of text
-encoders on request). Tensor data is JSON; the binary-data extension is not supported.
+encoders on request). Tensor data is JSON here; `kserve_binary` speaks the binary tensor
+data extension in front of these routes.
 """
 
 from __future__ import annotations
@@ -197,7 +198,9 @@ def router(repository: ModelRepository, version: str) -> APIRouter:
 
     @routes.get("/v2")
     async def server_metadata() -> Response:
-        return json_response({"name": "forgeml", "version": version, "extensions": []})
+        return json_response(
+            {"name": "forgeml", "version": version, "extensions": ["binary_tensor_data"]}
+        )
 
     @routes.get("/v2/health/live")
     async def live() -> Response:
