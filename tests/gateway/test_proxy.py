@@ -215,7 +215,7 @@ def test_headers_drop_hop_by_hop_and_credentials_and_bodies_pass_untouched() -> 
     caller = [
         ("Host", "gateway:8080"), ("Authorization", "Bearer fml_secret"),
         ("X-Api-Key", "fml_other"), ("Connection", "keep-alive"), ("TE", "trailers"),
-        ("Content-Type", "application/json"), ("X-Request-Id", "r-1"),
+        ("Content-Type", "application/json"), ("X-Request-Id", "r-1"), ("Expect", "100-continue"),
     ]  # fmt: skip
     request = Outgoing(
         "POST", "/v1/models/a%2fb%7e:predict?q=%20x&q=%41", request_headers(caller), b"{}"
@@ -225,7 +225,7 @@ def test_headers_drop_hop_by_hop_and_credentials_and_bodies_pass_untouched() -> 
     line, *lines = replica.requests[0].decode("latin-1").split("\r\n")
     assert line == "POST /v1/models/a%2fb%7e:predict?q=%20x&q=%41 HTTP/1.1"  # byte for byte
     sent = dict(tuple(line.lower().split(": ", 1)) for line in lines if ": " in line)
-    dropped = {"authorization", "x-api-key", "connection", "te", "accept-encoding"}
+    dropped = {"authorization", "x-api-key", "connection", "te", "accept-encoding", "expect"}
     assert not dropped & sent.keys() and sent["host"] == replica.url.removeprefix("http://")
     assert (sent["x-request-id"], sent["content-type"]) == ("r-1", "application/json")
     names = {name.lower() for name, _ in outcome.headers}

@@ -152,6 +152,27 @@ def test_chunked_and_close_delimited_bodies_are_read_whole() -> None:
     assert asyncio.run(run()) == [(200, b"abcde"), (200, b"all of it")]
 
 
+def test_an_interim_100_continue_is_not_taken_for_the_answer() -> None:
+    async def continue_first(
+        n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        return await _ok(b"x-final: yes\r\n")(n, reader, writer)
+
+    async def run() -> tuple[int, list[tuple[str, str]], bytes]:
+        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=4.0)
+        async with _serving(Server(continue_first)) as server:
+            answer = await pool.send(server.url, HEAD, b"{}", timeout_s=2.0)
+            found = answer.status, answer.headers, await answer.read()
+            assert await _call(pool, server) == (200, b"answer 2")  # the connection still works
+        pool.close()
+        return found
+
+    assert asyncio.run(run()) == (200, [("x-final", "yes"), ("content-length", "8")], b"answer 1")
+
+
 def test_past_the_connection_limit_a_request_waits_then_is_not_connected() -> None:
     async def hang(n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         await reader.read()

@@ -23,10 +23,12 @@ from forgeml.gateway._breaker import CircuitBreaker
 from forgeml.gateway._options import GatewayOptions
 from forgeml.gateway._upstream import Answer, BrokenAnswerError, NotConnectedError, Pool
 
-# hop-by-hop headers (RFC 9110 §7.6.1) and the caller's credentials never reach a replica
+# hop-by-hop headers (RFC 9110 §7.6.1) and the caller's credentials never reach a replica;
+# nor does Expect: the gateway has the whole body before it forwards (§10.1.1 lets it answer)
 _DROP_REQUEST = frozenset(
     {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer",
-     "upgrade", "proxy-authorization", "proxy-connection", "authorization", "x-api-key"}
+     "upgrade", "proxy-authorization", "proxy-connection", "authorization", "x-api-key",
+     "expect"}
 )  # fmt: skip
 _DROP_RESPONSE = frozenset(
     {"content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer",

@@ -108,6 +108,8 @@ class _Connection(asyncio.Protocol):
         self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
+        if self._interim():
+            return  # a 1xx ("100 Continue"): the answer is still to come
         framed = self._parser.get_status_code() in _NO_BODY
         for name, value in self._headers:
             lowered = name.lower()
@@ -129,6 +131,9 @@ class _Connection(asyncio.Protocol):
             self._paused = True
 
     def on_message_complete(self) -> None:
+        if self._interim():
+            self._headers = []  # an interim answer's headers are not the answer's
+            return
         self._disarm()
         self._complete = True
         self._keep_alive = self._parser.should_keep_alive() and not self._until_close
@@ -136,6 +141,9 @@ class _Connection(asyncio.Protocol):
             self._chunks.put_nowait(None)
         if self._done is not None and not self._done.done():
             self._done.set_result(None)
+
+    def _interim(self) -> bool:
+        return 100 <= self._parser.get_status_code() < 200
 
     # --- one exchange
 
