@@ -159,8 +159,11 @@ def test_tritonclient_text_model_equals_torch(server: LiveServer, reference: Any
 def test_tritonclient_defaults_binary_tensors_both_ways(server: LiveServer, reference: Any) -> None:
     records = adult_records(8, offset=20)
     client = triton.InferenceServerClient(f"127.0.0.1:{server.port}")
+    counted = _histogram(server, "forgeml_request_latency_seconds_count", "adult-mlp")
     # tritonclient's defaults: binary input data, and with no outputs named, binary outputs
     result = client.infer("adult-mlp", adult_inputs(records, binary=True))
+    after = _histogram(server, "forgeml_request_latency_seconds_count", "adult-mlp")
+    assert sum(after.values()) == sum(counted.values()) + 1  # labelled with its model
     assert result.get_output("probabilities")["parameters"]["binary_data_size"] == 8 * 2 * 4
     np.testing.assert_allclose(
         result.as_numpy("probabilities"), reference[0](records), rtol=1e-5, atol=1e-6

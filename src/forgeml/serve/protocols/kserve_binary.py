@@ -56,7 +56,7 @@ class BinaryTensors:
             if header_length is not None:
                 request = json_request(body, header_length)
                 body = orjson.dumps(request)
-                scope = _as_json(scope, len(body))
+                _as_json(scope, len(body))
             binary_outputs: set[str] | None = None
             if b'"binary_data' in body:
                 binary_outputs = wanted_binary(request or _loads_or_none(body))
@@ -202,12 +202,16 @@ def _header_length(scope: Scope) -> int | None:
     return None
 
 
-def _as_json(scope: Scope, length: int) -> Scope:
-    """`scope` with the headers of a plain JSON body of `length` bytes."""
+def _as_json(scope: Scope, length: int) -> None:
+    """Give `scope` the headers of a plain JSON body of `length` bytes.
+
+    In place, not a copy: the middleware outside reads what the app inside writes into the
+    scope (the model name the request metrics are labelled with).
+    """
     drop = {HEADER, b"content-length", b"content-type"}
     headers = [(k, v) for k, v in scope["headers"] if k not in drop]
     headers += [(b"content-type", b"application/json"), (b"content-length", b"%d" % length)]
-    return {**scope, "headers": headers}
+    scope["headers"] = headers
 
 
 def _loads_or_none(body: bytes) -> Any:
