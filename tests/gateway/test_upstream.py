@@ -12,6 +12,9 @@ import pytest
 from forgeml.gateway._upstream import BrokenAnswerError, NotConnectedError, Origin, Pool
 
 HEAD = b"POST /v1/models/m:predict HTTP/1.1\r\ncontent-type: application/json\r\n"
+SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+)
 Answering = Callable[[int, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
 
 
@@ -65,6 +68,10 @@ async def _serving(server: Server) -> AsyncIterator[Server]:
         listener.close()
 
 
+def _pool(limit: int = 8, connect_timeout_s: float = 1.0, keepalive_s: float = 4.0) -> Pool:
+    return Pool(limit=limit, connect_timeout_s=connect_timeout_s, keepalive_s=keepalive_s)
+
+
 async def _call(pool: Pool, server: Server, body: bytes = b"{}") -> tuple[int, bytes]:
     answer = await pool.send(server.url, HEAD, body, timeout_s=2.0)
     return answer.status, await answer.read()
@@ -72,7 +79,7 @@ async def _call(pool: Pool, server: Server, body: bytes = b"{}") -> tuple[int, b
 
 def test_sequential_requests_share_one_connection_and_get_host_and_length() -> None:
     async def run() -> tuple[list[tuple[int, bytes]], Server]:
-        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=4.0)
+        pool = _pool()
         async with _serving(Server(_ok())) as server:
             answers = [await _call(pool, server, b'{"n": %d}' % i) for i in range(3)]
             pool.close()
@@ -98,7 +105,7 @@ def test_a_connection_is_reused_only_while_both_sides_keep_it(
     answer: Answering, wait_s: float, connections: int
 ) -> None:
     async def run() -> Server:
-        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=0.2)
+        pool = _pool(keepalive_s=0.2)
         async with _serving(Server(answer)) as server:
             assert await _call(pool, server) == (200, b"answer 1")
             await asyncio.sleep(wait_s)
@@ -117,7 +124,7 @@ def test_a_connection_the_replica_closed_while_idle_is_not_used() -> None:
         return False  # closes without saying so, as a replica going away does
 
     async def run() -> Server:
-        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=4.0)
+        pool = _pool()
         async with _serving(Server(hang_up_after_answering)) as server:
             assert await _call(pool, server) == (200, b"answer 1")
             await asyncio.sleep(0.1)  # the close reaches the idle connection
@@ -141,7 +148,7 @@ def test_chunked_and_close_delimited_bodies_are_read_whole() -> None:
         return False
 
     async def run() -> list[tuple[int, bytes]]:
-        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=4.0)
+        pool = _pool()
         found = []
         for answer in (chunked, until_close):
             async with _serving(Server(answer)) as server:
@@ -162,7 +169,7 @@ def test_an_interim_100_continue_is_not_taken_for_the_answer() -> None:
         return await _ok(b"x-final: yes\r\n")(n, reader, writer)
 
     async def run() -> tuple[int, list[tuple[str, str]], bytes]:
-        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=4.0)
+        pool = _pool()
         async with _serving(Server(continue_first)) as server:
             answer = await pool.send(server.url, HEAD, b"{}", timeout_s=2.0)
             found = answer.status, answer.headers, await answer.read()
@@ -179,7 +186,7 @@ def test_past_the_connection_limit_a_request_waits_then_is_not_connected() -> No
         return False
 
     async def run() -> None:
-        pool = Pool(limit=1, connect_timeout_s=0.2, keepalive_s=4.0)
+        pool = _pool(limit=1, connect_timeout_s=0.2)
         async with _serving(Server(hang)) as server:
             first = asyncio.create_task(pool.send(server.url, HEAD, b"{}", timeout_s=5.0))
             await asyncio.sleep(0.05)
@@ -193,43 +200,40 @@ def test_past_the_connection_limit_a_request_waits_then_is_not_connected() -> No
     asyncio.run(run())
 
 
-def test_a_stream_cut_mid_answer_is_an_error() -> None:
-    async def stream_then_cut(
-        n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
-        writer.write(b"transfer-encoding: chunked\r\n\r\n9\r\ndata: 1\n\n\r\n")
-        await writer.drain()
-        await asyncio.sleep(0.05)
-        return False  # hang up mid-stream
+def _streamed_until(answer: Answering, timeout_s: float, error: type[Exception]) -> list[bytes]:
+    """The chunks a streamed answer gave before it failed with `error`."""
 
     async def run() -> list[bytes]:
-        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=4.0)
-        received = []
-        async with _serving(Server(stream_then_cut)) as server:
-            answer = await pool.send(server.url, HEAD, b"{}", timeout_s=2.0)
-            assert answer.streamed
-            with pytest.raises(BrokenAnswerError, match="mid-answer"):
-                async for chunk in answer.chunks():
+        pool, received = _pool(), []
+        async with _serving(Server(answer)) as server:
+            streamed = await pool.send(server.url, HEAD, b"{}", timeout_s=timeout_s)
+            assert streamed.streamed
+            with pytest.raises(error):
+                async for chunk in streamed.chunks():
                     received.append(chunk)
         pool.close()
         return received
 
-    assert asyncio.run(run()) == [b"data: 1\n\n"]
+    return asyncio.run(run())
 
 
-def test_only_plain_http_replicas() -> None:
-    assert Origin.of("http://127.0.0.1:8001") == Origin("127.0.0.1", 8001, b"127.0.0.1:8001")
-    with pytest.raises(ValueError, match="http://HOST:PORT"):
-        Origin.of("https://replica:8001")
+def test_a_stream_cut_mid_answer_is_an_error() -> None:
+    async def stream_then_cut(
+        n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        writer.write(SSE_HEAD + b"9\r\ndata: 1\n\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        return False  # hang up mid-stream
+
+    assert _streamed_until(stream_then_cut, 2.0, BrokenAnswerError) == [b"data: 1\n\n"]
 
 
 def test_a_stream_may_outlast_the_timeout_but_not_fall_silent_past_it() -> None:
     async def slow_stream(
         n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
-        writer.write(b"transfer-encoding: chunked\r\n\r\n")
+        writer.write(SSE_HEAD)
         for _ in range(4):  # 0.4 s in all, 0.1 s apart: longer than the timeout, never silent
             await asyncio.sleep(0.1)
             writer.write(b"9\r\ndata: x\n\n\r\n")
@@ -237,15 +241,30 @@ def test_a_stream_may_outlast_the_timeout_but_not_fall_silent_past_it() -> None:
         await reader.read()  # then silence
         return False
 
-    async def run() -> list[bytes]:
-        pool = Pool(limit=8, connect_timeout_s=1.0, keepalive_s=4.0)
-        received = []
-        async with _serving(Server(slow_stream)) as server:
-            answer = await pool.send(server.url, HEAD, b"{}", timeout_s=0.25)
-            with pytest.raises(TimeoutError):
-                async for chunk in answer.chunks():
-                    received.append(chunk)
-        pool.close()
-        return received
+    assert _streamed_until(slow_stream, 0.25, TimeoutError) == [b"data: x\n\n"] * 4
 
-    assert asyncio.run(run()) == [b"data: x\n\n"] * 4
+
+def test_bytes_after_an_answer_nobody_asked_for_retire_the_connection() -> None:
+    async def then_junk(n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        await _ok()(n, reader, writer)
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b"junk")
+        return True
+
+    async def run() -> Server:
+        pool = _pool()
+        async with _serving(Server(then_junk)) as server:
+            assert await _call(pool, server) == (200, b"answer 1")
+            await asyncio.sleep(0.15)  # the junk arrives on the idle connection
+            assert await _call(pool, server) == (200, b"answer 2")
+            pool.close()
+        return server
+
+    assert asyncio.run(run()).connections == 2
+
+
+def test_only_plain_http_replicas() -> None:
+    assert Origin.of("http://127.0.0.1:8001") == Origin("127.0.0.1", 8001, b"127.0.0.1:8001")
+    with pytest.raises(ValueError, match="http://HOST:PORT"):
+        Origin.of("https://replica:8001")

@@ -1,15 +1,23 @@
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import numpy as np
 import orjson
 import pytest
 import tritonclient.http as triton
+from starlette.responses import JSONResponse, Response
 from tritonclient.utils import serialize_byte_tensor
 
 from forgeml.core.errors import InvalidDataError
-from forgeml.serve.protocols.kserve_binary import encode_outputs, json_request, wanted_binary
+from forgeml.serve.protocols.kserve_binary import (
+    HEADER,
+    BinaryTensors,
+    encode_outputs,
+    json_request,
+    wanted_binary,
+)
 
 
 def _binary_request(*tensors: tuple[str, str, np.ndarray]) -> tuple[bytes, int]:
@@ -49,28 +57,27 @@ def _header(size: Any, **extra: Any) -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("body", "length", "message"),
+    ("header", "data", "length", "message"),
     [
-        (b"{}", 10, "has only 2 bytes"),
-        (b"{not json", 9, "not valid JSON"),
-        (b'{"inputs": 3}', 13, "needs 'inputs'"),
-        (_header(4) + b"\x05\x00", None, "declares 4 bytes"),
-        (_header(None) + b"xx", None, "2 bytes of binary data no input declares"),
-        (_header(2) + b"\x05\x00", None, "ends inside an element's length"),
-        (_header(6) + b"\x05\x00\x00\x00hi", None, "longer than its data"),
-        (_header(6) + b"\x02\x00\x00\x00\xff\xfe", None, "not UTF-8"),
-        (_header(-1), None, "send a byte count"),
-        (_header(0, data=["x"]), None, "both 'data' and binary data"),
-        (_header(3, datatype="FP32") + b"abc", None, "not a whole number of 4-byte values"),
-        (_header(4, datatype="TEXT") + b"abcd", None, "datatype 'TEXT'"),
+        (b"{}", b"", 10, "has only 2 bytes"),  # `length`: the header's own unless given
+        (b"{not json", b"", None, "not valid JSON"),
+        (b'{"inputs": 3}', b"", None, "needs 'inputs'"),
+        (_header(4), b"\x05\x00", None, "declares 4 bytes"),
+        (_header(None), b"xx", None, "2 bytes of binary data no input declares"),
+        (_header(2), b"\x05\x00", None, "ends inside an element's length"),
+        (_header(6), b"\x05\x00\x00\x00hi", None, "longer than its data"),
+        (_header(6), b"\x02\x00\x00\x00\xff\xfe", None, "not UTF-8"),
+        (_header(-1), b"", None, "send a byte count"),
+        (_header(0, data=["x"]), b"", None, "both 'data' and binary data"),
+        (_header(3, datatype="FP32"), b"abc", None, "not a whole number of 4-byte values"),
+        (_header(4, datatype="TEXT"), b"abcd", None, "datatype 'TEXT'"),
     ],
 )
 def test_binary_data_that_does_not_add_up_is_one_clear_error(
-    body: bytes, length: int | None, message: str
+    header: bytes, data: bytes, length: int | None, message: str
 ) -> None:
-    header_length = length if length is not None else len(body.split(b"}]}")[0]) + 3
     with pytest.raises(InvalidDataError, match=message):
-        json_request(body, header_length)
+        json_request(header + data, len(header) if length is None else length)
 
 
 @pytest.mark.parametrize(
@@ -109,3 +116,46 @@ def test_binary_outputs_read_back_with_tritonclient() -> None:
     assert result.as_numpy("score").tolist() == [1.0, 2.0]  # stayed JSON
     assert "data" not in result.get_output("label") and "data" in result.get_output("score")
     assert serialize_byte_tensor(np.array([b">50K", b"<=50K"], dtype=np.object_)).item() in data
+
+
+def _through(body: bytes, headers: list[tuple[bytes, bytes]], answer: Response) -> tuple[Any, ...]:
+    """`body` sent through `BinaryTensors` to an app answering `answer`: what each side saw."""
+    seen: dict[str, Any] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen["body"] = (await receive())["body"]
+        await answer(scope, receive, send)
+
+    async def run() -> list[Any]:
+        sent: list[Any] = []
+        scope = {"type": "http", "method": "POST", "path": "/v2/models/m/infer", "headers": headers}
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive() -> Any:
+            return messages.pop(0)
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        await BinaryTensors(app)(scope, receive, send)
+        return sent
+
+    sent = asyncio.run(run())
+    return seen.get("body"), sent[0]["status"], dict(sent[0]["headers"]), sent[1]["body"]
+
+
+def test_malformed_json_naming_binary_data_reaches_the_route_unchanged() -> None:
+    body = b'{"outputs": [{"name": "a", "parameters": {"binary_data": true}}'  # cut short
+    seen, status, headers, _ = _through(body, [], JSONResponse({"error": "not JSON"}, 400))
+    assert seen == body and status == 400 and HEADER not in headers
+
+
+def test_an_error_answer_stays_json_when_binary_outputs_were_asked_for() -> None:
+    body = orjson.dumps({"inputs": [], "parameters": {"binary_data_output": True}})
+    _, status, headers, sent = _through(body, [], JSONResponse({"error": "no model"}, 404))
+    assert (status, sent) == (404, b'{"error":"no model"}') and HEADER not in headers
+    answer = JSONResponse(
+        {"outputs": [{"name": "p", "datatype": "FP32", "shape": [1], "data": [0.5]}]}
+    )
+    _, status, headers, sent = _through(body, [], answer)
+    assert status == 200 and headers[HEADER] == b"%d" % (len(sent) - 4)  # 4 bytes: one FP32

@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from forgeml.core.errors import (
     BadGatewayError,
@@ -50,6 +51,7 @@ class Outgoing:
     headers: list[tuple[str, str]]
     body: bytes
 
+    @cached_property
     def head(self) -> bytes:
         """The request line and headers, less Host and Content-Length (the pool adds them)."""
         lines = [f"{self.method} {self.target} HTTP/1.1\r\n"]
@@ -118,7 +120,6 @@ class Upstreams:
         """
         attempts = 0
         last: Forwarded | None = None
-        head = request.head()
         for replica in candidates:
             if attempts > self._options.retries:
                 break
@@ -126,7 +127,7 @@ class Upstreams:
             if not breaker.allow(self._clock()):
                 continue
             attempts += 1
-            answer = await self._try(replica, breaker, head, request.body)
+            answer = await self._try(replica, breaker, request)
             if answer is None:
                 continue
             if answer.status not in _RETRYABLE_STATUS:
@@ -143,12 +144,11 @@ class Upstreams:
         )
 
     async def _try(
-        self, replica: str, breaker: CircuitBreaker, head: bytes, body: bytes
+        self, replica: str, breaker: CircuitBreaker, request: Outgoing
     ) -> Forwarded | None:
         """One attempt: the answer, or None when the replica could not be reached."""
-        timeout_s = self._options.request_timeout_s
         try:
-            answer = await self._connections().send(replica, head, body, timeout_s)
+            answer = await self._send(replica, request)
         except NotConnectedError:
             breaker.failure(self._clock())
             return None
@@ -156,7 +156,7 @@ class Upstreams:
             raise self._failed(replica, breaker, error) from error
         headers = [(k, v) for k, v in answer.headers if k.lower() not in _DROP_RESPONSE]
         if answer.streamed:
-            stream = Stream(answer.chunks(), _closer(answer))
+            stream = Stream(answer.chunks(), answer.close)
             return Forwarded(answer.status, headers, b"", stream, replica)
         try:
             content = await answer.read()
@@ -180,11 +180,8 @@ class Upstreams:
         task.add_done_callback(self._shadows.discard)
 
     async def _send_shadow(self, replica: str, request: Outgoing) -> None:
-        timeout_s = self._options.request_timeout_s
         try:
-            answer = await self._connections().send(
-                replica, request.head(), request.body, timeout_s
-            )
+            answer = await self._send(replica, request)
             if answer.streamed:
                 async for _ in answer.chunks():
                     pass
@@ -193,6 +190,11 @@ class Upstreams:
         except (NotConnectedError, BrokenAnswerError, TimeoutError):
             pass  # a shadow's failure is its own business, never the caller's
 
+    async def _send(self, replica: str, request: Outgoing) -> Answer:
+        """Send `request` to `replica` and wait for the answer's head (the pool's errors)."""
+        timeout_s = self._options.request_timeout_s
+        return await self._connections().send(replica, request.head, request.body, timeout_s)
+
     async def close(self) -> None:
         """Wait briefly for shadow copies, then close every connection."""
         if self._shadows:
@@ -200,12 +202,3 @@ class Upstreams:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-
-
-def _closer(answer: Answer) -> Callable[[], Awaitable[None]]:
-    """The call that ends a relayed stream (an unfinished answer's connection is closed)."""
-
-    async def close() -> None:
-        answer.release()
-
-    return close

@@ -94,13 +94,13 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._done is None or self._done.done():
-            self._close()  # bytes nobody asked for: this connection cannot be trusted
+            self.close()  # bytes nobody asked for: this connection cannot be trusted
             return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as error:
             self._fail(BrokenAnswerError(f"it sent malformed HTTP ({error})"))
-            self._close()
+            self.close()
 
     # --- httptools callbacks
 
@@ -217,9 +217,10 @@ class _Connection(asyncio.Protocol):
     def _time_out(self) -> None:
         self._timer = None
         self._fail(TimeoutError())
-        self._close()
+        self.close()
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Close the connection; a pending exchange fails as the connection is lost."""
         self.closed = True
         self._disarm()
         if self.transport is not None:
@@ -258,6 +259,10 @@ class Answer:
         if not self._released:
             self._released = True
             self._pool.give_back(self._connection)
+
+    async def close(self) -> None:
+        """`release` for a caller that awaits its clean-up (an unfinished answer is cut)."""
+        self.release()
 
 
 class Pool:
@@ -299,11 +304,14 @@ class Pool:
 
     async def _take(self, origin: Origin) -> _Connection:
         """An idle connection to `origin` fresh enough to reuse, else a new one."""
-        try:
-            async with asyncio.timeout(self._connect_timeout_s):
-                await self._slots.acquire()
-        except TimeoutError as error:
-            raise NotConnectedError("no free connection in time") from error
+        if self._slots.locked():  # every connection in use: wait for one, but not forever
+            try:
+                async with asyncio.timeout(self._connect_timeout_s):
+                    await self._slots.acquire()
+            except TimeoutError as error:
+                raise NotConnectedError("no free connection in time") from error
+        else:
+            await self._slots.acquire()  # free: returns at once, no timer needed
         idle, now = self._idle.get(origin), time.monotonic()
         while idle:
             connection = idle.pop()
@@ -339,7 +347,7 @@ class Pool:
 
     def _discard(self, connection: _Connection) -> None:
         self._open.discard(connection)
-        connection._close()
+        connection.close()
 
     def close(self) -> None:
         """Close every connection, idle or not."""

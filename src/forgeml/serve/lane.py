@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel
@@ -21,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from forgeml.serve.errors import response_for
 from forgeml.serve.protocols import kserve_v2, predict
-from forgeml.serve.protocols._common import json_response
+from forgeml.serve.protocols._common import json_response, read_body
 from forgeml.serve.repository import ModelRepository
 from forgeml.serve.request_log import RequestLog
 
@@ -37,9 +38,15 @@ class _Route:
     body: type[BaseModel]
     answer: Answer
 
+    @cached_property
+    def _around(self) -> tuple[str, str]:
+        """What comes before and after `{name}` in the template."""
+        prefix, _, suffix = self.template.partition("{name}")
+        return prefix, suffix
+
     def name_in(self, path: str) -> str | None:
         """The model name in `path`, or None if `path` is not this route's."""
-        prefix, _, suffix = self.template.partition("{name}")
+        prefix, suffix = self._around
         if not (path.startswith(prefix) and path.endswith(suffix)):
             return None
         name = path[len(prefix) : len(path) - len(suffix)]
@@ -69,7 +76,7 @@ class FastLane:
         scope["path_params"] = {"name": name}  # the request metrics label by it
         path = scope["path"]
         try:
-            body = await _read_body(receive)
+            body = await read_body(receive)
             if body is None:  # the client went away before sending all of it
                 return
             request = route.body.model_validate_json(body)
@@ -95,14 +102,3 @@ def _declares_json(scope: Scope) -> bool:
         if key == b"content-type":
             return bool(value.split(b";", 1)[0].strip().lower() == b"application/json")
     return False
-
-
-async def _read_body(receive: Receive) -> bytes | None:
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)

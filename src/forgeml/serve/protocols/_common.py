@@ -1,4 +1,4 @@
-"""What every protocol's routes share: orjson responses and the request log hook."""
+"""What every protocol's routes share: orjson responses, whole bodies, the request log hook."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 from fastapi import Request
 from starlette.responses import Response
+from starlette.types import Receive
 
 from forgeml.serve.errors import Protocol
 from forgeml.serve.model import LoadedModel
@@ -38,3 +39,15 @@ def record_request(
     """Offer one request over `protocol`, answered by `model`, to the sampled request log."""
     if log is not None:
         log.record(name, model.ref, protocol, rows, outputs)
+
+
+async def read_body(receive: Receive) -> bytes | None:
+    """The whole request body from ASGI `receive`; None if the client went away first."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)

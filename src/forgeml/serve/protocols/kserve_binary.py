@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from forgeml.core.errors import InvalidDataError
 from forgeml.serve.errors import response_for
+from forgeml.serve.protocols._common import read_body
 
 HEADER = b"inference-header-content-length"
 _NUMPY = {
@@ -34,6 +35,7 @@ _NUMPY = {
     "FP16": "<f2", "FP32": "<f4", "FP64": "<f8",
 }  # fmt: skip
 _LENGTH = struct.Struct("<I")  # a BYTES element's length prefix
+EVERY_OUTPUT = "*"  # in `wanted_binary`'s answer: whichever outputs the route returns
 
 
 class BinaryTensors:
@@ -48,7 +50,7 @@ class BinaryTensors:
             await self.app(scope, receive, send)
             return
         try:
-            body = await _read_body(receive)
+            body = await read_body(receive)
             if body is None:
                 return  # the client went away
             header_length = _header_length(scope)
@@ -57,7 +59,7 @@ class BinaryTensors:
                 request = json_request(body, header_length)
                 body = orjson.dumps(request)
                 _as_json(scope, len(body))
-            binary_outputs: set[str] | None = None
+            binary_outputs: set[str] = set()
             if b'"binary_data' in body:
                 binary_outputs = wanted_binary(request or _loads_or_none(body))
         except Exception as error:  # answered in the protocol's format, as the app's handlers do
@@ -115,7 +117,7 @@ def wanted_binary(request: Any) -> set[str]:
     every = isinstance(parameters, dict) and parameters.get("binary_data_output") is True
     outputs = request.get("outputs")
     if not isinstance(outputs, list):
-        return {"*"} if every else set()  # the route picks the outputs: all of them, binary
+        return {EVERY_OUTPUT} if every else set()  # the route picks the outputs
     wanted = set()
     for output in outputs:
         if not isinstance(output, dict) or not isinstance(output.get("name"), str):
@@ -130,7 +132,7 @@ def encode_outputs(response: dict[str, Any], names: set[str]) -> tuple[bytes, by
     """The JSON header and binary data of `response` with the outputs `names` as binary."""
     parts = []
     for output in response.get("outputs", []):
-        if "*" not in names and output["name"] not in names:
+        if EVERY_OUTPUT not in names and output["name"] not in names:
             continue
         raw = _encode(output["datatype"], output.pop("data"))
         output["parameters"] = {**output.get("parameters", {}), "binary_data_size": len(raw)}
@@ -221,17 +223,6 @@ def _loads_or_none(body: bytes) -> Any:
         return None  # the route answers malformed JSON in its own words
 
 
-async def _read_body(receive: Receive) -> bytes | None:
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
 def _replay(body: bytes) -> Receive:
     sent = False
 
@@ -256,11 +247,10 @@ class _BinaryAnswer:
 
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
-            if message["status"] != 200:
-                self._names = set()  # errors stay JSON
-                await self._send(message)
+            if message["status"] == 200:
+                self._start = message  # held until the body is in, to be re-encoded
             else:
-                self._start = message
+                await self._send(message)  # errors stay JSON
             return
         if self._start is None or message["type"] != "http.response.body":
             await self._send(message)
