@@ -155,17 +155,35 @@ def redact(
     ] = None,
     kinds: Annotated[
         list[str] | None,
-        typer.Option("--kind", help="email, phone, credit_card, ip, national_id (repeatable)."),
+        typer.Option(
+            "--kind",
+            help="email, iban, national_id, credit_card, ip, phone (repeatable).",
+        ),
+    ] = None,
+    region: Annotated[
+        str | None,
+        typer.Option(
+            help="The data's country, ISO 3166-1 alpha-2 (GB, US, CN...): also find its "
+            "national phone numbers (07912345678) and bare-digit national IDs."
+        ),
     ] = None,
     name: NameOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Find and mask PII (e-mail, phone, credit cards, IP addresses, national IDs)."""
+    """Find and mask PII (e-mail, IBAN, national IDs, credit cards, IP addresses, phone)."""
     params = _recipe(recipe)
     if columns:
         params["columns"] = columns
     if kinds:
         params["kinds"] = kinds
+    if region is not None:
+        from forgeml.core.errors import UsageError
+        from forgeml.data.pii import check_region
+
+        try:
+            params["region"] = check_region(region)
+        except ValueError as error:
+            raise UsageError(f"--region: {error}") from None
     _run("redact", ref, params, name, as_json, str(recipe or "redact flags"))
 
 
