@@ -1,5 +1,7 @@
-"""The `forgeml` command line. Errors a user can cause become one sentence and exit 1.
+"""The `forgeml` command line.
 
+Errors a user can cause become one sentence and exit 1 (`ForgemlError.exit_code`); a
+command line click cannot parse becomes one line naming the `--help` to read, and exit 2.
 Each command's module is imported only when that command runs (see `_lazy`).
 """
 
@@ -8,8 +10,11 @@ from __future__ import annotations
 import sys
 import traceback
 from functools import cache
+from typing import NoReturn
 
-import click
+from typer._click.exceptions import ClickException, NoArgsIsHelpError
+from typer._click.exceptions import UsageError as ClickUsageError
+from typer.exceptions import Abort
 
 from forgeml.cli._lazy import LazyCommand, LazyGroup
 from forgeml.core.errors import ForgemlError
@@ -91,6 +96,8 @@ COMMANDS = (
         "API keys for the gateway: stored as salted hashes, scoped to deployments.",
     ),
 )
+# a command that ends with this code was interrupted (typer turns Ctrl-C into it)
+_INTERRUPTED = 130
 
 
 @cache
@@ -111,17 +118,45 @@ def main(argv: list[str] | None = None) -> None:
     if debug:
         args.remove("--debug")
     try:
-        command_tree().main(args=args, prog_name="forgeml", standalone_mode=False)
+        code = command_tree().main(args=args, prog_name="forgeml", standalone_mode=False)
     except ForgemlError as error:
-        if debug:
-            traceback.print_exc()
-        print(f"error: {error}", file=sys.stderr)
+        _fail(f"error: {error}", error.exit_code, debug)
+    except NoArgsIsHelpError as error:
+        # a bare group answers with its help: typer's rich formatter printed it when the
+        # error was made, the plain one returns it
+        if error.format_message():
+            print(error.format_message())
         sys.exit(error.exit_code)
-    except click.exceptions.Exit as done:
-        sys.exit(done.exit_code)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(error.exit_code)
-    except click.exceptions.Abort:
-        print("Aborted.", file=sys.stderr)
-        sys.exit(130)
+    except ClickUsageError as error:
+        _fail(usage_line(error), error.exit_code, debug)
+    except ClickException as error:
+        _fail(f"error: {_one_line(error.format_message())}", error.exit_code, debug)
+    except Abort:
+        _fail("Aborted.", _INTERRUPTED, debug)
+    # without standalone mode click returns the code of a `typer.Exit` instead of exiting
+    if code == _INTERRUPTED:
+        _fail("Aborted.", _INTERRUPTED, debug=False)
+    if isinstance(code, int) and code:
+        sys.exit(code)
+
+
+def usage_line(error: ClickUsageError) -> str:
+    """`error: <what is wrong>. See 'forgeml <command> --help'.`, on one line."""
+    line = f"error: {_one_line(error.format_message())}"
+    if not line.endswith((".", "?")):
+        line += "."
+    ctx = error.ctx
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        line += f" See '{ctx.command_path} {ctx.help_option_names[0]}'."
+    return line
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def _fail(line: str, code: int, debug: bool) -> NoReturn:
+    if debug:
+        traceback.print_exc()
+    print(line, file=sys.stderr)
+    sys.exit(code)
