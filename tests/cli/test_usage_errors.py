@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any, Union, get_args, get_origin
 
 import pytest
+import typer
 
 from forgeml.cli import command_tree
 from tests.conftest import CliResult
@@ -197,6 +198,22 @@ def test_ctrl_c_is_aborted_and_exit_130(cli: Cli, monkeypatch: pytest.MonkeyPatc
     result = cli("data", "list")
 
     assert (result.code, result.stdout, result.stderr) == (130, "", "Aborted.\n")
+
+
+@pytest.mark.parametrize(
+    ("stop", "code"), [(SystemExit(143), 143), (typer.Exit(3), 3)], ids=["SystemExit", "typer.Exit"]
+)
+def test_a_commands_own_exit_code_is_the_process_exit_code(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, stop: BaseException, code: int
+) -> None:
+    def stopped(*_: object) -> None:
+        raise stop
+
+    monkeypatch.setattr("forgeml.core.workspace.open_workspace", stopped)
+
+    result = cli("data", "list")
+
+    assert (result.code, result.stderr) == (code, "")
 
 
 def test_help_exits_0_and_lists_every_command(cli: Cli) -> None:
