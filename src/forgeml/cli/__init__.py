@@ -12,6 +12,7 @@ import traceback
 from functools import cache
 from typing import NoReturn
 
+# typer (>= 0.26) vendors click and raises its exceptions; `import click` would not match
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
 from typer._click.exceptions import UsageError as ClickUsageError
 from typer.exceptions import Abort
