@@ -1,55 +1,115 @@
-"""The `forgeml` command line. Errors a user can cause become one sentence and exit 1."""
+"""The `forgeml` command line.
+
+Errors a user can cause become one sentence and exit 1 (`ForgemlError.exit_code`); a
+command line click cannot parse becomes one line naming the `--help` to read, and exit 2.
+Each command's module is imported only when that command runs (see `_lazy`).
+"""
 
 from __future__ import annotations
 
 import sys
 import traceback
+from functools import cache
+from typing import NoReturn
 
-import click
-import typer
+# typer (>= 0.26) vendors click and raises its exceptions; `import click` would not match
+from typer._click.exceptions import ClickException, NoArgsIsHelpError
+from typer._click.exceptions import UsageError as ClickUsageError
+from typer.exceptions import Abort
 
-from forgeml.cli import audit as audit_commands
-from forgeml.cli import cost as cost_commands
-from forgeml.cli import data as data_commands
-from forgeml.cli import deploy as deploy_commands
-from forgeml.cli import gateway as gateway_commands
-from forgeml.cli import init as init_commands
-from forgeml.cli import jobs as jobs_commands
-from forgeml.cli import keys as keys_commands
-from forgeml.cli import models as models_commands
-from forgeml.cli import optimize as optimize_commands
-from forgeml.cli import queues as queues_commands
-from forgeml.cli import runs as runs_commands
-from forgeml.cli import serve as serve_commands
-from forgeml.cli import server as server_commands
-from forgeml.cli import train as train_commands
+from forgeml.cli._lazy import LazyCommand, LazyGroup
 from forgeml.core.errors import ForgemlError
 
-app = typer.Typer(
-    name="forgeml",
-    help="forgeml: raw data to a trained, served and monitored model.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
+# `forgeml --help` lists these in this order; `summary` is the first paragraph of each
+# command's own help (tests/cli/test_startup.py holds the two equal)
+COMMANDS = (
+    LazyCommand(
+        "init",
+        "forgeml.cli.init:init",
+        "Create FORGEML_HOME with its database (migrated) and artifact store.",
+    ),
+    LazyCommand(
+        "demo",
+        "forgeml.cli.init:demo",
+        "Run the main job end to end on the embedded default (Adult census data).",
+    ),
+    LazyCommand(
+        "train",
+        "forgeml.cli.train:train",
+        "Train a model on a dataset version; track the run and register the model.",
+    ),
+    LazyCommand(
+        "finetune",
+        "forgeml.cli.train:finetune",
+        "Fine-tune a pretrained model (LoRA through PEFT, or distillation from a teacher).",
+    ),
+    LazyCommand(
+        "tune",
+        "forgeml.cli.train:tune",
+        "Hyper-parameter search with Optuna; each trial is a child run.",
+    ),
+    LazyCommand(
+        "server",
+        "forgeml.cli.server:server",
+        "Run the scheduler until SIGTERM/Ctrl-C; running jobs survive a restart and are "
+        "re-adopted.",
+    ),
+    LazyCommand(
+        "optimize",
+        "forgeml.cli.optimize:optimize",
+        "Make an optimised model version (ONNX, int8 or pruned) whose parent is MODEL_REF.",
+    ),
+    LazyCommand(
+        "serve",
+        "forgeml.cli.serve:serve",
+        "Serve models over HTTP until SIGTERM/Ctrl-C; ready when /v2/health/ready answers 200.",
+    ),
+    LazyCommand(
+        "gateway",
+        "forgeml.cli.gateway:gateway",
+        "Serve every deployment behind API keys, limits, canary routing and retries.",
+    ),
+    LazyCommand("data", "forgeml.cli.data:app", "Versioned datasets and their pipelines."),
+    LazyCommand("runs", "forgeml.cli.runs:app", "Tracked training runs (MLflow)."),
+    LazyCommand(
+        "models", "forgeml.cli.models:app", "Registered model versions, aliases and promotion."
+    ),
+    LazyCommand("audit", "forgeml.cli.audit:app", "The hash-chained audit log of every change."),
+    LazyCommand(
+        "jobs", "forgeml.cli.jobs:app", "Jobs: submit any command, follow it, cancel or retry it."
+    ),
+    LazyCommand(
+        "queues", "forgeml.cli.queues:app", "Queues: weights, capabilities, reclaimable, budgets."
+    ),
+    LazyCommand(
+        "cost",
+        "forgeml.cli.cost:app",
+        "Measured use and cost of jobs and gateway keys; queue budgets.",
+    ),
+    LazyCommand(
+        "deploy",
+        "forgeml.cli.deploy:app",
+        "Deploy a model as a named set of model-server processes, and manage deployments.",
+    ),
+    LazyCommand(
+        "keys",
+        "forgeml.cli.keys:app",
+        "API keys for the gateway: stored as salted hashes, scoped to deployments.",
+    ),
 )
-app.command("init")(init_commands.init)
-app.command("demo")(init_commands.demo)
-app.command("train")(train_commands.train)
-app.command("finetune")(train_commands.finetune)
-app.command("tune")(train_commands.tune)
-app.add_typer(data_commands.app, name="data")
-app.add_typer(runs_commands.app, name="runs")
-app.add_typer(models_commands.app, name="models")
-app.add_typer(audit_commands.app, name="audit")
-app.add_typer(jobs_commands.app, name="jobs")
-app.add_typer(queues_commands.app, name="queues")
-app.add_typer(cost_commands.app, name="cost")
-app.command("server")(server_commands.server)
-app.command("optimize")(optimize_commands.optimize)
-app.command("serve")(serve_commands.serve)
-app.add_typer(deploy_commands.app, name="deploy")
-app.command("gateway")(gateway_commands.gateway)
-app.add_typer(keys_commands.app, name="keys")
+# a command that ends with this code was interrupted (typer turns Ctrl-C into it)
+_INTERRUPTED = 130
+
+
+@cache
+def command_tree() -> LazyGroup:
+    """The root `forgeml` group; its commands load on first use."""
+    return LazyGroup(
+        name="forgeml",
+        help="forgeml: raw data to a trained, served and monitored model.",
+        no_args_is_help=True,
+        lazy_commands=COMMANDS,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -59,17 +119,45 @@ def main(argv: list[str] | None = None) -> None:
     if debug:
         args.remove("--debug")
     try:
-        app(args=args, prog_name="forgeml", standalone_mode=False)
+        code = command_tree().main(args=args, prog_name="forgeml", standalone_mode=False)
     except ForgemlError as error:
-        if debug:
-            traceback.print_exc()
-        print(f"error: {error}", file=sys.stderr)
+        _fail(f"error: {error}", error.exit_code, debug)
+    except NoArgsIsHelpError as error:
+        # a bare group answers with its help: typer's rich formatter printed it when the
+        # error was made, the plain one returns it
+        if error.format_message():
+            print(error.format_message())
         sys.exit(error.exit_code)
-    except click.exceptions.Exit as done:
-        sys.exit(done.exit_code)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(error.exit_code)
-    except click.exceptions.Abort:
-        print("Aborted.", file=sys.stderr)
-        sys.exit(130)
+    except ClickUsageError as error:
+        _fail(usage_line(error), error.exit_code, debug)
+    except ClickException as error:
+        _fail(f"error: {_one_line(error.format_message())}", error.exit_code, debug)
+    except Abort:
+        _fail("Aborted.", _INTERRUPTED, debug)
+    # without standalone mode click returns the code of a `typer.Exit` instead of exiting
+    if code == _INTERRUPTED:
+        _fail("Aborted.", _INTERRUPTED, debug=False)
+    if isinstance(code, int) and code:
+        sys.exit(code)
+
+
+def usage_line(error: ClickUsageError) -> str:
+    """`error: <what is wrong>. See 'forgeml <command> --help'.`, on one line."""
+    line = f"error: {_one_line(error.format_message())}"
+    if not line.endswith((".", "?")):
+        line += "."
+    ctx = error.ctx
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        line += f" See '{ctx.command_path} {ctx.help_option_names[0]}'."
+    return line
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def _fail(line: str, code: int, debug: bool) -> NoReturn:
+    if debug:
+        traceback.print_exc()
+    print(line, file=sys.stderr)
+    sys.exit(code)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from forgeml.core import audit
-from forgeml.core.artifacts import ArtifactStore
-from forgeml.core.config import Settings, get_settings
-from forgeml.core.store import Store, open_store
+if TYPE_CHECKING:
+    from forgeml.core.artifacts import ArtifactStore
+    from forgeml.core.config import Settings
+    from forgeml.core.store import Store
+
+# The stores (SQLAlchemy, fsspec, pydantic-settings) are imported when first used, so that
+# `import forgeml` and `forgeml --help` stay cheap.
 
 
 @dataclass
@@ -20,10 +23,14 @@ class Workspace:
 
     @cached_property
     def store(self) -> Store:
+        from forgeml.core.store import open_store
+
         return open_store(self.settings.database_url)
 
     @cached_property
     def artifacts(self) -> ArtifactStore:
+        from forgeml.core.artifacts import ArtifactStore
+
         return ArtifactStore(self.settings.artifact_root)
 
     @property
@@ -32,6 +39,8 @@ class Workspace:
 
     def audit(self, session: Any, action: str, object_ref: str, payload: dict[str, Any]) -> None:
         """Append an audit event inside `session`'s transaction."""
+        from forgeml.core import audit
+
         audit.append(session, self.actor, action, object_ref, payload)
 
     def close(self) -> None:
@@ -41,4 +50,6 @@ class Workspace:
 
 def open_workspace(settings: Settings | None = None) -> Workspace:
     """The workspace described by `settings` (default: the environment's)."""
+    from forgeml.core.config import get_settings
+
     return Workspace(settings or get_settings())
