@@ -126,6 +126,8 @@ def report(figures: dict[str, Any]) -> None:
 
     load = figures["load_average_1min"]
     print(f"load average (1 min): {load['start']:.1f} at the start, {load['end']:.1f} at the end")
+    if figures["quick"]:
+        print("--quick: one short round per point, indicative only; goals are judged on full runs")
     if "trainer" in figures:
         print("\n".join(["", *trainer_report(figures["trainer"])]))
     if "serving" in figures:

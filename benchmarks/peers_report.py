@@ -10,7 +10,7 @@ KIND_LABELS = {"adult": "adult-mlp :predict", "minilm": "minilm embeddings"}
 def serving_lines(figure: dict[str, Any]) -> list[str]:
     """forgeml serve against each peer: req/s and p50 at c1 and c16, and the ratios."""
     lines = [
-        f"serving: forgeml serve vs each peer, one peer at a time beside it, medians of "
+        f"serving: forgeml serve vs each peer (all three servers up throughout), medians of "
         f"{figure['rounds']} alternating rounds of {figure['seconds']:g} s per point",
         f"  {'peer':10} {'target':20} {'conc':>4} {'forgeml req/s':>14} {'peer req/s':>11} "
         f"{'forgeml p50':>12} {'peer p50':>9} {'rate ratio':>11}",

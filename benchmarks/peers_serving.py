@@ -2,10 +2,11 @@
 
 Serving: `forgeml serve` against Ray Serve and BentoML, each holding the same two
 registered models (Adult MLP, SST-2 MiniLM) through forgeml's own loading and encoding
-code (`_peers/model.py`), each batching at most 32 rows with no added wait. One peer at a
-time runs beside forgeml's server, and their load points alternate round by round, so a
-slow spell of this shared machine falls on both; the load generator is benchmarks/
-serving.py's (aiohttp in a second process, closed loop; open loop for the sustained rate).
+code (`_peers/model.py`), each batching at most 32 rows with no added wait. The three
+servers are up throughout (the peers take tens of seconds to start), and forgeml's and a
+peer's load points alternate round by round, so a slow spell of this shared machine falls
+on both; the load generator is benchmarks/serving.py's (aiohttp in a second process,
+closed loop; open loop for the sustained rate).
 
 Gateway: one forgeml replica of MiniLM (`forgeml deploy`), reached directly, through
 `forgeml gateway` and through LiteLLM's proxy (`openai/` provider on the replica's

@@ -48,7 +48,8 @@ VENVS = {
     ),
 }
 
-# the peers phone home by default; nothing here may reach past loopback
+# the peers' environment: they phone home by default, and nothing here may reach past
+# loopback
 OFFLINE_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "BENTOML_DO_NOT_TRACK": "True",
@@ -58,6 +59,9 @@ OFFLINE_ENV = {
     "LITELLM_TELEMETRY": "False",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
+    # Ray starts its workers (the Serve replicas and proxy) at nice 15; no measured process
+    # may run niced, or it loses the shared cores to the load generator
+    "RAY_worker_niceness": "0",
 }
 
 
