@@ -67,3 +67,27 @@ def test_optimizer_by_name(name: str, kind: type[torch.optim.Optimizer]) -> None
     assert len(optimizer.param_groups) == 1  # no weight decay: one group
     if name == "sgd":
         assert optimizer.param_groups[0]["momentum"] == 0.5
+
+
+def test_adam_on_cpu_is_fused_and_steps_as_the_plain_kernels_do() -> None:
+    torch.manual_seed(0)
+    fused_model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+    plain_model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+    plain_model.load_state_dict(fused_model.state_dict())
+    fused = build_optimizer(fused_model, OptimizerConfig(name="adamw", lr=0.01, weight_decay=0.1))
+    plain = torch.optim.AdamW(
+        [
+            {"params": [p for p in plain_model.parameters() if p.dim() >= 2], "weight_decay": 0.1},
+            {"params": [p for p in plain_model.parameters() if p.dim() < 2], "weight_decay": 0.0},
+        ],
+        lr=0.01,
+    )
+    assert fused.defaults["fused"] is True and not plain.defaults["fused"]
+    inputs, targets = torch.randn(32, 6), torch.randint(0, 3, (32,))
+    for _ in range(5):
+        for model, optimizer in ((fused_model, fused), (plain_model, plain)):
+            nn.functional.cross_entropy(model(inputs), targets).backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    for ours, reference in zip(fused_model.parameters(), plain_model.parameters(), strict=True):
+        torch.testing.assert_close(ours, reference, rtol=1e-5, atol=1e-6)

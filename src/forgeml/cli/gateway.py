@@ -45,9 +45,9 @@ def gateway(
         first = error.errors()[0]
         raise UsageError(f"Invalid {_FLAGS[str(first['loc'][0])]}: {first['msg']}.") from None
     app = create_app(open_workspace(), options)
-    config = uvicorn.Config(
+    config = uvicorn.Config(  # proxy_headers off: the gateway reads no client address
         app, host=host, port=port, log_level="warning", access_log=False,
-        timeout_graceful_shutdown=10, http=CoalescingHttpProtocol,
+        timeout_graceful_shutdown=10, http=CoalescingHttpProtocol, proxy_headers=False,
     )  # fmt: skip
     # uvicorn shuts down gracefully (flushing usage) and then re-raises the signal it caught
     # under the handler it found; a no-op one makes SIGTERM a clean exit 0

@@ -12,11 +12,13 @@ import asyncio
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.types import Receive, Scope, Send
 
 from forgeml.core.errors import ForgemlError, NotFoundError
 from forgeml.core.workspace import Workspace
@@ -25,6 +27,26 @@ from forgeml.gateway._lane import ForwardLane
 from forgeml.gateway._options import GatewayOptions
 from forgeml.gateway._responses import error_response
 from forgeml.gateway._service import Gateway, every, model_in_body
+
+
+class _GatewayApp(FastAPI):
+    """The gateway's FastAPI app, with its forward lane in front of all of FastAPI's layers.
+
+    `add_middleware` would put the lane inside the stack FastAPI builds around user
+    middleware (ServerErrorMiddleware, exception telemetry, a body limit), and every
+    forwarded request would cross those for nothing: the lane answers its own errors and
+    limits its own bodies (`read_body`), and uvicorn answers anything unexpected with the
+    500 that ServerErrorMiddleware would send. Requests the lane does not forward go
+    through `FastAPI.__call__` as before.
+    """
+
+    lane: ForwardLane | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.lane is None:
+            await super().__call__(scope, receive, send)
+        else:
+            await self.lane(scope, receive, send)
 
 
 def create_app(
@@ -43,7 +65,7 @@ def create_app(
             answers, faster); False only to compare the two.
     """
     gateway = Gateway(workspace, options or GatewayOptions(), rng)
-    app = FastAPI(title="forgeml gateway", lifespan=_lifespan(gateway))
+    app = _GatewayApp(title="forgeml gateway", lifespan=_lifespan(gateway))
     app.state.gateway = gateway
 
     @app.exception_handler(ForgemlError)
@@ -52,7 +74,7 @@ def create_app(
 
     _add_routes(app, gateway)
     if fast_lane:
-        app.add_middleware(ForwardLane, gateway=gateway)
+        app.lane = ForwardLane(partial(FastAPI.__call__, app), gateway)
     return app
 
 

@@ -1,8 +1,9 @@
-"""The forwarding routes without FastAPI's routing and dependency machinery.
+"""The forwarding routes without FastAPI's middleware, routing and dependency machinery.
 
-Every request the gateway forwards pays for FastAPI trying each route's pattern and
-solving the `authenticate` dependency before `Gateway.handle` runs, which is a good part
-of what the gateway adds to a call of a fast model. `ForwardLane` recognises the
+Every request the gateway forwards would pay for FastAPI's middleware stack, for trying
+each route's pattern and for solving the `authenticate` dependency before `Gateway.handle`
+runs, which is a good part of what the gateway adds to a call of a fast model. The app
+calls `ForwardLane` before any of that (`_app._GatewayApp`); it recognises the
 forwarded POST routes by their paths, authenticates and calls `Gateway.handle` as the
 routes in `_app` do, and answers a `ForgemlError` as their handler does. Everything else
 (GET metadata, `/v1/models`, `/healthz`, `/metrics`, malformed paths) goes through
@@ -25,7 +26,7 @@ Deployment = str | Callable[[bytes], str]
 
 
 class ForwardLane:
-    """ASGI middleware forwarding the inference POSTs of `gateway` itself."""
+    """An ASGI app forwarding the inference POSTs of `gateway` itself; `app` gets the rest."""
 
     def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
         self.app = app

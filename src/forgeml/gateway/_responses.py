@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -13,6 +14,8 @@ from forgeml.gateway._limits import retry_after_header
 # the OpenAI routes whose body's `model` names the deployment, and all of OpenAI's routes
 MODEL_IN_BODY_PATHS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/embeddings"})
 OPENAI_PATHS = MODEL_IN_BODY_PATHS | {"/v1/models"}
+# series whose metric children are kept at hand (bounded: key prefixes come from callers)
+_MAX_CACHED_SERIES = 4096
 # the key_prefix label of requests refused for want of a valid key (real prefixes are hex)
 UNAUTHENTICATED = "unauthenticated"
 _OPENAI_TYPES = {
@@ -60,8 +63,19 @@ class GatewayMetrics:
             registry=self.registry,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
         )
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     def observe(self, deployment: str, key_prefix: str, code: int, started: float) -> None:
         """Count one answered request that began at `started` (a perf_counter reading)."""
-        self.requests.labels(deployment, key_prefix, str(code)).inc()
-        self.latency.labels(deployment).observe(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        children = self._children.get((deployment, key_prefix, code))
+        if children is None:  # `labels()` validates and locks on every call: once per series
+            children = (
+                self.requests.labels(deployment, key_prefix, str(code)),
+                self.latency.labels(deployment),
+            )
+            if len(self._children) >= _MAX_CACHED_SERIES:
+                self._children.clear()
+            self._children[(deployment, key_prefix, code)] = children
+        children[0].inc()
+        children[1].observe(elapsed)

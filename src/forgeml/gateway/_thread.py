@@ -41,9 +41,11 @@ def gateway_in_thread(
     from forgeml.serve.transport import CoalescingHttpProtocol, bind_listener
 
     listener = bind_listener(host, port)
+    # proxy_headers off: the gateway reads no client address, so uvicorn's X-Forwarded-*
+    # rewrite of every request's scope would be work for nothing
     config = uvicorn.Config(
         create_app(workspace, options), log_level="warning", access_log=False,
-        http=CoalescingHttpProtocol, timeout_graceful_shutdown=10,
+        http=CoalescingHttpProtocol, timeout_graceful_shutdown=10, proxy_headers=False,
     )  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(
