@@ -145,8 +145,8 @@ def _block(queries: int, width: int) -> int:
 class _Modulus(torch.autograd.Function):
     """|re + i·im| whose gradient at 0 is 0, where sqrt's is NaN.
 
-    The authors' code takes the norm of the stacked parts, which is as safe but, on a CPU,
-    about 3x slower forward and back; torch.hypot is not exported to ONNX.
+    The authors' code takes the norm of the stacked parts, which is as safe but slower
+    forward and back on a CPU; torch.hypot is not exported to ONNX.
     """
 
     @staticmethod
@@ -191,7 +191,7 @@ class RotatE(KGEmbedding):
         return modulus.sum(dim=-1)
 
     def distances_to_all(self, query: torch.Tensor) -> torch.Tensor:
-        # hypot of the two differences in one pass, about 3x the stacked norm on a CPU
+        # hypot of the two differences in one pass: faster than `distance`, no gradient needed
         re_q, im_q = (part.unsqueeze(1) for part in query.chunk(2, dim=-1))
         re_e, im_e = self.entity.weight.chunk(2, dim=-1)
         block = _block(query.shape[0], re_e.shape[1])
@@ -220,7 +220,7 @@ class TransE(KGEmbedding):
         return (query - candidates).abs().sum(dim=-1)
 
     def distances_to_all(self, query: torch.Tensor) -> torch.Tensor:
-        # cdist's L1 kernel: about 10x the broadcast difference, with no [B, E, k] temporary
+        # cdist's L1 kernel: faster than the broadcast difference, with no [B, E, k] temporary
         return torch.cdist(query, self.entity.weight, p=1)
 
 

@@ -90,7 +90,7 @@ def fit_kg(
         generator: the source of every shuffle and negative, so a seed fixes the run.
         on_step: called with (step, loss) after each step (progress, logging).
     """
-    # fused: one pass over the tables per step instead of several (6x on a CPU)
+    # fused: one pass over the tables per step instead of several
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr, fused=True)
     drop_at = int(settings.steps * settings.lr_drop_at)
     batches = negative_batches(
