@@ -53,7 +53,7 @@ def readme_commands(folder: Path) -> list[list[str]]:
 def test_every_example_has_a_readme_with_commands() -> None:
     folders = sorted(path for path in EXAMPLES.iterdir() if path.is_dir())
 
-    assert [f.name for f in folders] == ["adult", "digits", "sst2", "tinygpt"]
+    assert [f.name for f in folders] == ["adult", "digits", "sst2", "tinygpt", "wordnet"]
     for folder in folders:
         commands = readme_commands(folder)
         assert commands, folder

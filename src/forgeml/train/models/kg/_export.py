@@ -1,0 +1,48 @@
+"""The scoring paths of a knowledge-graph model as modules that export to ONNX.
+
+Each takes long id tensors with a dynamic batch dimension, so one graph serves any batch:
+- `TripleScores`: head, relation, tail [B] -> scores [B] (score a triple);
+- `TailScores`: head, relation [B] -> scores [B, E] of every entity (rank tails).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from forgeml.train.models.kg._embedding import KGEmbedding
+
+
+class TripleScores(nn.Module):
+    """γ − d(h, t) of given triples."""
+
+    def __init__(self, model: KGEmbedding) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, head: torch.Tensor, relation: torch.Tensor, tail: torch.Tensor
+    ) -> torch.Tensor:
+        return self.model.score(head, relation, tail)
+
+    @staticmethod
+    def example(rows: int = 2) -> dict[str, torch.Tensor]:
+        """Inputs to trace the export with (2 rows or more, so the batch stays dynamic)."""
+        return {name: torch.zeros(rows, dtype=torch.long) for name in ("head", "relation", "tail")}
+
+
+class TailScores(nn.Module):
+    """Every entity's score as the tail of (head, relation)."""
+
+    def __init__(self, model: KGEmbedding) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, head: torch.Tensor, relation: torch.Tensor) -> torch.Tensor:
+        scores: torch.Tensor = self.model(head, relation)
+        return scores
+
+    @staticmethod
+    def example(rows: int = 2) -> dict[str, torch.Tensor]:
+        """Inputs to trace the export with (see `TripleScores.example`)."""
+        return {name: torch.zeros(rows, dtype=torch.long) for name in ("head", "relation")}
