@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -103,10 +104,19 @@ def _stop_head(head: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="session")
 def ray_address() -> Iterator[str]:
-    """A real single-node Ray head on 127.0.0.1 (2 CPUs), stopped with everything it started."""
+    """A real single-node Ray head on 127.0.0.1 (2 CPUs) with token authentication on,
+    stopped with everything it started.
+
+    Token authentication is what `ray start` turns on by itself once any local `ray.init()`
+    has written `~/.ray/auth_token` (CVE-2023-48022, ShadowRay: a Ray cluster without it runs
+    any job anyone submits). This process knows only where the token is, as a user's shell
+    would, not `RAY_AUTH_MODE`: the executor must authenticate by itself.
+    """
     if not RAY_CLI.exists():
         pytest.skip(f"no `ray` command next to {sys.executable}")
     temp = Path(tempfile.mkdtemp(prefix="fml-ray-"))  # short: Ray puts unix sockets in it
+    token = temp / "auth_token"
+    token.write_text(secrets.token_hex(32))
     port = _head_port()
     log = temp / "head.log"
     command = [
@@ -114,18 +124,23 @@ def ray_address() -> Iterator[str]:
         "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2", "--num-gpus=0",
         "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}",
     ]  # fmt: skip
-    env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0"}
+    auth = {"RAY_AUTH_TOKEN_PATH": str(token)}
+    env = os.environ | auth | {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
     with open(log, "wb") as out:
         head = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        _wait_for_head(head, log)
-        yield f"127.0.0.1:{port}"
-    finally:
-        import ray
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("RAY_AUTH_MODE", raising=False)
+        patch.delenv("RAY_AUTH_TOKEN", raising=False)
+        patch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
+        try:
+            _wait_for_head(head, log)
+            yield f"127.0.0.1:{port}"
+        finally:
+            import ray
 
-        ray.shutdown()
-        _stop_head(head)
-        subprocess.run(["rm", "-rf", str(temp)], check=False)
+            ray.shutdown()
+            _stop_head(head)
+            subprocess.run(["rm", "-rf", str(temp)], check=False)
 
 
 @pytest.fixture

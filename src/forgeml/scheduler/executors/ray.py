@@ -76,6 +76,7 @@ def _connect(address: str) -> Any:
     if ray.is_initialized() and _connection.get("address", address) == address:
         return ray
     _check_reachable(address)
+    _use_token_auth_when_a_token_exists()
     if ray.is_initialized():
         raise RayUnavailableError(
             f"This process is already connected to the Ray cluster at "
@@ -109,6 +110,26 @@ def _check_reachable(address: str) -> None:
             f"Cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start one "
             "with `ray start --head` or pass the address of a running one."
         ) from None
+
+
+def _use_token_auth_when_a_token_exists() -> None:
+    """Authenticate as `ray start` would on this machine.
+
+    Since Ray 2.5x, `ray start` turns token authentication on when `RAY_AUTH_MODE` is unset
+    and a token exists (`RAY_AUTH_TOKEN`, the file at `RAY_AUTH_TOKEN_PATH`, or
+    `~/.ray/auth_token`, which any local `ray.init()` writes), but `ray.init(address=...)`
+    does not: the driver is then refused ("Authentication token is missing or incorrect")
+    by a cluster started on the same machine. Ray's own rule is applied (it also refreshes
+    Ray's cached config, which an environment variable alone would not); an explicit
+    `RAY_AUTH_MODE` is left alone.
+    """
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray from before token authentication
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
 @functools.cache
