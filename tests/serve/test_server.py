@@ -21,6 +21,7 @@ from tests.train.conftest import copy_home, trained_text_template
 
 pytestmark = pytest.mark.slow
 REFS = ["adult-mlp@v1", "sst2-minilm@v1"]
+REFS_NAMES = [ref.split("@")[0] for ref in REFS]
 TEXTS = ["a gorgeous, witty, seductive movie.", "the plot is nothing but boilerplate clichés"]
 
 
@@ -181,6 +182,61 @@ def test_tritonclient_defaults_binary_tensors_both_ways(server: LiveServer, refe
     assert result.as_numpy("embeddings").shape[0] == len(TEXTS)
 
 
+def _matches_metadata(answer: list[dict[str, Any]], listed: list[dict[str, Any]]) -> bool:
+    """The answer's output tensors are the listed ones: names, datatypes, shapes (-1: any)."""
+    if [o["name"] for o in answer] != [o["name"] for o in listed]:
+        return False
+    for got, meta in zip(answer, listed, strict=True):
+        shape_fits = len(got["shape"]) == len(meta["shape"]) and all(
+            want in (-1, size) for size, want in zip(got["shape"], meta["shape"], strict=True)
+        )
+        if got["datatype"] != meta["datatype"] or not shape_fits:
+            return False
+    return True
+
+
+def _v2_inputs(model: str, rows: int) -> dict[str, Any]:
+    if model == "adult-mlp":
+        return v2_body(adult_records(rows, offset=60))
+    text = {"name": "text", "shape": [rows], "datatype": "BYTES", "data": TEXTS[:rows]}
+    return {"inputs": [text]}
+
+
+@pytest.mark.parametrize("model", REFS_NAMES)
+def test_v2_with_no_outputs_named_answers_every_output_the_metadata_lists(
+    server: LiveServer, model: str
+) -> None:
+    listed = httpx.get(f"{server.url}/v2/models/{model}").json()["outputs"]
+    url = f"{server.url}/v2/models/{model}/infer"
+    answer = httpx.post(url, json=_v2_inputs(model, 2)).json()["outputs"]
+    assert _matches_metadata(answer, listed), (answer, listed)
+    for output in answer:  # each equal to what it is when asked for alone
+        body = {**_v2_inputs(model, 2), "outputs": [{"name": output["name"]}]}
+        alone = httpx.post(url, json=body).json()["outputs"][0]
+        if output["datatype"] == "BYTES":
+            assert output["data"] == alone["data"]
+        else:
+            np.testing.assert_allclose(output["data"], alone["data"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("model", REFS_NAMES)
+def test_tritonclient_with_no_outputs_named_gets_every_output_the_metadata_lists_binary(
+    server: LiveServer, model: str
+) -> None:
+    client = triton.InferenceServerClient(f"127.0.0.1:{server.port}")
+    listed = client.get_model_metadata(model)["outputs"]
+    if model == "adult-mlp":
+        inputs = adult_inputs(adult_records(2, offset=60), binary=True)
+    else:
+        inputs = [triton.InferInput("text", [len(TEXTS)], "BYTES")]
+        inputs[0].set_data_from_numpy(np.array([t.encode() for t in TEXTS], dtype=np.object_))
+    result = client.infer(model, inputs)  # no outputs: every one, as binary data
+    answer = result.get_response()["outputs"]
+    assert _matches_metadata(answer, listed), (answer, listed)
+    for output in answer:
+        assert "data" not in output and result.as_numpy(output["name"]).shape[0] == 2
+
+
 def test_malformed_binary_tensor_data_is_refused_and_the_server_keeps_serving(
     server: LiveServer,
 ) -> None:
@@ -219,6 +275,60 @@ def test_predict_takes_raw_records_and_texts(server: LiveServer, reference: Any)
     assert [p["label"] for p in text.json()["predictions"]] == [
         str(i) for i in reference[1](TEXTS).argmax(axis=1)
     ]
+
+
+def _same_predictions(got: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    assert [p["label"] for p in got] == [p["label"] for p in expected]
+    np.testing.assert_allclose(
+        [list(p["probabilities"].values()) for p in got],
+        [list(p["probabilities"].values()) for p in expected],
+        atol=1e-5,
+    )
+
+
+def _by_row(outputs: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Columnar `:predict` outputs as the row format's predictions."""
+    count = len(outputs["label"])
+    return [{name: values[i] for name, values in outputs.items()} for i in range(count)]
+
+
+def test_predict_takes_text_instances_as_objects_of_named_inputs(server: LiveServer) -> None:
+    url = f"{server.url}/v1/models/sst2-minilm:predict"
+    bare = httpx.post(url, json={"instances": TEXTS}).json()
+    named = httpx.post(url, json={"instances": [{"text": text} for text in TEXTS]})
+    assert named.status_code == 200, named.text
+    _same_predictions(named.json()["predictions"], bare["predictions"])
+
+
+def test_predict_takes_columnar_inputs_and_answers_by_column(server: LiveServer) -> None:
+    records = adult_records(3, offset=10)
+    url = f"{server.url}/v1/models/adult-mlp:predict"
+    by_row = httpx.post(url, json={"instances": records}).json()
+    columns = {name: [record[name] for record in records] for name in records[0]}
+    answer = httpx.post(url, json={"inputs": columns})
+    assert answer.status_code == 200, answer.text
+    outputs = answer.json()["outputs"]
+    _same_predictions(_by_row(outputs), by_row["predictions"])
+    text_url = f"{server.url}/v1/models/sst2-minilm:predict"
+    by_row = httpx.post(text_url, json={"instances": TEXTS}).json()
+    for inputs in ({"text": TEXTS}, TEXTS):  # named, or the bare list of a one-input model
+        outputs = httpx.post(text_url, json={"inputs": inputs}).json()["outputs"]
+        _same_predictions(_by_row(outputs), by_row["predictions"])
+
+
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain"])
+def test_an_inference_body_sent_as_curl_sends_it_is_read_as_json(
+    server: LiveServer, content_type: str
+) -> None:
+    url = f"{server.url}/v1/models/sst2-minilm:predict"
+    declared = httpx.post(url, json={"instances": TEXTS}).json()
+    content = orjson.dumps({"instances": TEXTS})
+    answer = httpx.post(url, content=content, headers={"content-type": content_type})
+    assert answer.status_code == 200, answer.text
+    _same_predictions(answer.json()["predictions"], declared["predictions"])
+    not_json = httpx.post(url, content=b"instances=1", headers={"content-type": content_type})
+    assert not_json.status_code == 400
+    assert not_json.json() == {"error": "The request body is not valid JSON."}
 
 
 async def _concurrent(url: str, bodies: list[dict[str, Any]]) -> list[httpx.Response]:
@@ -303,6 +413,8 @@ def test_request_log_holds_sampled_requests_with_redacted_fields(server: LiveSer
 GOOD = adult_records(1)[0]
 TENSORS = v2_body([GOOD])["inputs"]
 V2, PREDICT = "/v2/models/adult-mlp/infer", "/v1/models/adult-mlp:predict"
+TEXT_PREDICT = "/v1/models/sst2-minilm:predict"
+COLUMNS = {name: [value] for name, value in GOOD.items()}
 BAD_CASES = [
     ("malformed JSON", V2, b'{"inputs": [', 400),
     ("malformed JSON", PREDICT, b"{instances", 400),
@@ -316,6 +428,15 @@ BAD_CASES = [
     ("missing tensor", V2, {"inputs": TENSORS[1:]}, 422),
     ("not a request", V2, {"outputs": []}, 422),
     ("too large", PREDICT, {"instances": [GOOD] * 1000}, 413),
+    ("both formats", PREDICT, {"instances": [GOOD], "inputs": COLUMNS}, 422),
+    ("neither format", PREDICT, {"signature_name": "serving_default"}, 422),
+    ("ragged columns", PREDICT, {"inputs": {**COLUMNS, "age": [30, 40]}}, 422),
+    ("scalar column", PREDICT, {"inputs": {**COLUMNS, "age": 30}}, 422),
+    ("unknown column", PREDICT, {"inputs": {**COLUMNS, "height": [180]}}, 422),
+    ("missing column", PREDICT, {"inputs": {k: v for k, v in COLUMNS.items() if k != "age"}}, 422),
+    ("unnamed columns", PREDICT, {"inputs": [GOOD]}, 422),
+    ("text object of another field", TEXT_PREDICT, {"instances": [{"review": "fine"}]}, 422),
+    ("text column of numbers", TEXT_PREDICT, {"inputs": {"text": [3]}}, 422),
 ]
 
 

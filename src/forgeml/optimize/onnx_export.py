@@ -58,8 +58,7 @@ class _TextOutputs(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         model: Any = self.model
         embeddings = model.embed(input_ids, attention_mask)
-        logits = model.head(model.dropout(embeddings))
-        return (logits.squeeze(-1) if model.squeeze else logits), embeddings
+        return model.classify(embeddings), embeddings
 
 
 def _is_text_classifier(module: nn.Module) -> bool:

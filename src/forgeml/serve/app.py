@@ -101,8 +101,10 @@ def _request_log(repository: ModelRepository) -> RequestLog:
 class _BodyLimit:
     """413 for a body over `max_bytes`, by Content-Length or while it streams in.
 
-    Also reads a body without a Content-Type as JSON, as Triton does: tritonclient sends
-    none, and FastAPI would otherwise not parse it.
+    Also reads a body without a Content-Type as JSON, as Triton does (tritonclient sends
+    none), and an inference request's body as JSON whatever its Content-Type says, as TF
+    Serving does (curl -d sends application/x-www-form-urlencoded): FastAPI would otherwise
+    not parse it. A body that is not JSON then gets the 400 that says so.
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
@@ -114,11 +116,10 @@ class _BodyLimit:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        if b"content-type" not in headers:
-            scope = {
-                **scope,
-                "headers": [*scope["headers"], (b"content-type", b"application/json")],
-            }
+        content_type = headers.get(b"content-type")
+        if content_type is None or (content_type != b"application/json" and _is_inference(scope)):
+            declared_json = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+            scope = {**scope, "headers": [*declared_json, (b"content-type", b"application/json")]}
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             message = self._message()
@@ -139,6 +140,11 @@ class _BodyLimit:
 
     def _message(self) -> str:
         return f"The request body is over this server's limit of {self.max_bytes} bytes."
+
+
+def _is_inference(scope: Scope) -> bool:
+    """A POST to `:predict` or a v2 route (whose bodies are JSON or v2 binary tensors)."""
+    return scope["method"] == "POST" and protocol_of(scope["path"]) in ("predict", "v2")
 
 
 class _RequestMetrics:

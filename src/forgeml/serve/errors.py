@@ -68,7 +68,9 @@ def _validation_message(problems: list[Any]) -> tuple[int, str]:
     first = problems[0] if problems else {}
     if first.get("type") == "json_invalid":
         return 400, "The request body is not valid JSON."
-    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+    # "[" marks pydantic's label of a union's member (`dict[str,list[any]]`), not a place
+    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+    where = ".".join(part for part in loc if "[" not in part)
     message = str(first.get("msg", "invalid request"))
     more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
     return 422, f"Invalid request at '{where or 'body'}': {message}{more}."

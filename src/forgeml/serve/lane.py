@@ -6,8 +6,9 @@ this project's 2-core reference machine, as long as the Adult MLP's own forward 
 lane recognises the two inference paths by their prefix and suffix, reads the body,
 validates it from JSON with the routes' own pydantic models, and calls the same `answer`
 functions the routes call; errors get `response_for`, which the app's error handlers
-use too. Anything else (other routes, a body not declared `application/json`) goes
-through FastAPI, and the routes stay in the app, so the OpenAPI document still lists them.
+use too. Anything else (other routes, a body not declared `application/json`, which the
+app's body limit declares for every inference request) goes through FastAPI, and the
+routes stay in the app, so the OpenAPI document still lists them.
 """
 
 from __future__ import annotations

@@ -91,12 +91,15 @@ class TorchRuntime:
 
         tensors = {name: torch.from_numpy(inputs[name]) for name in self.input_names}
         found: dict[str, np.ndarray] = {}
+        module: Any = self.module
         with torch.inference_mode():
-            if "logits" in outputs:
-                found["logits"] = self.module(**tensors).float().numpy()
             if "embeddings" in outputs:
-                embed: Any = self.module.embed
-                found["embeddings"] = embed(**tensors).float().numpy()
+                embeddings = module.embed(**tensors)
+                found["embeddings"] = embeddings.float().numpy()
+                if "logits" in outputs:  # from the same vectors: one pass through the encoder
+                    found["logits"] = module.classify(embeddings).float().numpy()
+            elif "logits" in outputs:
+                found["logits"] = module(**tensors).float().numpy()
         return found
 
 

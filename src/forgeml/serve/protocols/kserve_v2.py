@@ -4,8 +4,10 @@ Spec: https://kserve.github.io/website/latest/modelserving/data_plane/v2_protoco
 Tabular models take one tensor per raw field, named like the field, shape [N] or [N, 1]
 (BYTES for strings, INT64/FP32/FP64 for numbers, BOOL); text models take one BYTES
 tensor `text`. Outputs: `probabilities` [N, C] FP32 and `label` [N] BYTES for
-classifiers, `prediction` [N] FP32 for regressors (`embeddings` [N, H] FP32 of text
-encoders on request). Tensor data is JSON here; `kserve_binary` speaks the binary tensor
+classifiers, `prediction` [N] FP32 for regressors, and `embeddings` [N, H] FP32 of text
+encoders; a request that names no outputs gets every output the model's metadata lists,
+as the protocol says ("If not specified all outputs produced by the model will be
+returned"). Tensor data is JSON here; `kserve_binary` speaks the binary tensor
 data extension in front of these routes.
 """
 
@@ -171,9 +173,8 @@ async def answer(
     model = served.ready_model()
     rows = tensors_to_rows(model, body.inputs)
     known = {field.name: field.datatype for field in model.outputs}
-    wanted = [o.name for o in body.outputs] if body.outputs else [
-        n for n in known if n != "embeddings"
-    ]  # fmt: skip
+    # no outputs named: every output the metadata lists (the protocol's "all outputs")
+    wanted = [o.name for o in body.outputs] if body.outputs else list(known)
     for output in wanted:
         if output not in known:
             raise InvalidDataError(

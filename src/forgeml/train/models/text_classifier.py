@@ -243,7 +243,11 @@ class TextClassifier(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Map token ids and mask [B, T] to logits [B, out_features] (or [B] when squeezing)."""
-        logits: torch.Tensor = self.head(self.dropout(self.embed(input_ids, attention_mask)))
+        return self.classify(self.embed(input_ids, attention_mask))
+
+    def classify(self, embeddings: torch.Tensor) -> torch.Tensor:
+        """Map sentence vectors [B, hidden] (from `embed`) to what `forward` returns."""
+        logits: torch.Tensor = self.head(self.dropout(embeddings))
         return logits.squeeze(-1) if self.squeeze else logits
 
 
