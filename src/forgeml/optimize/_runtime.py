@@ -42,9 +42,11 @@ def load_torch_module(bundle_dir: Path) -> nn.Module:
 
     module = load_bundle_model(bundle_dir)
     if read_description(bundle_dir).get("lora"):
-        from forgeml.train.lora import merge_adapter
+        from forgeml.train.lora import has_adapter, merge_adapter
 
-        module = merge_adapter(module)
+        # a bundle trained with `lora.merge` holds merged weights already: nothing to fold
+        if has_adapter(module):
+            module = merge_adapter(module)
     return module.eval()
 
 

@@ -169,9 +169,12 @@ def _parent_model(config: TrainConfig, run_dir: Path) -> str | None:
     """The model this one derives from: a distillation teacher, or the pretrained base."""
     if config.distill is not None:
         return config.distill.teacher
+    from forgeml.train.base_model import resolve_base
+
     description = json.loads((run_dir / "bundle" / "model.json").read_text())
     base = description.get("base_model")
-    return f"hf:{_pretrained_name(base)}" if base else None
+    path = resolve_base(base) if isinstance(base, dict) else base
+    return f"hf:{_pretrained_name(path)}" if path else None
 
 
 def _pretrained_name(path: str) -> str:

@@ -248,6 +248,12 @@ def _check_head(model: nn.Module, head: dict[str, torch.Tensor], folder: Path) -
         )
 
 
+def has_adapter(model: nn.Module) -> bool:
+    """Whether `model.encoder` carries a LoRA adapter (not merged yet)."""
+    encoder = getattr(model, "encoder", None)
+    return isinstance(encoder, nn.Module) and _is_adapted(encoder)
+
+
 def merge_adapter(model: nn.Module) -> nn.Module:
     """Fold the LoRA update into the encoder's weights, for serving and export.
 

@@ -135,19 +135,23 @@ def save_bundle(model: nn.Module, config: TrainConfig, task: TaskData, bundle_di
     (bundle_dir / "model.json").write_text(json.dumps(description, indent=2, sort_keys=True))
 
 
-def _base_model(model: nn.Module) -> str | None:
-    """Where a fine-tuned model's pretrained weights came from (recorded as its parent)."""
+def _base_model(model: nn.Module) -> dict[str, str] | str | None:
+    """Where a fine-tuned model's pretrained weights came from: a package, not a path."""
+    from forgeml.train.base_model import record_base
+
     base = getattr(model, "base_model", None)
-    return base if isinstance(base, str) and base else None
+    return record_base(base) if isinstance(base, str) and base else None
 
 
 def load_bundle_model(bundle_dir: Path) -> nn.Module:
     """Rebuild a saved model from its bundle (architecture from model.json, safetensors weights).
 
-    LoRA bundles without merged weights are rebuilt from the base and their adapter.
+    LoRA bundles without merged weights are rebuilt from the base and their adapter. A base
+    recorded as an installed package is loaded from that package here, once checked.
     """
     from safetensors.torch import load_model
 
+    from forgeml.train.base_model import resolve_base
     from forgeml.train.task import SplitData, TaskData
 
     description = json.loads((bundle_dir / "model.json").read_text())
@@ -160,7 +164,11 @@ def load_bundle_model(bundle_dir: Path) -> nn.Module:
         input_shape=tuple(description["input_shape"]),
         vocab_size=description["vocab_size"],
     )
-    model = build_model(description["model"]["name"], task, description["model"]["params"])
+    params = dict(description["model"]["params"])
+    base = resolve_base(description.get("base_model"))
+    if base is not None:  # the training machine's path to it may not exist here
+        params["pretrained"] = base
+    model = build_model(description["model"]["name"], task, params)
     weights = bundle_dir / "model.safetensors"
     if weights.exists():
         load_model(model, str(weights))
