@@ -1,13 +1,15 @@
 """One rank of the DDP equivalence test: `fit` an MLP on fixed synthetic data.
 
 Run by test_distributed.py as `torchrun ... -m tests.train.ddp_worker OUT [options]` (one
-rank per process) or called in-process via `main([...])` (one process alone). Rank 0 writes
+rank per process, ending like `forgeml.tracking.worker`: `cleanup()`, then `exit_rank`) or
+called in-process via `main([...])` (one process alone). Rank 0 writes
 the final weights to OUT/weights.safetensors and the result to OUT/result.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import statistics
 import time
@@ -17,7 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from forgeml.train.config import TrainConfig
-from forgeml.train.distributed import cleanup, init_distributed, wrap_model
+from forgeml.train.distributed import cleanup, exit_rank, init_distributed, wrap_model
 from forgeml.train.logger import NullLogger
 from forgeml.train.loop import fit
 from forgeml.train.models import build_model
@@ -51,12 +53,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--hidden", type=int, nargs="*", default=[32])
     parser.add_argument("--grad-accum", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    # at interpreter shutdown (if the rank gets there), write the names of its live threads
+    parser.add_argument("--report-shutdown-threads", action="store_true")
     return parser.parse_args(argv)
+
+
+def _report_shutdown_threads(path: Path) -> None:
+    tasks = Path("/proc/self/task")
+    names = sorted((task / "comm").read_text().strip() for task in tasks.iterdir())
+    path.write_text("\n".join(names))
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     ctx = init_distributed()
+    if args.report_shutdown_threads:
+        report = args.out / f"shutdown-threads-rank{ctx.rank}.txt"
+        atexit.register(_report_shutdown_threads, report)
     task = synthetic_task(args.rows, args.features, 3, args.seed)
     config = TrainConfig.model_validate(
         {
@@ -105,3 +118,4 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+    exit_rank(0)  # a torchrun rank ends as forgeml's worker does (an error exits 1 on its own)

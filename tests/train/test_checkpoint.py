@@ -24,6 +24,7 @@ from forgeml.train.checkpoint import (
     save_checkpoint,
 )
 from forgeml.train.config import ScheduleConfig, TrainConfig
+from forgeml.train.distributed import cleanup, exit_rank
 from forgeml.train.logger import NullLogger
 from forgeml.train.loop import fit
 from forgeml.train.schedule import build_scheduler
@@ -335,7 +336,9 @@ def fsdp_worker(rank: int, world: int, folder: str) -> None:
             "straight": [straight.steps, straight.final_metrics["loss"]],
         }
         (runs / "summary.json").write_text(json.dumps(summary))
-    torch_dist.destroy_process_group()
+    # a rank ends as forgeml's torchrun worker does (FSDP2's mesh keeps gloo's threads alive)
+    cleanup()
+    exit_rank(0)
 
 
 @pytest.mark.slow

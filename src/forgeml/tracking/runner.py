@@ -262,14 +262,17 @@ def worker_main(run_dir: Path, run_id: str, resume: bool) -> None:
     config = TrainConfig.model_validate_json((run_dir / CONFIG_FILE).read_text())
     workspace = open_workspace()
     dist = init_distributed()
+    completed = False
     try:
         _train_rank(workspace, config, run_dir, run_id, resume, dist)
+        completed = True
     except ForgemlError as error:
         # a user error is one sentence for the parent to show, not a torchrun traceback
         (run_dir / f"error-rank{dist.rank}.txt").write_text(str(error))
         raise SystemExit(1) from None
     finally:
-        cleanup()
+        cleanup(completed=completed)
+        workspace.close()
 
 
 def _train_rank(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import traceback
 from pathlib import Path
 
 from forgeml.tracking.runner import worker_main
@@ -14,7 +15,16 @@ def main() -> None:
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
-    worker_main(args.run_dir, args.run_id, args.resume)
+    from forgeml.train.distributed import exit_rank
+
+    try:
+        worker_main(args.run_dir, args.run_id, args.resume)
+    except SystemExit as stop:
+        exit_rank(stop.code if isinstance(stop.code, int) else 1)
+    except BaseException:  # the rank must still end through exit_rank
+        traceback.print_exc()
+        exit_rank(1)
+    exit_rank(0)
 
 
 if __name__ == "__main__":

@@ -4,18 +4,28 @@
 launcher in `torch.distributed.run`). Each process calls `init_distributed()` (gloo on
 CPU, NCCL on GPU), wraps its model with `wrap_model` (DDP, or FSDP2's `fully_shard` on
 GPUs), trains its share of every global batch (`forgeml.train.loop.fit`), and only rank 0
-logs and checkpoints; `cleanup()` leaves the group at the end.
+logs and checkpoints; `cleanup()` leaves the group at the end and `exit_rank()` ends the
+process.
+
+Why a rank ends with `exit_rank` (`os._exit`) and not by returning: DDP (and FSDP2's
+device mesh) keep a C++ reference to the gloo process group that nothing releases, so
+`destroy_process_group` cannot stop gloo's threads (two `pt_gloo_runloop` workers and the
+`gloo_tcp_loop` socket thread). A rank that returned would run interpreter shutdown and
+the C++ static destructors with those threads alive, while its peer closes the sockets
+they poll; about one run in ten then died with SIGABRT ("terminate called without an
+active exception"). `os._exit` ends every thread at once, after the output is flushed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Literal
+from typing import Literal, NoReturn
 
 import torch
 import torch.distributed as torch_dist
@@ -116,10 +126,33 @@ def _fully_shard(model: nn.Module, ctx: DistContext) -> nn.Module:
     return model
 
 
-def cleanup() -> None:
-    """Leave the process group (a no-op when not distributed)."""
-    if torch_dist.is_initialized():
-        torch_dist.destroy_process_group()
+def cleanup(*, completed: bool = True) -> None:
+    """Leave the process group (a no-op when not distributed).
+
+    Args:
+        completed: This rank finished its work. All ranks then meet at a barrier first,
+            so none tears its connections down while a peer is still inside a
+            collective. A rank that failed skips it: its peers may never get there, and
+            their next collective fails with "Connection closed by peer" when it exits.
+    """
+    if not torch_dist.is_initialized():
+        return
+    if completed and torch_dist.get_world_size() > 1:
+        torch_dist.barrier()
+    torch_dist.destroy_process_group()
+
+
+def exit_rank(code: int) -> NoReturn:
+    """End this rank's process with `code`, without interpreter shutdown.
+
+    Call it after `cleanup()`, as a rank's last act: gloo's threads outlive the process
+    group (see the module docstring), and only an immediate exit is safe with them
+    running. Output is flushed first; nothing registered with `atexit` runs.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing to save
+            stream.flush()
+    os._exit(code)
 
 
 def torchrun_command(nproc: int, module: str, args: list[str]) -> list[str]:
