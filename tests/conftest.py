@@ -15,7 +15,7 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 PG_URL = os.environ.get("FORGEML_TEST_PG_URL")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data folder {SHARED_DATA} is missing")

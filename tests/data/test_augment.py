@@ -16,7 +16,6 @@ from forgeml.data._augment_text import builtin_synonyms
 from forgeml.data._parquet import write_frame
 from forgeml.data.augment import AugmentParams, apply, load_word_list
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 ADULT_INTS = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 
 
@@ -33,11 +32,8 @@ def _split_by_position(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def adult() -> pl.DataFrame:
-    path = DATA / "adult" / "adult.data"
-    if not path.exists():
-        pytest.skip(f"Adult data set not found at {path}")
-    frame = pl.read_csv(path, infer_schema=False, n_rows=3000)
+def adult(shared_data: Path) -> pl.DataFrame:
+    frame = pl.read_csv(shared_data / "adult" / "adult.data", infer_schema=False, n_rows=3000)
     frame = frame.rename({name: name.strip() for name in frame.columns})
     frame = frame.with_columns(pl.all().str.strip_chars())
     frame = frame.with_columns(
@@ -47,11 +43,10 @@ def adult() -> pl.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def sst2() -> pl.DataFrame:
-    path = DATA / "sst2" / "train.tsv"
-    if not path.exists():
-        pytest.skip(f"SST-2 data set not found at {path}")
-    frame = pl.read_csv(path, separator="\t", quote_char=None, n_rows=2000)
+def sst2(shared_data: Path) -> pl.DataFrame:
+    frame = pl.read_csv(
+        shared_data / "sst2" / "train.tsv", separator="\t", quote_char=None, n_rows=2000
+    )
     return _split_by_position(frame)
 
 

@@ -18,36 +18,29 @@ from forgeml.core.errors import ConfigError, InvalidDataError, MissingColumnErro
 from forgeml.data._dedup import near_duplicate_keep, shingles, signatures
 from forgeml.data.clean import CleanParams, apply
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 FULLWIDTH = "\uff26\uff55\uff4c\uff4c"  # "Full" in full-width letters
 NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 
 
-def _read_adult(name: str) -> pl.DataFrame:
-    path = DATA / "adult" / name
-    if not path.exists():
-        pytest.skip(f"Adult data set not found at {path}")
+def _read_adult(path: Path) -> pl.DataFrame:
     # Values keep Adult's leading space and its `?` markers: cleaning them is under test.
     raw = pl.read_csv(path, separator=",", infer_schema=False)
     return raw.rename({name: name.strip() for name in raw.columns})
 
 
 @pytest.fixture(scope="module")
-def adult_raw() -> pl.DataFrame:
-    return _read_adult("adult.data")
+def adult_raw(shared_data: Path) -> pl.DataFrame:
+    return _read_adult(shared_data / "adult" / "adult.data")
 
 
 @pytest.fixture(scope="module")
-def adult_test_raw() -> pl.DataFrame:
-    return _read_adult("adult.test")
+def adult_test_raw(shared_data: Path) -> pl.DataFrame:
+    return _read_adult(shared_data / "adult" / "adult.test")
 
 
 @pytest.fixture(scope="module")
-def sst2() -> pl.DataFrame:
-    path = DATA / "sst2" / "train.tsv"
-    if not path.exists():
-        pytest.skip(f"SST-2 data set not found at {path}")
-    return pl.read_csv(path, separator="\t", quote_char=None)
+def sst2(shared_data: Path) -> pl.DataFrame:
+    return pl.read_csv(shared_data / "sst2" / "train.tsv", separator="\t", quote_char=None)
 
 
 def _params(data: dict[str, Any]) -> CleanParams:

@@ -15,7 +15,6 @@ from forgeml.core.configfile import load_yaml_model, parse_model
 from forgeml.core.errors import ConfigError, InvalidDataError, MissingColumnError
 from forgeml.data.features import FeatureSpec, FeatureSpecConfig, apply
 
-ADULT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "adult" / "adult.data"
 NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 ALL_KINDS = {
     "target": "Y",
@@ -33,10 +32,8 @@ ALL_KINDS = {
 
 
 @pytest.fixture(scope="module")
-def adult() -> pl.DataFrame:
-    if not ADULT.exists():
-        pytest.skip(f"Adult data set not found at {ADULT}")
-    raw = pl.read_csv(ADULT, infer_schema=False)
+def adult(shared_data: Path) -> pl.DataFrame:
+    raw = pl.read_csv(shared_data / "adult" / "adult.data", infer_schema=False)
     frame = raw.rename({name: name.strip() for name in raw.columns})
     frame = frame.with_columns(pl.all().str.strip_chars()).with_columns(pl.col(NUMERIC).cast(int))
     rng = np.random.default_rng(7)

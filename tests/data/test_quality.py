@@ -15,15 +15,12 @@ import pytest
 from forgeml.core.errors import InvalidDataError, MissingColumnError
 from forgeml.data.quality import diff, guess_label, profile
 
-ADULT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "adult" / "adult.data"
 NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 
 
 @pytest.fixture(scope="module")
-def adult() -> pl.DataFrame:
-    if not ADULT.exists():
-        pytest.skip(f"Adult data set not found at {ADULT}")
-    raw = pl.read_csv(ADULT, infer_schema=False)
+def adult(shared_data: Path) -> pl.DataFrame:
+    raw = pl.read_csv(shared_data / "adult" / "adult.data", infer_schema=False)
     frame = raw.rename({name: name.strip() for name in raw.columns})
     return frame.with_columns(pl.all().str.strip_chars()).with_columns(pl.col(NUMERIC).cast(int))
 

@@ -18,7 +18,6 @@ from forgeml.data.features import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-ADULT = ROOT.parent / "shared" / "data" / "adult"
 EXAMPLE_SPEC = ROOT / "examples" / "adult" / "features.yaml"
 NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 GIVEN_EDUCATION = ["Preschool", "HS-grad", "Bachelors", "Masters", "Doctorate"]
@@ -41,11 +40,8 @@ EDGE_SPEC = {
 }
 
 
-def _read_adult(name: str) -> pl.DataFrame:
+def _read_adult(path: Path) -> pl.DataFrame:
     """An Adult file cleaned as the serving example does: '?' -> null, numbers as Int64."""
-    path = ADULT / name
-    if not path.exists():
-        pytest.skip(f"Adult data set not found at {path}")
     raw = pl.read_csv(path, infer_schema=False)
     frame = raw.rename({column: column.strip() for column in raw.columns})
     frame = frame.with_columns(pl.all().str.strip_chars().replace("?", None))
@@ -66,13 +62,13 @@ def _read_adult(name: str) -> pl.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def adult_train() -> pl.DataFrame:
-    return _read_adult("adult.data")
+def adult_train(shared_data: Path) -> pl.DataFrame:
+    return _read_adult(shared_data / "adult" / "adult.data")
 
 
 @pytest.fixture(scope="module")
-def adult_test() -> pl.DataFrame:
-    return _read_adult("adult.test")
+def adult_test(shared_data: Path) -> pl.DataFrame:
+    return _read_adult(shared_data / "adult" / "adult.test")
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,6 @@ from forgeml.core.errors import ConfigError, InvalidDataError, MissingColumnErro
 from forgeml.data._frame import SPLIT_COLUMN, SPLIT_NAMES
 from forgeml.data.split import SplitParams, _exact_ids, _first_appearance_ids, apply
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-
 
 def is_one_sentence(message: str) -> bool:
     return message.endswith(".") and "\n" not in message and len(message) < 300
@@ -33,11 +31,8 @@ def distinct() -> pl.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def adult() -> pl.DataFrame:
-    path = DATA / "adult" / "adult.data"
-    if not path.exists():
-        pytest.skip(f"the Adult data set is not at {path}")
-    frame = pl.read_csv(path, infer_schema=False).rename(str.strip)
+def adult(shared_data: Path) -> pl.DataFrame:
+    frame = pl.read_csv(shared_data / "adult" / "adult.data", infer_schema=False).rename(str.strip)
     return frame.select(pl.all().str.strip_chars())
 
 

@@ -13,15 +13,12 @@ from forgeml.core.configfile import load_yaml_model, parse_model
 from forgeml.core.errors import ConfigError, InvalidDataError, MissingColumnError
 from forgeml.data.validate import REASON_COLUMN, Expectations, apply
 
-ADULT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "adult" / "adult.data"
 NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 
 
 @pytest.fixture(scope="module")
-def adult() -> pl.DataFrame:
-    if not ADULT.exists():
-        pytest.skip(f"Adult data set not found at {ADULT}")
-    raw = pl.read_csv(ADULT, separator=",", infer_schema=False)
+def adult(shared_data: Path) -> pl.DataFrame:
+    raw = pl.read_csv(shared_data / "adult" / "adult.data", separator=",", infer_schema=False)
     frame = raw.rename({name: name.strip() for name in raw.columns})
     frame = frame.with_columns(pl.all().str.strip_chars())
     frame = frame.with_columns(pl.when(pl.all() != "?").then(pl.all()).name.keep())

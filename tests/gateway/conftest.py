@@ -3,7 +3,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,8 +19,10 @@ from forgeml.core.store import DeploymentRecord, DeploymentReplicaRecord
 from forgeml.core.workspace import Workspace
 from forgeml.gateway import GatewayOptions, create_app, create_key
 from forgeml.serve.transport import CoalescingHttpProtocol
+from tests._wait import FakeClock, wait_until
 
-# short intervals so revocation, refresh, flush and breaker cool-down show up within a test
+# short intervals so refresh and flush show up within a test; the key cache TTL and the
+# breaker's cool-down run on the gateway's fake clock (`GatewayUnderTest.clock`)
 TEST_OPTIONS = GatewayOptions(
     request_timeout_s=1.0,
     connect_timeout_s=0.5,
@@ -48,11 +49,11 @@ class ServerThread:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]})
         self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("test server did not start")
-            time.sleep(0.01)
+        wait_until(
+            lambda: self.server.started or not self.thread.is_alive(), what="the server start"
+        )
+        if not self.server.started:
+            raise RuntimeError("test server did not start")
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -66,8 +67,9 @@ class Upstream:
 
     name: str
     mode: str = "ok"  # ok | fail | hang
-    hang_s: float = 3.0
+    hang_s: float = 3.0  # a hang ends after this long, or when `released` is set
     hits: list[dict[str, Any]] = field(default_factory=list)
+    released: threading.Event = field(default_factory=threading.Event)
     server: ServerThread | None = None
 
     @property
@@ -85,7 +87,7 @@ class Upstream:
             if self.mode == "fail":
                 return JSONResponse({"error": f"{self.name} is failing"}, status_code=503)
             if self.mode == "hang":
-                await asyncio.sleep(self.hang_s)
+                await asyncio.to_thread(self.released.wait, self.hang_s)
             if path.endswith("chat/completions") and b'"stream": true' in body:
                 return StreamingResponse(_events(self.name), media_type="text/event-stream")
             return JSONResponse(
@@ -154,14 +156,12 @@ class GatewayUnderTest:
     app: Any
     client: httpx.Client
     upstream: Callable[[str], Upstream]
+    clock: FakeClock
 
     def deploy(self, name: str, primary: list[str], **roles: Any) -> None:
         """Record a deployment and wait until the gateway's route table has it."""
         add_deployment(self.workspace, name, primary, **roles)
-        deadline = time.monotonic() + 10
-        while name not in self.app.state.gateway.routes:
-            assert time.monotonic() < deadline, f"the gateway never loaded {name}"
-            time.sleep(0.02)
+        wait_until(lambda: name in self.app.state.gateway.routes, what=f"loading {name}")
 
     def key(self, scopes: list[str] | None = None, **limits: Any) -> str:
         _, secret = create_key(self.workspace, "test", scopes, **limits)
@@ -182,7 +182,10 @@ def gateway_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace
 def start_gateway(
     workspace: Workspace, options: GatewayOptions, fast_lane: bool = True
 ) -> Iterator[GatewayUnderTest]:
-    """A real gateway over `workspace`; `upstream(name)` starts a replica on loopback."""
+    """A real gateway over `workspace`; `upstream(name)` starts a replica on loopback.
+
+    Its key cache, rate limits and breakers run on `clock`, which the test advances.
+    """
     started: list[ServerThread] = []
 
     def upstream(name: str) -> Upstream:
@@ -191,11 +194,12 @@ def start_gateway(
         started.append(replica.server)
         return replica
 
-    app = create_app(workspace, options, fast_lane=fast_lane)
+    clock = FakeClock()
+    app = create_app(workspace, options, fast_lane=fast_lane, clock=clock)
     server = ServerThread(app)
     client = httpx.Client(base_url=server.url, timeout=10)
     try:
-        yield GatewayUnderTest(workspace, server, app, client, upstream)
+        yield GatewayUnderTest(workspace, server, app, client, upstream, clock)
     finally:
         client.close()
         server.stop()

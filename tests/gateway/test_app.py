@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from forgeml.core.workspace import Workspace
 from forgeml.gateway import create_app, create_key
+from tests._wait import wait_until
 from tests.gateway.conftest import TEST_OPTIONS, ServerThread, Upstream, add_deployment
 
 
@@ -33,10 +32,7 @@ def test_forwarded_requests_skip_fastapis_middleware(gateway_home: Workspace) ->
     gateway = ServerThread(app)
     try:
         add_deployment(gateway_home, "outside", [replica.url])
-        deadline = time.monotonic() + 10
-        while "outside" not in app.state.gateway.routes:
-            assert time.monotonic() < deadline, "the gateway never loaded the deployment"
-            time.sleep(0.02)
+        wait_until(lambda: "outside" in app.state.gateway.routes, what="the deployment's load")
         _, key = create_key(gateway_home, "app-test", ["outside"])
         with httpx.Client(base_url=gateway.url, timeout=10) as client:
             answer = client.post(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from forgeml.core.workspace import Workspace
+from tests._wait import wait_until
 from tests.gateway.conftest import TEST_OPTIONS, GatewayUnderTest, start_gateway
 
 INFER = {"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1.0]}]}
@@ -41,10 +41,7 @@ def pair(gateway_home: Workspace) -> Iterator[tuple[GatewayUnderTest, GatewayUnd
     with_lane, without = next(fast), next(slow)
     replica = with_lane.upstream("r1")
     with_lane.deploy("lane", [replica.url])
-    deadline = time.monotonic() + 10
-    while "lane" not in without.app.state.gateway.routes:
-        assert time.monotonic() < deadline, "the second gateway never loaded the deployment"
-        time.sleep(0.02)
+    wait_until(lambda: "lane" in without.app.state.gateway.routes, what="the second gateway's load")
     yield with_lane, without
     for started in (fast, slow):
         started.close()

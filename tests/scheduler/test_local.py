@@ -4,7 +4,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -82,9 +81,8 @@ def test_one_failing_worker_stops_the_gang(tmp_path: Path) -> None:
     executor = LocalExecutor(cpus=[0, 1])
     code = "import os,sys,time; sys.exit(5) if os.environ['RANK']=='1' else time.sleep(60)"
     handle = executor.launch(request(tmp_path, code, workers=2, nodes=("local", "local")))
-    started = time.monotonic()
+    # rank 0 sleeps past `finish`'s timeout: only a stopped gang ends in time
     assert finish(executor, handle).exit_code == 5
-    assert time.monotonic() - started < 15
 
 
 def test_memory_limit_kills_the_tree(tmp_path: Path) -> None:

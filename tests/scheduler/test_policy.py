@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import pytest
@@ -367,7 +366,7 @@ def test_schedule_does_not_modify_its_inputs():
     assert cluster == before
 
 
-def test_a_cycle_over_10k_jobs_on_1000_nodes_is_fast():
+def test_a_cycle_over_10k_jobs_on_1000_nodes_places_them():
     cluster = nodes(1000)
     shapes = [(GPU, 1), (GPU.times(2), 1), (GPU.times(8), 1), (GPU.times(8), 4), (GPU.times(4), 2)]
     pending = [
@@ -376,12 +375,9 @@ def test_a_cycle_over_10k_jobs_on_1000_nodes_is_fast():
     ]
     queues = [queue(f"q{i}", weight=i + 1) for i in range(4)]
 
-    start = time.perf_counter()
-    decisions = schedule(cluster, queues, pending, [], now=1e6)
-    took = time.perf_counter() - start
+    decisions = schedule(cluster, queues, pending, [], now=1e6)  # its time: benchmarks/
 
     assert sum(len(placement.nodes) for placement in decisions.place) > 1000
-    assert took < 5.0  # ~0.2 s on one core; the bound only catches a blow-up (see the benchmark)
 
 
 DEMANDS = st.builds(

@@ -257,11 +257,10 @@ def test_terminate_sigterms_each_worker_then_the_attempt_ends(
     handle = executor.launch(request)
     _wait_for_output(executor, handle, request.log_path, 2, "started")
 
-    executor.terminate(handle, grace_seconds=30.0)
-    started = time.monotonic()
+    # a grace longer than `_wait` waits: SIGTERM ended both, the executor saw it at once
+    executor.terminate(handle, grace_seconds=600.0)
     status = _wait(executor, handle)
 
-    assert time.monotonic() - started < 20  # SIGTERM ended both; no wait for the grace
     assert (status.exit_code, status.reason) == (143, None)  # rank 0's checkpoint exit
     assert "[rank 0] checkpoint written" in request.log_path.read_text()
 

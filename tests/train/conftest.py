@@ -22,11 +22,11 @@ from forgeml.core.workspace import Workspace
 from forgeml.data import pipeline
 from forgeml.data.ingest import IngestOptions
 from forgeml.tracking import open_client
+from tests.conftest import SHARED_DATA  # the one place that finds ../shared
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
 EXAMPLES = REPO / "examples"
-SHARED_DATA = REPO.parent / "shared" / "data"
 ADULT_CSV = SHARED_DATA / "adult" / "adult.data"
 SST2_DIR = SHARED_DATA / "sst2"
 

@@ -30,7 +30,6 @@ from forgeml.train.config import TrainConfig
 from forgeml.train.data import byte_windows, load_task_data
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_DATA = REPO.parent / "shared" / "data"
 ADULT_EXAMPLES = REPO / "examples" / "adult"
 
 
@@ -73,10 +72,8 @@ def raises_one_sentence(
 
 
 @pytest.fixture(scope="module")
-def adult(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
-    source = SHARED_DATA / "adult" / "adult.data"
-    if not source.exists():
-        pytest.skip(f"the Adult data set is missing at {source}")
+def adult(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Iterator[Workspace]:
+    source = shared_data / "adult" / "adult.data"
     workspace = Workspace(Settings(home=tmp_path_factory.mktemp("adult") / "home", user="tester"))
     add(workspace, "adult", source)
     pipeline.derive(workspace, "clean", "adult", load_yaml(ADULT_EXAMPLES / "clean.yaml"))
@@ -153,8 +150,8 @@ def test_max_rows_keeps_the_first_training_rows(adult: Workspace) -> None:
     assert capped.meta["rows"] == {"train": 50}
 
 
-def test_eval_dataset_replaces_the_eval_split(adult: Workspace) -> None:
-    source = SHARED_DATA / "adult" / "adult.test"
+def test_eval_dataset_replaces_the_eval_split(adult: Workspace, shared_data: Path) -> None:
+    source = shared_data / "adult" / "adult.test"
     add(adult, "adult-heldout", source)
     pipeline.derive(adult, "clean", "adult-heldout", load_yaml(ADULT_EXAMPLES / "clean.yaml"))
     task = load_task_data(adult, adult_config(eval_dataset="adult-heldout", slices=["sex"]))
@@ -349,11 +346,9 @@ def test_a_text_too_short_for_one_window_is_refused(
 
 
 def test_text_classification_tokenizes_with_the_model_tokenizer(
-    workspace_home: Workspace, tmp_path: Path
+    workspace_home: Workspace, tmp_path: Path, shared_data: Path
 ) -> None:
-    source = SHARED_DATA / "sst2" / "train.tsv"
-    if not source.exists():
-        pytest.skip(f"the SST-2 data set is missing at {source}")
+    source = shared_data / "sst2" / "train.tsv"
     lines = source.read_text(encoding="utf-8").splitlines()[:61]
     small = tmp_path / "sst2.tsv"
     small.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -82,10 +81,8 @@ def test_a_failing_job_returns_a_nonzero_exit_code(tmp_path: Path, job_env: dict
 
 
 def test_a_job_past_its_timeout_is_stopped(tmp_path: Path, job_env: dict[str, str]) -> None:
-    started = time.monotonic()
     args = [str(tmp_path), "--steps", "1000000"]
     assert launch(1, WORKER, args, job_env, timeout=1.0) == -9
-    assert time.monotonic() - started < 60
 
 
 def test_torchrun_command_runs_the_module_standalone() -> None:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +56,7 @@ def test_tpe_finds_the_optimum_region_quickly(db_url: str) -> None:
     def bowl(params: dict[str, Any], _trial: optuna.Trial) -> float:
         return (params["model.params.x"] - 3.0) ** 2 + (params["model.params.y"] + 2) ** 2
 
-    start = time.perf_counter()
     result = tune(bowl, space, n_trials=30, storage_url=db_url, study_name="bowl", seed=0)
-    assert time.perf_counter() - start < 60  # ~3 s idle; generous for a loaded machine
     assert len(result.trials) == 30
     assert result.best_value is not None
     assert result.best_value < 2.0

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from functools import partial
 from typing import Any
@@ -54,6 +55,7 @@ def create_app(
     options: GatewayOptions | None = None,
     rng: random.Random | None = None,
     fast_lane: bool = True,
+    clock: Callable[[], float] = time.monotonic,
 ) -> FastAPI:
     """The gateway app over `workspace`'s deployments and keys.
 
@@ -63,8 +65,10 @@ def create_app(
         rng: the canary split's random source (default: seeded from `options.seed`).
         fast_lane: forward in `ForwardLane`, not through FastAPI's routing (the same
             answers, faster); False only to compare the two.
+        clock: monotonic seconds for key-cache expiry, rate limits, circuit breakers and
+            route reloads (tests pass a fake one and advance it).
     """
-    gateway = Gateway(workspace, options or GatewayOptions(), rng)
+    gateway = Gateway(workspace, options or GatewayOptions(), rng, clock)
     app = _GatewayApp(title="forgeml gateway", lifespan=_lifespan(gateway))
     app.state.gateway = gateway
 

@@ -41,24 +41,30 @@ class Gateway:
     """Keys, limits, routes, upstream connections and usage of one gateway process."""
 
     def __init__(
-        self, workspace: Workspace, options: GatewayOptions, rng: random.Random | None = None
+        self,
+        workspace: Workspace,
+        options: GatewayOptions,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.workspace = workspace
         self.options = options
-        self.keys = KeyCache(workspace, options.key_cache_ttl_s)
-        self.limiter = RateLimiter()
+        # one clock for every deadline: key cache TTL, rate buckets, breakers, route reloads
+        self.clock = clock
+        self.keys = KeyCache(workspace, options.key_cache_ttl_s, clock)
+        self.limiter = RateLimiter(clock)
         self.usage = UsageRecorder(workspace)
         self.metrics = GatewayMetrics()
         self.rng = rng or random.Random(options.seed)
         self.routes: dict[str, Route] = {}
         self.routes_loaded = 0.0
-        self.upstreams = Upstreams(options)
+        self.upstreams = Upstreams(options, clock)
         self._verifying: dict[str, asyncio.Future[VerifiedKey]] = {}
 
     def refresh_routes(self) -> None:
         """Reload the route table from the store (blocking)."""
         routes = load_routes(self.workspace)
-        self.routes, self.routes_loaded = routes, time.monotonic()
+        self.routes, self.routes_loaded = routes, self.clock()
 
     async def authenticate(self, request: Request) -> VerifiedKey:
         """The key of `request`; a refusal is counted in the metrics before it is raised.
@@ -96,7 +102,7 @@ class Gateway:
             NotFoundError: no such deployment.
         """
         found = self.routes.get(deployment)
-        if found is None and time.monotonic() - self.routes_loaded > _MISS_RELOAD_S:
+        if found is None and self.clock() - self.routes_loaded > _MISS_RELOAD_S:
             await asyncio.to_thread(self.refresh_routes)
             found = self.routes.get(deployment)
         if found is None:

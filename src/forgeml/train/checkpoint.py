@@ -23,7 +23,6 @@ import pickle
 import random
 import re
 import shutil
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -174,20 +173,17 @@ def save_checkpoint(
     return root / name
 
 
-def checkpoint_due(config: CheckpointConfig, step: int, last_time: float) -> bool:
+def checkpoint_due(config: CheckpointConfig, step: int, seconds_since_last: float) -> bool:
     """Whether a checkpoint is due after optimiser step `step`.
 
     Args:
         config: The checkpoint cadence (every N steps and/or every N minutes).
         step: Optimiser steps done.
-        last_time: `time.monotonic()` when the last checkpoint was written (or the run began).
+        seconds_since_last: Time since the last checkpoint was written (or the run began).
     """
     if config.every_steps is not None and step % config.every_steps == 0:
         return True
-    return (
-        config.every_minutes is not None
-        and time.monotonic() - last_time >= config.every_minutes * 60
-    )
+    return config.every_minutes is not None and seconds_since_last >= config.every_minutes * 60
 
 
 def load_latest(run_dir: Path) -> Checkpoint | None:

@@ -84,6 +84,7 @@ def fit(
     dist: DistContext | None = None,
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> FitResult:
     """Train `model` on `data.train` as `config` says, evaluating on `data.eval`.
 
@@ -98,6 +99,7 @@ def fit(
         dist: Rank, world size and device; default: one process on the model's device.
         progress: Called as progress(step, total_steps, metrics) after each step (rank 0).
         should_stop: Polled every step; True writes a checkpoint and returns (preemption).
+        clock: Monotonic seconds for `checkpoint.every_minutes` (tests pass a fake one).
 
     Returns:
         Steps done, final metrics and the logged history.
@@ -140,7 +142,7 @@ def fit(
     eval_metrics: dict[str, float] = {}
     matrices: dict[str, list[list[int]]] = {}
     evaluated_step = -1
-    checkpointed_step, checkpointed_at = state.step, time.monotonic()
+    checkpointed_step, checkpointed_at = state.step, clock()
     stopped_early = _patience_exhausted(state, config)  # a resumed run that had stopped early
     preempted = False
     order = epoch_order(len(data.train), config.seed, state.epoch)
@@ -175,9 +177,9 @@ def fit(
             stopped_early = _update_early_stopping(state, eval_metrics, config)
             model.train()
 
-        if checkpoint_due(config.checkpoint, state.step, checkpointed_at):
+        if checkpoint_due(config.checkpoint, state.step, clock() - checkpointed_at):
             checkpoint()
-            checkpointed_step, checkpointed_at = state.step, time.monotonic()
+            checkpointed_step, checkpointed_at = state.step, clock()
 
     recorder.flush_steps(state.step)  # early stopping or preemption ended a window early
     if checkpointed_step != state.step:
