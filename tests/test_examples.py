@@ -176,7 +176,6 @@ def _need(path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_adult_example_runs_as_its_readme_says(readme: Any) -> None:
-    _need(SHARED_DATA / "adult")
     config = "examples/adult/train.yaml"
 
     done = readme({config: ["epochs=null", "max_steps=20"]}).run(EXAMPLES / "adult")

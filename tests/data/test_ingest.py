@@ -67,6 +67,18 @@ def test_adult_data_types_and_markers(tmp_path: Path, shared_data: Path) -> None
     assert result.bad_row_count == 0
 
 
+@pytest.mark.parametrize("name", ["adult.data", "adult.test"])
+def test_the_shipped_adult_files_hold_the_shared_data(
+    tmp_path: Path, shared_data: Path, name: str
+) -> None:
+    shipped = Path(forgeml.__file__).parent / "data" / "demo" / f"{name}.gz"
+
+    ingested, _ = run(tmp_path, shipped)
+
+    original = hashlib.sha256((shared_data / "adult" / name).read_bytes()).hexdigest()
+    assert ingested.source_digest == original
+
+
 def test_adult_test_file(tmp_path: Path, shared_data: Path) -> None:
     result, frame = run(tmp_path, shared_data / "adult" / "adult.test")
     assert result.rows == 16_281
