@@ -192,6 +192,26 @@ def test_the_readme_and_the_demo_need_nothing_beside_the_clone() -> None:
     assert all((REPO / path).exists() for path in linked), linked
 
 
+@pytest.mark.slow
+def test_the_readme_dataset_commands_run_as_written(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Datasets\n+```sh\n(.*?)```", text, re.S)
+    assert block is not None
+    lines = [shlex.split(line, comments=True) for line in block.group(1).splitlines()]
+    commands = [c for tokens in lines if tokens for c in expand_alternatives(tokens)]
+    monkeypatch.chdir(tmp_path)  # outputs (train.csv) land here; inputs come from the clone
+
+    for command in commands:
+        args = [str(REPO / a) if (REPO / a).is_file() else a for a in command[1:]]
+        result = cli(*args)
+        assert result.code == 0, (command, result.stderr)
+
+    assert len(commands) > 15
+    assert (tmp_path / "train.csv").stat().st_size > 0
+
+
 def test_the_architecture_document_names_every_package() -> None:
     document = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     packages = sorted(p.parent.name for p in (REPO / "src" / "forgeml").glob("*/__init__.py"))
