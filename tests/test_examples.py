@@ -15,11 +15,15 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from forgeml.core.configfile import load_yaml_model
+from forgeml.cli import command_tree
+from forgeml.core.configfile import load_yaml, load_yaml_model, parse_model
+from forgeml.data.augment import AugmentParams
 from forgeml.data.clean import CleanParams
 from forgeml.data.features import FeatureSpecConfig
 from forgeml.data.validate import Expectations
-from forgeml.train.config import TrainConfig, load_config
+from forgeml.tracking.tuning import TuneOptions
+from forgeml.train.config import TrainConfig, apply_overrides, load_config
+from forgeml.train.hpo import SearchSpace, to_overrides
 from tests.cli.conftest import json_out
 from tests.conftest import CliResult
 from tests.train.conftest import EXAMPLES, REPO, SHARED_DATA, copy_empty_home
@@ -33,6 +37,8 @@ CONFIG_MODELS: dict[str, type[BaseModel]] = {
     "clean.yaml": CleanParams,
     "expectations.yaml": Expectations,
     "features.yaml": FeatureSpecConfig,
+    "augment.yaml": AugmentParams,
+    "tune.yaml": TuneOptions,  # a training config with `tune` and `search` sections
 }
 EXAMPLE_CONFIGS = sorted(EXAMPLES.rglob("*.yaml"))
 TRAIN_CONFIGS = [path for path in EXAMPLE_CONFIGS if CONFIG_MODELS.get(path.name) is TrainConfig]
@@ -65,9 +71,34 @@ def test_every_example_config_validates_against_its_model(path: Path) -> None:
     assert path.name in CONFIG_MODELS, f"{path}: no model known to validate it against"
     model = CONFIG_MODELS[path.name]
 
+    if model is TuneOptions:
+        _check_tune_config(path)
+        return
     parsed = load_config(str(path)) if model is TrainConfig else load_yaml_model(path, model)
 
     assert isinstance(parsed, model)
+
+
+def _check_tune_config(path: Path) -> None:
+    """The `tune` section, the search space, and the training config at each bound."""
+    data = load_yaml(path)
+    parse_model(TuneOptions, data.pop("tune"), f"{path}: tune")
+    space = SearchSpace.parse({"params": data.pop("search")}, f"{path}: search")
+    for end in ("low", "high"):
+        sample = {
+            key: spec.choices[0 if end == "low" else -1] if spec.choices else getattr(spec, end)
+            for key, spec in space.params.items()
+        }
+        sample = {k: int(v) if space.params[k].type == "int" else v for k, v in sample.items()}
+        config = parse_model(TrainConfig, apply_overrides(data, to_overrides(sample)), str(path))
+        assert all(_get(config, key) == value for key, value in sample.items()), sample
+
+
+def _get(config: BaseModel, dotted: str) -> Any:
+    value: Any = config
+    for part in dotted.split("."):
+        value = value[part] if isinstance(value, dict) else getattr(value, part)
+    return value
 
 
 @pytest.mark.parametrize("path", EXAMPLE_CONFIGS, ids=_name)
@@ -86,6 +117,106 @@ def test_the_datasets_a_training_example_reads_are_added_by_its_readme(path: Pat
         wanted.add(config.data.eval_dataset.partition("@")[0])
 
     assert wanted <= added
+
+
+# --- the project README ------------------------------------------------------------------
+
+
+def expand_alternatives(tokens: list[str]) -> list[list[str]]:
+    """README shorthand as the commands it stands for.
+
+    `forgeml data list | versions adult` is `forgeml data list` and `forgeml data versions
+    adult`; `a ; b` is two commands; `[--opt value]` is an optional part, written out.
+    """
+    tokens = [token.strip("[]") for token in tokens]
+    commands: list[list[str]] = []
+    for line in _split(tokens, ";"):
+        first, *others = _split(line, "|")
+        commands += [first, *([*first[:2], *other] for other in others)]
+    return commands
+
+
+def _split(tokens: list[str], separator: str) -> list[list[str]]:
+    parts: list[list[str]] = [[]]
+    for token in tokens:
+        if token == separator:
+            parts.append([])
+        else:
+            parts[-1].append(token)
+    return [part for part in parts if part]
+
+
+README_COMMANDS = [
+    command for tokens in readme_commands(REPO) for command in expand_alternatives(tokens)
+]
+
+
+def _resolve(tokens: list[str]) -> tuple[Any, list[str]]:
+    """The click command `forgeml ...` names, and the tokens after its name."""
+    command: Any = command_tree()
+    rest = tokens[1:]
+    while hasattr(command, "list_commands") and rest and rest[0] in command.list_commands(None):
+        command, rest = command.get_command(None, rest[0]), rest[1:]
+    if command.name == "deploy" and hasattr(command, "list_commands"):
+        command = command.get_command(None, "create")  # `deploy MODEL` is `deploy create MODEL`
+    return command, rest
+
+
+@pytest.mark.parametrize("tokens", README_COMMANDS, ids=" ".join)
+def test_every_readme_command_names_real_commands_options_and_files(tokens: list[str]) -> None:
+    if tokens[0] == "make":
+        targets = re.findall(r"^([\w-]+):", (REPO / "Makefile").read_text(), re.M)
+        assert tokens[1] in targets
+        return
+    assert tokens[0] == "forgeml", tokens
+    command, rest = _resolve(tokens)
+    assert not hasattr(command, "list_commands"), f"{tokens}: names a group, not a command"
+    known = {opt for param in command.params for opt in [*param.opts, *param.secondary_opts]}
+    own = rest[: rest.index("--")] if "--" in rest else rest  # after `--`: the job's command
+    for token in own:
+        if token.startswith("-") and not re.fullmatch(r"-\d.*", token):
+            assert token.split("=")[0] in known | {"--help"}, f"{tokens}: unknown {token}"
+        if token.endswith((".yaml", ".yml")):
+            assert (REPO / token).is_file(), f"{tokens}: {token} does not exist"
+    if tokens[1:3] == ["data", "add"]:
+        assert (REPO / rest[1]).exists(), f"{tokens}: {rest[1]} does not exist"
+
+
+def test_the_readme_and_the_demo_need_nothing_beside_the_clone() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    demo = [REPO / "Makefile", *(REPO / "src" / "forgeml" / "cli").glob("*demo*.py")]
+    for text in [readme, *(path.read_text(encoding="utf-8") for path in demo)]:
+        assert "../shared" not in text
+    linked = re.findall(r"\]\(((?!https?:)[^)#]+)\)", readme)
+    assert "docs/architecture.md" in linked
+    assert all((REPO / path).exists() for path in linked), linked
+
+
+@pytest.mark.slow
+def test_the_readme_dataset_commands_run_as_written(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Datasets\n+```sh\n(.*?)```", text, re.S)
+    assert block is not None
+    lines = [shlex.split(line, comments=True) for line in block.group(1).splitlines()]
+    commands = [c for tokens in lines if tokens for c in expand_alternatives(tokens)]
+    monkeypatch.chdir(tmp_path)  # outputs (train.csv) land here; inputs come from the clone
+
+    for command in commands:
+        args = [str(REPO / a) if (REPO / a).is_file() else a for a in command[1:]]
+        result = cli(*args)
+        assert result.code == 0, (command, result.stderr)
+
+    assert len(commands) > 15
+    assert (tmp_path / "train.csv").stat().st_size > 0
+
+
+def test_the_architecture_document_names_every_package() -> None:
+    document = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    packages = sorted(p.parent.name for p in (REPO / "src" / "forgeml").glob("*/__init__.py"))
+
+    assert [name for name in packages if f"{name}/" not in document] == []
 
 
 # --- running the READMEs ------------------------------------------------------------------
@@ -121,13 +252,14 @@ class ReadmeRun:
         return self
 
     def forgeml(self, args: list[str]) -> None:
-        if args[0] in ("train", "finetune"):
+        if args[0] in ("train", "finetune", "tune"):
             overrides = [a for item in self.small[args[1]] for a in ("--set", item)]
             result = self.cli(*args, *overrides, "--json")
             assert result.code == 0, result.stderr
             # BUG (tests/cli/test_train_cli.py::test_finetune_json_output_is_json_only):
             # `finetune --json` without lora/distill prints a note before the JSON
-            self.runs[args[1]] = json.loads(result.stdout[result.stdout.index("{") :])["run_id"]
+            out = json.loads(result.stdout[result.stdout.index("{") :])
+            self.runs[args[1]] = out["study_run" if args[0] == "tune" else "run_id"]
             return
         args = [self._run_id(arg) for arg in args]
         if args[:2] == ["runs", "show"]:
@@ -176,10 +308,10 @@ def _need(path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_adult_example_runs_as_its_readme_says(readme: Any) -> None:
-    _need(SHARED_DATA / "adult")
-    config = "examples/adult/train.yaml"
+    config, tune = "examples/adult/train.yaml", "examples/adult/tune.yaml"
+    small = ["epochs=null", "max_steps=20"]
 
-    done = readme({config: ["epochs=null", "max_steps=20"]}).run(EXAMPLES / "adult")
+    done = readme({config: small, tune: small}).run(EXAMPLES / "adult")
 
     metrics = done.metrics(config)
     assert done.runs[config] in done.shown
@@ -187,6 +319,9 @@ def test_the_adult_example_runs_as_its_readme_says(readme: Any) -> None:
     assert {"accuracy/sex=Male", "accuracy/sex=Female", "test_accuracy"} <= set(metrics)
     registered = json_out(done.cli("models", "show", "adult-mlp@v1", "--json"))
     assert registered["dataset"] == "adult@v4"  # ingest, clean, validate, split
+    assert json_out(done.cli("models", "show", "adult-mlp-tuned", "--json"))["version"] == 1
+    augmented = json_out(done.cli("data", "show", "adult@v5", "--json"))
+    assert (augmented["op"], augmented["parents"]) == ("augment", ["adult@v4"])
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,53 @@ def test_transform_commands_chain_and_print_json(cli: Cli, small_csv: Path, tmp_
     assert featured["feature_spec"]["ref"] == "small-features@v1"
 
 
+def test_a_headerless_file_gets_names_and_its_columns_rebuild(cli: Cli, tmp_path: Path) -> None:
+    reviews = write(tmp_path / "reviews.tsv", "1\tA fine film\tx\n0\tDull\ty\n1\tWarm\tz\n")
+
+    added = json_out(cli("data", "add", "reviews", reviews, "--names", "label,text,junk", "--json"))
+    assert_ok(cli("data", "add", "raw", reviews))
+    renamed = json_out(
+        cli(
+            "data", "clean", "raw", "--rename", "column_1=label", "--rename", "column_2=text",
+            "--select", "text", "--select", "label", "--json",
+        )
+    )  # fmt: skip
+    dropped = json_out(cli("data", "clean", "reviews", "--drop", "junk", "--json"))
+
+    assert added["rows"] == 3
+    head = json_out(cli("data", "head", "reviews@v1", "--json"))
+    assert head[0] == {"label": 1, "text": "A fine film", "junk": "x"}
+    assert json_out(cli("data", "head", "raw@v1", "--json"))[0]["column_1"] == 1
+    assert json_out(cli("data", "head", renamed["ref"], "--json"))[0] == {
+        "text": "A fine film",
+        "label": 1,
+    }
+    assert renamed["report"]["renamed"] == {"column_1": "label", "column_2": "text"}
+    assert json_out(cli("data", "head", dropped["ref"], "--json"))[0] == {
+        "label": 1,
+        "text": "A fine film",
+    }
+    shown = json_out(cli("data", "show", "reviews@v1", "--json"))
+    assert shown["recipe"]["params"]["options"]["names"] == ["label", "text", "junk"]
+    for ref in ("reviews@v1", renamed["ref"], dropped["ref"]):
+        result = cli("data", "rebuild", ref)
+        assert_ok(result)
+        assert "matches" in result.stdout
+
+
+def test_a_compressed_file_is_added_as_the_plain_one(cli: Cli, small_csv: Path) -> None:
+    import gzip
+
+    packed = small_csv.with_name("small.csv.gz")
+    packed.write_bytes(gzip.compress(small_csv.read_bytes()))
+
+    plain = json_out(cli("data", "add", "small", small_csv, "--json"))
+    again = json_out(cli("data", "add", "small", packed, "--json"))
+
+    assert (again["ref"], again["created"]) == (plain["ref"], False)  # same content, same version
+    assert_ok(cli("data", "rebuild", "small@v1"))
+
+
 READERS: dict[str, Callable[[Path], pl.DataFrame]] = {
     "csv": pl.read_csv,
     "parquet": pl.read_parquet,
@@ -330,6 +378,61 @@ BAD_COMMANDS: dict[str, tuple[Callable[[Path], list[str]], str, int]] = {
         ],
         "names column 'nope'",
         1,
+    ),
+    "names of another count": (
+        lambda t: ["data", "add", "other", bad_file(t, "h.csv", b"1,x\n2,y\n"), "--names", "a"],
+        "names gives 1 column names (a) but",
+        1,
+    ),
+    "names repeated": (
+        lambda t: ["data", "add", "other", bad_file(t, "h.csv", b"1,x\n"), "--names", "a,a"],
+        "the column name 'a' is given twice",
+        1,
+    ),
+    "names of a JSON file": (
+        lambda t: ["data", "add", "other", bad_file(t, "j.jsonl", b'{"a": 1}\n'), "--names", "x"],
+        "names only applies to CSV/TSV files",
+        1,
+    ),
+    "truncated gzip": (
+        lambda t: [
+            "data",
+            "add",
+            "other",
+            bad_file(t, "c.csv.gz", gzip.compress(b"a,b\n1,2\n")[:-9]),
+        ],
+        "is not a complete gzip file",
+        1,
+    ),
+    "rename a missing column": (
+        lambda t: ["data", "clean", "small", "--rename", "nope=x"],
+        "rename names column 'nope', which the data does not have",
+        1,
+    ),
+    "rename onto an existing column": (
+        lambda t: ["data", "clean", "small", "--rename", "age=id"],
+        "rename gives two columns the name 'id'",
+        1,
+    ),
+    "rename two columns to one name": (
+        lambda t: ["data", "clean", "small", "--rename", "age=x", "--rename", "id=x"],
+        "rename names the column 'x' twice",
+        1,
+    ),
+    "drop a missing column": (
+        lambda t: ["data", "clean", "small", "--drop", "nope"],
+        "drop names column 'nope'",
+        1,
+    ),
+    "select and drop": (
+        lambda t: ["data", "clean", "small", "--select", "id", "--drop", "age"],
+        "give select or drop, not both",
+        1,
+    ),
+    "rename without equals": (
+        lambda t: ["data", "clean", "small", "--rename", "age"],
+        "--rename 'age' is not OLD=NEW",
+        2,
     ),
     "clean unknown key": (
         lambda t: [

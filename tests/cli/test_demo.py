@@ -1,19 +1,34 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+from forgeml.cli.demo import packaged_data
+
 REPO = Path(__file__).resolve().parents[2]
 
 
+def clone_without_shared(tmp_path: Path) -> Path:
+    """What `make demo` reads of a clone (examples/adult), with no ../shared beside it."""
+    clone = tmp_path / "clone"
+    shutil.copytree(REPO / "examples" / "adult", clone / "examples" / "adult")
+    config = clone / "examples" / "adult" / "train.yaml"
+    text = config.read_text(encoding="utf-8")
+    assert "epochs: 8\n" in text
+    config.write_text(text.replace("epochs: 8\n", "epochs: 2\n"), encoding="utf-8")  # quicker
+    assert not (tmp_path / "shared").exists()
+    return clone
+
+
 @pytest.mark.slow
-def test_demo_runs_the_main_job_end_to_end(
-    cli, shared_data: Path, monkeypatch: pytest.MonkeyPatch
+def test_demo_runs_the_main_job_end_to_end_from_a_clone_without_shared_data(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.chdir(REPO)
-    result = cli("demo", "--data-dir", shared_data)
+    monkeypatch.chdir(clone_without_shared(tmp_path))
+    result = cli("demo")
     assert result.code == 0, result.stderr
     assert "adult-features@v1" in result.stdout
     assert "every digest matches" in result.stdout
@@ -23,15 +38,30 @@ def test_demo_runs_the_main_job_end_to_end(
     assert "through the gateway" in result.stdout
     assert "a request without a key: HTTP 401" in result.stdout
     assert "deployment 'adult' stopped" in result.stdout
+    source = json.loads(cli("data", "show", "adult@v1", "--json").stdout)["recipe"]["params"]
+    assert Path(source["source"]) == packaged_data() / "adult.data.gz"
     jobs = json.loads(cli("jobs", "list", "--json").stdout)
     assert [(job["kind"], job["state"]) for job in jobs] == [("train", "SUCCEEDED")]
     listed = cli("data", "list", "--json")
     assert len(listed.stdout) > 0
     versions_before = listed.stdout
-    again = cli("demo", "--data-dir", shared_data)
+    again = cli("demo")
     assert again.code == 0
     assert cli("data", "list", "--json").stdout == versions_before  # same content, same versions
     assert "registered adult-mlp@v2" in again.stdout
+
+
+def test_the_demo_data_ships_with_its_attribution() -> None:
+    folder = packaged_data()
+    assert sorted(path.name for path in folder.iterdir()) == [
+        "README.md",
+        "adult.data.gz",
+        "adult.names",
+        "adult.test.gz",
+    ]
+    notice = (folder / "README.md").read_text(encoding="utf-8")
+    assert "UCI Machine Learning Repository" in notice
+    assert "CC BY 4.0" in notice
 
 
 def test_demo_without_data_is_one_clear_error(cli, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -348,6 +348,113 @@ def test_invalid_recipe_is_a_config_error(recipe: dict[str, Any], fragment: str)
     assert str(error.value).startswith("recipe.yaml: ")
 
 
+# --- rename, select, drop ----------------------------------------------------------------
+
+
+def _headerless() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "column_1": ["1", "0", "1"],
+            "column_2": [" good ", "bad", "?"],
+            "column_3": ["x", "y", "z"],
+            "__split__": ["train", "train", "test"],
+        }
+    )
+
+
+def test_rename_runs_first_so_later_steps_use_the_new_names() -> None:
+    recipe = {
+        "rename": {"column_1": "label", "column_2": "text"},
+        "drop": ["column_3"],
+        "missing": {"columns": {"text": {"strategy": "drop"}}},
+    }
+
+    out = apply(_headerless(), _params(recipe))
+
+    assert out.frame.columns == ["label", "text", "__split__"]
+    assert out.frame.to_dict(as_series=False) == {
+        "label": [1, 0],
+        "text": ["good", "bad"],
+        "__split__": ["train", "train"],
+    }
+    assert out.report["renamed"] == {"column_1": "label", "column_2": "text"}
+    assert out.report["dropped_columns"] == ["column_3"]
+
+
+def test_select_keeps_columns_in_its_order_and_the_reserved_ones() -> None:
+    out = apply(_headerless(), _params({"select": ["column_3", "column_1"], "text": None}))
+
+    assert out.frame.columns == ["column_3", "column_1", "__split__"]
+    assert out.report["dropped_columns"] == ["column_2"]
+
+
+def test_renames_may_swap_names() -> None:
+    out = apply(
+        _headerless(), _params({"rename": {"column_1": "column_3", "column_3": "column_1"}})
+    )
+
+    assert out.frame["column_3"].to_list() == [1, 0, 1]
+    assert out.frame["column_1"].to_list() == ["x", "y", "z"]
+
+
+@pytest.mark.parametrize(
+    ("recipe", "error", "fragment"),
+    [
+        (
+            {"rename": {"nope": "x"}},
+            MissingColumnError,
+            "The clean recipe's rename names column 'nope', which the data does not have",
+        ),
+        ({"select": ["nope"]}, MissingColumnError, "select names column 'nope'"),
+        ({"drop": ["nope"]}, MissingColumnError, "drop names column 'nope'"),
+        (
+            {"rename": {"column_1": "column_2"}},
+            InvalidDataError,
+            "rename gives two columns the name 'column_2'",
+        ),
+        (
+            {"drop": ["column_1", "column_2", "column_3"]},
+            InvalidDataError,
+            "removes every column",
+        ),
+        # a later step names the columns as renamed: the old name is gone
+        (
+            {"rename": {"column_1": "label"}, "cast": {"column_1": "int"}},
+            MissingColumnError,
+            "'column_1'",
+        ),
+    ],
+)
+def test_bad_column_steps_are_one_sentence(
+    recipe: dict[str, Any], error: type, fragment: str
+) -> None:
+    with pytest.raises(error) as caught:
+        apply(_headerless(), _params(recipe))
+
+    assert fragment in str(caught.value)
+    assert _is_one_sentence(str(caught.value))
+
+
+@pytest.mark.parametrize(
+    ("recipe", "fragment"),
+    [
+        ({"rename": {"a": "x", "b": "x"}}, "rename names the column 'x' twice"),
+        ({"select": ["a", "a"]}, "select names the column 'a' twice"),
+        ({"drop": ["a", "a"]}, "drop names the column 'a' twice"),
+        ({"select": ["a"], "drop": ["b"]}, "give select or drop, not both"),
+        ({"select": []}, "select"),
+        ({"rename": {"a": " "}}, "empty column name"),
+        ({"rename": {"a": "__split__"}}, "reserved column '__split__'"),
+        ({"drop": ["__split__"]}, "reserved column '__split__'"),
+    ],
+)
+def test_invalid_column_steps_are_config_errors(recipe: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _params(recipe)
+
+    assert fragment in str(caught.value)
+
+
 def test_recipe_survives_a_json_round_trip() -> None:
     frame = pl.DataFrame(
         {

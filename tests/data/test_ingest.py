@@ -67,6 +67,18 @@ def test_adult_data_types_and_markers(tmp_path: Path, shared_data: Path) -> None
     assert result.bad_row_count == 0
 
 
+@pytest.mark.parametrize("name", ["adult.data", "adult.test"])
+def test_the_shipped_adult_files_hold_the_shared_data(
+    tmp_path: Path, shared_data: Path, name: str
+) -> None:
+    shipped = Path(forgeml.__file__).parent / "data" / "demo" / f"{name}.gz"
+
+    ingested, _ = run(tmp_path, shipped)
+
+    original = hashlib.sha256((shared_data / "adult" / name).read_bytes()).hexdigest()
+    assert ingested.source_digest == original
+
+
 def test_adult_test_file(tmp_path: Path, shared_data: Path) -> None:
     result, frame = run(tmp_path, shared_data / "adult" / "adult.test")
     assert result.rows == 16_281
@@ -200,6 +212,170 @@ def test_csv_digest_is_sha256_of_the_file(tmp_path: Path) -> None:
     source = write(tmp_path / "d.csv", "a\n1\n2\n")
     result, _ = run(tmp_path, source)
     assert result.source_digest == hashlib.sha256(source.read_bytes()).hexdigest()
+
+
+# --- column names ----------------------------------------------------------------------
+
+QUOTED_HEADERLESS = 'positive,"a fine, warm film"\nnegative,"dull"\n'  # read by the Arrow path
+
+
+@pytest.mark.parametrize(
+    "content", ["positive,a fine film\nnegative,dull\n", QUOTED_HEADERLESS], ids=["fast", "arrow"]
+)
+def test_names_name_the_columns_of_a_headerless_file(tmp_path: Path, content: str) -> None:
+    # all text, so the first row would be sniffed as a header: names say there is none
+    source = write(tmp_path / "reviews.csv", content)
+
+    result, frame = run(tmp_path, source, names="label,text")
+
+    assert frame.columns == ["label", "text"]
+    assert frame["label"].to_list() == ["positive", "negative"]
+    assert (result.resolved.header, result.resolved.names) == (False, ["label", "text"])
+
+
+def test_names_with_header_replace_the_header(tmp_path: Path) -> None:
+    source = write(tmp_path / "h.csv", "a,a\n1,2\n")  # a repeated header name is no matter
+
+    result, frame = run(tmp_path, source, names=["x", "y"], header=True)
+
+    assert frame.columns == ["x", "y"]
+    assert frame.rows() == [(1, 2)]
+    assert result.rows == 1
+
+
+def test_named_ingest_replays_to_identical_bytes(tmp_path: Path) -> None:
+    source = write(tmp_path / "n.tsv", "1\tgood\n0\tbad\n")
+    first, _ = run(tmp_path, source, names=["label", "text"])
+
+    again = ingest(source, tmp_path / "again.parquet", first.resolved)
+
+    assert again.columns == {"label": "Int64", "text": "String"}
+    assert (tmp_path / "again.parquet").read_bytes() == (tmp_path / "out.parquet").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("names", "pattern"),
+    [
+        ("a,b,c", "names gives 3 column names \\(a, b, c\\) but '.*' has 2 columns"),
+        ("a", "names gives 1 column names"),
+    ],
+)
+def test_names_of_another_count_are_one_sentence(tmp_path: Path, names: str, pattern: str) -> None:
+    source = write(tmp_path / "two.csv", "1,x\n2,y\n")
+    with pytest.raises(InvalidDataError, match=pattern) as caught:
+        run(tmp_path, source, names=names)
+    assert_one_sentence(str(caught.value))
+    assert not (tmp_path / "out.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [("a,a", "'a' is given twice"), ("a,,b", "non-empty"), ([], "non-empty")],
+)
+def test_names_must_be_distinct_and_non_empty(names: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        IngestOptions.model_validate({"names": names})
+
+
+def test_names_apply_to_delimited_files_only(tmp_path: Path) -> None:
+    source = write(tmp_path / "r.jsonl", '{"a": 1}\n')
+    with pytest.raises(InvalidDataError, match="names only applies to CSV/TSV") as caught:
+        run(tmp_path, source, names="x")
+    assert_one_sentence(str(caught.value))
+
+
+# --- compressed files --------------------------------------------------------------------
+
+
+def _compress(path: Path, codec: str) -> Path:
+    import pyarrow as pa
+
+    suffix = {"gzip": ".gz", "zstd": ".zst", "bz2": ".bz2"}[codec]
+    target = path.with_name(path.name + suffix)
+    with pa.output_stream(str(target), compression=codec) as stream:
+        stream.write(path.read_bytes())
+    return target
+
+
+CSV_WITH_QUOTES = 'id,name,score\n1,"Smith, J",0.5\n2,Lee,?\n' + "".join(
+    f"{i},n{i},{i / 8}\n" for i in range(3, 20_000)
+)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd", "bz2"])
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("plain.csv", "a,b\n" + "".join(f"{i},x{i}\n" for i in range(30_000))),
+        ("quoted.csv", CSV_WITH_QUOTES),
+        ("noext.data", "a\tb\n1\t2\n"),
+        ("rows.jsonl", "".join(f'{{"i": {i}, "s": "v{i}"}}\n' for i in range(5_000))),
+    ],
+)
+def test_a_compressed_file_ingests_exactly_as_the_plain_one(
+    tmp_path: Path, codec: str, name: str, content: str
+) -> None:
+    plain = write(tmp_path / name, content)
+    expected, _ = run(tmp_path, plain)
+    expected_bytes = (tmp_path / "out.parquet").read_bytes()
+
+    result, _ = run(tmp_path, _compress(plain, codec))
+
+    assert (tmp_path / "out.parquet").read_bytes() == expected_bytes
+    assert result.source_digest == expected.source_digest  # the digest of what it holds
+    assert (result.format, result.resolved) == (expected.format, expected.resolved)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_the_compressed_reader_streams_with_bounded_memory(tmp_path: Path) -> None:
+    digits = np.random.default_rng(0).integers(0, 16, 64 * 2**20, dtype=np.uint8)
+    hex_text = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)[digits]  # compresses ~2x
+    plain = write(tmp_path / "big.csv", hex_text.tobytes())
+    compressed = _compress(plain, "gzip")
+    plain.unlink()
+    script = textwrap.dedent(
+        f"""
+        import resource
+        from pathlib import Path
+        from forgeml.data._compression import open_source
+        stream = open_source(Path({str(compressed)!r}))
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        total = sum(len(block) for block in iter(lambda: stream.read(1 << 20), b""))
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(total, (after - before) // 1024)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(forgeml.__file__).parents[1])}
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env
+    ).stdout.split()
+
+    assert int(out[0]) == 64 * 2**20
+    assert int(out[1]) < 16  # MB more at peak for 64 MB read: blocks, not the file
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_a_truncated_compressed_file_is_one_sentence(tmp_path: Path, codec: str) -> None:
+    whole = _compress(
+        write(tmp_path / "t.csv", "a,b\n" + "".join(f"{i},{i}\n" for i in range(10**5))), codec
+    )
+    truncated = write(tmp_path / ("cut" + "".join(whole.suffixes)), whole.read_bytes()[:20_000])
+    with pytest.raises(InvalidDataError, match=f"is not a complete {codec} file") as caught:
+        run(tmp_path, truncated)
+    assert_one_sentence(str(caught.value))
+
+
+def test_an_empty_compressed_file_has_no_rows(tmp_path: Path) -> None:
+    empty = _compress(write(tmp_path / "e.csv", b""), "gzip")
+    with pytest.raises(InvalidDataError, match="has no rows: the file is empty"):
+        run(tmp_path, empty)
+
+
+def test_compressed_parquet_is_refused(tmp_path: Path) -> None:
+    pl.DataFrame({"a": [1]}).write_parquet(tmp_path / "p.parquet")
+    with pytest.raises(InvalidDataError, match="only CSV, TSV and JSON Lines are read") as caught:
+        run(tmp_path, _compress(tmp_path / "p.parquet", "gzip"))
+    assert_one_sentence(str(caught.value))
 
 
 # --- JSON Lines ------------------------------------------------------------------------

@@ -414,3 +414,18 @@ def test_an_unknown_label_leaves_no_blobs(workspace: Workspace, small_csv: Path)
         pipeline.add(workspace, "small", small_csv, IngestOptions(), label="nope")
 
     assert snapshot_store(workspace) == before
+
+
+def test_sdk_names_and_column_steps_rebuild(workspace: Workspace, tmp_path: Path) -> None:
+    source = tmp_path / "pairs.csv"
+    source.write_text("spam,win cash now\nham,see you at 6\n", encoding="utf-8")
+
+    named = pipeline.add(workspace, "sms", source, IngestOptions(names=["label", "text"]))
+    renamed = pipeline.derive(
+        workspace, "clean", named.version.ref, {"rename": {"text": "message"}, "drop": ["label"]}
+    )
+
+    assert catalog.read_frame(workspace, named.version).columns == ["label", "text"]
+    assert catalog.read_frame(workspace, renamed.main.version).columns == ["message"]
+    for ref in (named.version.ref, renamed.main.version.ref):
+        assert pipeline.rebuild(workspace, ref).actual == resolved(workspace, ref).digest

@@ -96,6 +96,17 @@ def _print_derived(op: str, derived: Derived, as_json: bool) -> None:
 def clean(
     ref: RefArgument,
     recipe: Annotated[Path | None, typer.Option(help="YAML clean recipe.")] = None,
+    rename: Annotated[
+        list[str] | None,
+        typer.Option("--rename", help="Rename a column, OLD=NEW (repeatable); runs first."),
+    ] = None,
+    select: Annotated[
+        list[str] | None,
+        typer.Option("--select", help="Keep only this column (repeatable, in order)."),
+    ] = None,
+    drop: Annotated[
+        list[str] | None, typer.Option("--drop", help="Remove this column (repeatable).")
+    ] = None,
     missing_marker: Annotated[
         list[str] | None,
         typer.Option("--missing-marker", help="A value meaning missing (repeatable)."),
@@ -120,8 +131,14 @@ def clean(
     name: NameOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Missing values, types, text normalisation, duplicates and outliers."""
+    """Column names, missing values, types, text normalisation, duplicates and outliers."""
     params = _recipe(recipe)
+    if rename:
+        params["rename"] = {**params.get("rename", {}), **_renames(rename)}
+    if select:
+        params["select"] = select
+    if drop:
+        params["drop"] = drop
     if missing_marker is not None:
         params["missing_markers"] = missing_marker
     if impute is not None:
@@ -135,6 +152,20 @@ def clean(
     if lowercase:
         params["text"] = {**(params.get("text") or {}), "lowercase": True}
     _run("clean", ref, params, name, as_json, str(recipe or "clean flags"))
+
+
+def _renames(pairs: list[str]) -> dict[str, str]:
+    from forgeml.core.errors import UsageError
+
+    renames: dict[str, str] = {}
+    for pair in pairs:
+        old, equals, new = pair.partition("=")
+        if not equals or not old or not new:
+            raise UsageError(
+                f"--rename '{pair}' is not OLD=NEW; write e.g. --rename column_1=label."
+            )
+        renames[old] = new
+    return renames
 
 
 def validate(

@@ -56,6 +56,13 @@ def add(
     header: Annotated[
         bool | None, typer.Option("--header/--no-header", help="First row is a header.")
     ] = None,
+    names: Annotated[
+        str | None,
+        typer.Option(
+            help="CSV/TSV column names in order, comma-separated (e.g. label,text); "
+            "implies --no-header unless --header is given (then they replace the header's)."
+        ),
+    ] = None,
     on_bad_rows: Annotated[
         str, typer.Option(help="fail: stop at malformed rows; skip: drop and report them.")
     ] = "fail",
@@ -73,6 +80,7 @@ def add(
             "format": file_format,
             "delimiter": delimiter,
             "header": header,
+            "names": names,
             "on_bad_rows": on_bad_rows,
         },
         "options",

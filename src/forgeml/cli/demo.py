@@ -1,5 +1,8 @@
 """`forgeml demo`: the main job end to end on the embedded default (Adult census data).
 
+The data ships with forgeml (`forgeml/data/demo`, read compressed); the recipes are the
+ones of `examples/adult`, so the demo runs from the repository root.
+
 Data: ingest -> clean -> validate -> split -> features, proven by rebuilding every version.
 Training: an MLP trained on the split through the FeatureSpec, tracked in MLflow,
 registered, promoted to @production, and its run shown; it runs as a scheduler job.
@@ -20,13 +23,30 @@ if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
 
 EXAMPLES = Path("examples/adult")
+_COMPRESSED = ("", ".gz", ".zst")
 
 
-def _check_inputs(data_dir: Path) -> tuple[Path, Path]:
-    train, test = data_dir / "adult" / "adult.data", data_dir / "adult" / "adult.test"
-    for path in (train, test):
-        if not path.exists():
-            raise NotFoundError(f"Demo data {path} is missing; pass --data-dir to the shared data.")
+def packaged_data() -> Path:
+    """The folder of the Adult files shipped with forgeml (see its README.md)."""
+    from importlib.resources import files
+
+    return Path(str(files("forgeml.data").joinpath("demo")))
+
+
+def _find(folder: Path, name: str) -> Path:
+    """`folder/name`, plain or compressed."""
+    for suffix in _COMPRESSED:
+        if (folder / f"{name}{suffix}").exists():
+            return folder / f"{name}{suffix}"
+    raise NotFoundError(
+        f"Demo data {folder / name} is missing; pass --data-dir a folder holding adult/ with "
+        "adult.data and adult.test (plain, .gz or .zst), or leave it out to use the shipped copy."
+    )
+
+
+def _check_inputs(data_dir: Path | None) -> tuple[Path, Path]:
+    folder = packaged_data() if data_dir is None else data_dir / "adult"
+    train, test = _find(folder, "adult.data"), _find(folder, "adult.test")
     for name in ("clean.yaml", "expectations.yaml", "features.yaml", "train.yaml"):
         if not (EXAMPLES / name).exists():
             raise NotFoundError(
@@ -35,8 +55,12 @@ def _check_inputs(data_dir: Path) -> tuple[Path, Path]:
     return train, test
 
 
-def run_demo(data_dir: Path) -> None:
-    """Run the data part of the main job and print what each step recorded."""
+def run_demo(data_dir: Path | None = None) -> None:
+    """Run the main job and print what each step recorded.
+
+    Args:
+        data_dir: a folder holding `adult/`; None reads the copy shipped with forgeml.
+    """
     from forgeml.core import audit
     from forgeml.core.configfile import load_yaml
     from forgeml.core.workspace import open_workspace

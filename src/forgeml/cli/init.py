@@ -24,8 +24,12 @@ def init() -> None:
 
 def demo(
     data_dir: Annotated[
-        Path, typer.Option(help="Folder holding the shared data sets (adult/, sst2/).")
-    ] = Path("../shared/data"),
+        Path | None,
+        typer.Option(
+            help="Folder holding adult/ (adult.data and adult.test, plain or compressed); "
+            "default: the copy shipped with forgeml."
+        ),
+    ] = None,
 ) -> None:
     """Run the main job end to end on the embedded default (Adult census data)."""
     from forgeml.cli.demo import run_demo

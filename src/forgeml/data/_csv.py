@@ -32,6 +32,7 @@ import numpy as np
 import polars as pl
 
 from forgeml.core.errors import BadRowsError, InvalidDataError
+from forgeml.data._compression import is_compressed, open_source
 from forgeml.data._parquet import sink_flat
 
 if TYPE_CHECKING:  # pyarrow is imported by the Arrow path only: the fast path stays leaner
@@ -90,6 +91,8 @@ class Outcome:
 class TrackedReader:
     """A binary file read once: hashed, checked to be UTF-8 and line-counted as bytes pass.
 
+    A compressed file (`.gz`, `.zst`) is read, hashed and counted as its decompressed bytes.
+
     Arrow reads it through `read()`; an exception raised here reaches the caller wrapped by
     Arrow, so the clear one is also kept in `error`.
     """
@@ -101,13 +104,17 @@ class TrackedReader:
         self.ends_with_newline = True
         self.error: InvalidDataError | None = None
         self.closed = False
-        self._file = path.open("rb")
+        self._file = open_source(path)
         self._sha = hashlib.sha256()
         self._decoder = codecs.getincrementaldecoder("utf-8")() if check_utf8 else None
 
     def read(self, size: int = -1) -> bytes:
         """Read up to `size` bytes (all when negative), accounting for them."""
-        data = self._file.read(size)
+        try:
+            data = self._file.read(size)
+        except InvalidDataError as exc:  # a corrupt compressed file
+            self.error = exc
+            raise
         self._sha.update(data)
         if self._decoder is not None:
             self._check_utf8(self._decoder, data)
@@ -153,7 +160,7 @@ class TrackedReader:
 
 def read_sample(path: Path) -> bytes:
     """The first ~64 KiB of `path`, cut after its last complete line when it has one."""
-    with path.open("rb") as handle:
+    with open_source(path) as handle:
         sample = handle.read(SAMPLE_BYTES)
     if len(sample) == SAMPLE_BYTES and b"\n" in sample:
         sample = sample[: sample.rfind(b"\n") + 1]
@@ -213,7 +220,12 @@ def strips_spaces(delimiter: str) -> bool:
 
 
 def ingest_delimited(
-    source: Path, out_path: Path, delimiter: str, header: bool, on_bad_rows: str
+    source: Path,
+    out_path: Path,
+    delimiter: str,
+    header: bool,
+    on_bad_rows: str,
+    names: list[str] | None = None,
 ) -> Outcome:
     """Read a delimited text file and write it canonically to `out_path`.
 
@@ -221,34 +233,55 @@ def ingest_delimited(
         source: the file.
         out_path: where the canonical Parquet goes.
         delimiter: one character.
-        header: whether the first row names the columns.
+        header: whether the first row names the columns (it is skipped either way).
         on_bad_rows: "fail" or "skip" rows with the wrong number of fields.
+        names: the column names, one per field; None takes the header's (or
+            `column_1..N` without a header).
 
     Returns:
         Rows written, the source digest and the bad rows (1-based line numbers).
 
     Raises:
-        InvalidDataError: undecodable text, no rows, duplicate column names.
+        InvalidDataError: undecodable text, no rows, duplicate column names, or `names`
+            of another length than the first row.
         BadRowsError: malformed rows with `on_bad_rows="fail"`.
     """
-    fast = ingest_plain(source, out_path, delimiter, header)
+    if names is not None:
+        _check_names(source, names, _column_count(source, delimiter))
+    fast = (
+        None if is_compressed(source) else ingest_plain(source, out_path, delimiter, header, names)
+    )
     if fast is not None:
         return fast
-    return ingest_arrow(source, out_path, delimiter, header, on_bad_rows)
+    return ingest_arrow(source, out_path, delimiter, header, on_bad_rows, names)
+
+
+def _check_names(source: Path, names: list[str], width: int) -> None:
+    if len(names) != width:
+        raise InvalidDataError(
+            f"names gives {len(names)} column names ({', '.join(names)}) but '{source}' has "
+            f"{width} columns; give exactly one name per column."
+        )
 
 
 def ingest_arrow(
-    source: Path, out_path: Path, delimiter: str, header: bool, on_bad_rows: str
+    source: Path,
+    out_path: Path,
+    delimiter: str,
+    header: bool,
+    on_bad_rows: str,
+    names: list[str] | None = None,
 ) -> Outcome:
     """The general reader behind `ingest_delimited`: quotes, bad rows with line numbers."""
     with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".ingest-") as tmp:
-        staged = _stage_strings(source, Path(tmp) / "strings.parquet", delimiter, header)
+        strings = Path(tmp) / "strings.parquet"
+        staged = _stage_strings(source, strings, delimiter, header, names)
         if staged.records != staged.lines and staged.bad.lines:
             staged.bad.lines = _records_to_lines(source, delimiter, staged.bad.lines)
         staged.bad.check(source, on_bad_rows, "rows with the wrong number of fields")
         if staged.rows == 0:
             raise _no_rows(source, staged.bad.count)
-        typed = _typed_strings(Path(tmp) / "strings.parquet", staged.names, staged.tally.dtypes())
+        typed = _typed_strings(strings, staged.names, staged.tally.dtypes())
         pl.collect_all([sink_flat(typed, out_path)], engine="streaming")
     return Outcome(rows=staged.rows, digest=staged.digest, bad=staged.bad)
 
@@ -320,7 +353,9 @@ class _Staged:
     tally: _TypeTally
 
 
-def _stage_strings(source: Path, strings: Path, delimiter: str, header: bool) -> _Staged:
+def _stage_strings(
+    source: Path, strings: Path, delimiter: str, header: bool, names: list[str] | None
+) -> _Staged:
     """Pass 1: parse every field as text, clean it, tally types, write it to `strings`."""
     import pyarrow as pa
     import pyarrow.csv as pa_csv
@@ -345,7 +380,7 @@ def _stage_strings(source: Path, strings: Path, delimiter: str, header: bool) ->
                 column_types={f"f{i}": pa.large_string() for i in range(width)}
             ),
         )
-        names, rows, tally = _write_strings(stream, strings, header, delimiter, source)
+        names, rows, tally = _write_strings(stream, strings, header, delimiter, source, names)
         digest = reader.finish()
     except pa.ArrowInvalid as exc:
         raise _arrow_error(source, exc, reader) from exc
@@ -356,7 +391,12 @@ def _stage_strings(source: Path, strings: Path, delimiter: str, header: bool) ->
 
 
 def _write_strings(
-    stream: pa_csv.CSVStreamingReader, strings: Path, header: bool, delimiter: str, source: Path
+    stream: pa_csv.CSVStreamingReader,
+    strings: Path,
+    header: bool,
+    delimiter: str,
+    source: Path,
+    given: list[str] | None,
 ) -> tuple[list[str], int, _TypeTally]:
     import pyarrow.parquet as pq
 
@@ -368,7 +408,7 @@ def _write_strings(
     try:
         for batch in stream:
             if writer is None:
-                names = _column_names(batch, header, source)
+                names = given or _column_names(batch, header, source)
                 tally = _TypeTally(len(names))
             frame = _clean(batch.slice(1) if header and writer is None else batch, strip)
             tally.update(frame)
@@ -480,7 +520,7 @@ def _records_to_lines(source: Path, delimiter: str, records: list[int]) -> list[
     wanted = set(records)
     found: dict[int, int] = {}
     record = last_line = 0
-    with source.open(encoding="utf-8", newline="") as handle:
+    with io.TextIOWrapper(open_source(source), encoding="utf-8", newline="") as handle:
         rows = csv.reader(handle, delimiter=delimiter, quotechar='"', doublequote=True)
         try:
             for row in rows:
@@ -593,7 +633,9 @@ class _Plan:
         return len(self.names)
 
 
-def ingest_plain(source: Path, out_path: Path, delimiter: str, header: bool) -> Outcome | None:
+def ingest_plain(
+    source: Path, out_path: Path, delimiter: str, header: bool, names: list[str] | None = None
+) -> Outcome | None:
     """Read a delimited file without quotes the fast way (see the comment above).
 
     Returns:
@@ -604,7 +646,7 @@ def ingest_plain(source: Path, out_path: Path, delimiter: str, header: bool) -> 
         InvalidDataError: the file is fine but has no data rows, or repeats a column name.
         OSError: the file cannot be read.
     """
-    plan = _plan(source, read_sample(source), delimiter, header)
+    plan = _plan(source, read_sample(source), delimiter, header, names)
     if plan is None:
         return None
     raw = _RawScan(ord(delimiter), count_spaces=strips_spaces(delimiter) and not plan.strip)
@@ -644,7 +686,9 @@ def _try(run: Callable[[], _T]) -> _T | None:
         return None
 
 
-def _plan(source: Path, sample: bytes, delimiter: str, header: bool) -> _Plan | None:
+def _plan(
+    source: Path, sample: bytes, delimiter: str, header: bool, given: list[str] | None
+) -> _Plan | None:
     """Names, stripping and guessed types from the sample; None when it has quotes."""
     first, newline, _ = sample.partition(b"\n")
     if b'"' in sample or not delimiter.isascii() or not (newline or len(sample) < SAMPLE_BYTES):
@@ -655,7 +699,9 @@ def _plan(source: Path, sample: bytes, delimiter: str, header: bool) -> _Plan | 
         return None
     if len(values) < 2:  # a one-column file: no delimiter count can prove its rows
         return None
-    if header:
+    if given is not None:
+        names = given
+    elif header:
         names = _header_names(values, source)
     else:
         names = [f"column_{i + 1}" for i in range(len(values))]

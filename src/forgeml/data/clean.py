@@ -2,6 +2,8 @@
 
 The steps always run in this order, each one optional:
 
+0. `rename`, then `select` or `drop`: name, keep and remove columns (e.g. the column_1..N
+   of a headerless file); every later step names the columns as renamed.
 1. `text`: strip, Unicode NFKC, collapse whitespace runs, optional lowercase.
 2. `replace`: per-column value mapping (e.g. Adult's test labels `>50K.` -> `>50K`).
 3. `missing_markers`: values such as `?` become nulls (in string columns).
@@ -121,6 +123,18 @@ class CleanParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    rename: dict[str, str] = Field(
+        default_factory=dict,
+        description="Column renames, {old: new}; they run first, so later steps use the new names.",
+    )
+    select: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Keep only these columns, in this order (named as renamed).",
+    )
+    drop: list[str] = Field(
+        default_factory=list, description="Remove these columns (named as renamed)."
+    )
     text: TextParams | None = Field(
         default_factory=TextParams, description="Text normalisation; null turns it off."
     )
@@ -150,13 +164,28 @@ class CleanParams(BaseModel):
 
     @model_validator(mode="after")
     def _no_reserved_columns(self) -> CleanParams:
-        reserved = [name for name in self.named_columns() if name in RESERVED_COLUMNS]
+        shaped = [*self.rename, *self.rename.values(), *(self.select or []), *self.drop]
+        reserved = [name for name in shaped + self.named_columns() if name in RESERVED_COLUMNS]
         if reserved:
             raise ValueError(f"reserved column '{reserved[0]}' cannot be changed by clean")
         return self
 
+    @model_validator(mode="after")
+    def _columns_named_once(self) -> CleanParams:
+        if self.select is not None and self.drop:
+            raise ValueError("give select or drop, not both")
+        new_names = list(self.rename.values())
+        for what, given in (("rename", new_names), ("select", self.select), ("drop", self.drop)):
+            names = given or []
+            if any(not name.strip() for name in names):
+                raise ValueError(f"{what} names an empty column name")
+            repeated = next((name for name in names if names.count(name) > 1), None)
+            if repeated is not None:
+                raise ValueError(f"{what} names the column '{repeated}' twice")
+        return self
+
     def named_columns(self) -> list[str]:
-        """Every column the recipe names, in recipe order, without repeats."""
+        """Every column the later steps name (not rename/select/drop), without repeats."""
         names = list(self.text.columns or []) if self.text else []
         names += [*self.replace, *self.cast, *self.missing.columns]
         if self.near_duplicates:
@@ -183,10 +212,12 @@ def apply(frame: pl.DataFrame, params: CleanParams) -> TransformOutput:
 
     Raises:
         MissingColumnError: the recipe names a column the data does not have.
-        InvalidDataError: a cast fails, or a step does not fit a column's type.
+        InvalidDataError: a cast fails, a step does not fit a column's type, or a rename
+            gives two columns one name.
     """
-    require_columns(frame, params.named_columns(), "The clean recipe")
     report: dict[str, Any] = {"rows_in": frame.height}
+    frame = _shape_columns(frame, params, report)
+    require_columns(frame, params.named_columns(), "The clean recipe")
     if params.text is not None:
         frame = _normalize_text(frame, params.text, report)
     frame = _replace_values(frame, params.replace, report)
@@ -203,6 +234,38 @@ def apply(frame: pl.DataFrame, params: CleanParams) -> TransformOutput:
     frame = _handle_missing(frame, params.missing, report)
     report["rows_out"] = frame.height
     return TransformOutput(frame=frame, report=report)
+
+
+def _shape_columns(
+    frame: pl.DataFrame, params: CleanParams, report: dict[str, Any]
+) -> pl.DataFrame:
+    """The rename, select and drop steps."""
+    if params.rename:
+        require_columns(frame, list(params.rename), "The clean recipe's rename")
+        names = [params.rename.get(name, name) for name in frame.columns]
+        clash = next((name for name in names if names.count(name) > 1), None)
+        if clash is not None:
+            raise InvalidDataError(
+                f"The clean recipe's rename gives two columns the name '{clash}'; rename the "
+                "existing one too, or choose another name."
+            )
+        frame = frame.rename(params.rename)
+        report["renamed"] = dict(params.rename)
+    removed: list[str] = []
+    if params.select is not None:
+        require_columns(frame, params.select, "The clean recipe's select")
+        removed = [name for name in user_columns(frame) if name not in params.select]
+        reserved = [name for name in frame.columns if name in RESERVED_COLUMNS]
+        frame = frame.select([*params.select, *reserved])
+    elif params.drop:
+        require_columns(frame, params.drop, "The clean recipe's drop")
+        removed = list(params.drop)
+        frame = frame.drop(removed)
+    if not user_columns(frame):
+        raise InvalidDataError("The clean recipe's drop removes every column; keep at least one.")
+    if removed:
+        report["dropped_columns"] = removed
+    return frame
 
 
 def _drop_near_duplicates(

@@ -1,7 +1,8 @@
 """Turn a raw source (file or folder) into the canonical Parquet of a first dataset version.
 
 Formats: CSV / TSV (delimiter and header sniffed), JSON Lines, Parquet, a folder of
-images (one sub-folder per class) and a folder of text files. Every reader streams, so
+images (one sub-folder per class) and a folder of text files. CSV, TSV and JSON Lines may be
+compressed (`.gz`, `.bz2`, `.zst`): they are decompressed as they are read. Every reader streams, so
 memory stays bounded whatever the source size, and the same source always gives the same
 bytes. Values are kept as written (`?`, `NA` stay strings): turning markers into nulls is
 the job of `data clean`, not of ingest.
@@ -18,10 +19,11 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from forgeml.core.errors import InvalidDataError
 from forgeml.data import _folders
+from forgeml.data._compression import inner_suffix, is_compressed
 from forgeml.data._csv import (
     BadRows,
     Outcome,
@@ -65,7 +67,12 @@ class IngestOptions(BaseModel):
     header: bool | None = Field(
         None,
         description="Whether the first CSV/TSV row names the columns; empty to sniff it "
-        "(a first row without numbers is taken as a header).",
+        "(a first row without numbers is taken as a header; with `names`, no header).",
+    )
+    names: list[str] | None = Field(
+        None,
+        description="CSV/TSV column names, one per column in order (a comma-separated list "
+        "such as 'label,text'); they replace column_1..N, or the header's when header is true.",
     )
     on_bad_rows: Literal["fail", "skip"] = Field(
         "fail",
@@ -73,6 +80,23 @@ class IngestOptions(BaseModel):
         "undecodable image): 'fail' stops naming their line numbers, 'skip' drops and reports "
         "them.",
     )
+
+    @field_validator("names", mode="before")
+    @classmethod
+    def _split_names(cls, value: object) -> object:
+        return [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+
+    @field_validator("names")
+    @classmethod
+    def _distinct_names(cls, names: list[str] | None) -> list[str] | None:
+        if names is None:
+            return None
+        if not names or any(not name.strip() for name in names):
+            raise ValueError("every column name must be non-empty")
+        repeated = next((name for name in names if names.count(name) > 1), None)
+        if repeated is not None:
+            raise ValueError(f"the column name '{repeated}' is given twice; names must differ")
+        return names
 
 
 @dataclass
@@ -121,15 +145,20 @@ def ingest(source: Path, out_path: Path, options: IngestOptions) -> IngestResult
     _check_delimiter(options.delimiter)
     if not source.exists():
         raise InvalidDataError(f"The source '{source}' does not exist; check the path.")
-    if source.is_file() and source.stat().st_size == 0:
+    if source.is_file() and (
+        source.stat().st_size == 0 or (is_compressed(source) and not read_sample(source))
+    ):
         raise InvalidDataError(f"'{source}' has no rows: the file is empty.")
     fmt = _detect_format(source) if options.format == "auto" else options.format
     _check_kind(source, fmt)
+    _check_options(source, fmt, options)
     resolved = options.model_copy(update={"format": fmt, "delimiter": None, "header": None})
     if fmt in ("csv", "tsv"):
         delimiter, header = _resolve_dialect(source, fmt, options)
         resolved = resolved.model_copy(update={"delimiter": delimiter, "header": header})
-        outcome = ingest_delimited(source, out_path, delimiter, header, options.on_bad_rows)
+        outcome = ingest_delimited(
+            source, out_path, delimiter, header, options.on_bad_rows, options.names
+        )
     elif fmt == "jsonl":
         outcome = _ingest_jsonl(source, out_path, options.on_bad_rows)
     elif fmt == "parquet":
@@ -158,6 +187,19 @@ def _check_delimiter(delimiter: str | None) -> None:
         )
 
 
+def _check_options(source: Path, fmt: str, options: IngestOptions) -> None:
+    if options.names is not None and fmt not in ("csv", "tsv"):
+        raise InvalidDataError(
+            f"names only applies to CSV/TSV files, and '{source}' is read as {fmt}; rename its "
+            "columns with a clean recipe's `rename` instead."
+        )
+    if is_compressed(source) and fmt not in ("csv", "tsv", "jsonl"):
+        raise InvalidDataError(
+            f"'{source}' is compressed, and only CSV, TSV and JSON Lines are read compressed; "
+            "decompress it first."
+        )
+
+
 def _check_kind(source: Path, fmt: str) -> None:
     if fmt in _FOLDER_FORMATS and not source.is_dir():
         raise InvalidDataError(
@@ -174,7 +216,7 @@ def _detect_format(source: Path) -> str:
     """The format from the extension, else from the first 64 KiB of content."""
     if source.is_dir():
         return _folders.detect_folder_format(source)
-    by_suffix = _SUFFIX_FORMATS.get(source.suffix.lower())
+    by_suffix = _SUFFIX_FORMATS.get(inner_suffix(source))
     if by_suffix is not None:
         return by_suffix
     sample = read_sample(source)
@@ -202,7 +244,8 @@ def _resolve_dialect(source: Path, fmt: str, options: IngestOptions) -> tuple[st
         delimiter = "\t" if fmt == "tsv" else (sniff_delimiter(sample) or ",")
     header = options.header
     if header is None:
-        header = sniff_header(sample, delimiter)
+        # given names stand for a header the file does not have (as pandas' read_csv reads)
+        header = False if options.names is not None else sniff_header(sample, delimiter)
     return delimiter, header
 
 
