@@ -44,9 +44,12 @@ def export_verified(work: Work, module: nn.Module, dest: Path) -> tuple[Path, Re
     Raises:
         OptimizationError: the export fails or differs by more than the tolerance.
     """
+    from forgeml.train.models import family_of
+
     dest.mkdir(parents=True)
-    graph = export_onnx(module, batch_rows(work.split, 0, 2), dest / ONNX_FILE)
     description = read_description(work.source)
+    family = family_of(description)
+    graph = export_onnx(module, batch_rows(work.split, 0, 2), dest / ONNX_FILE, family)
     description["lora"] = None  # an adapter, if any, is merged into the exported graph
     description["onnx"] = {
         "file": ONNX_FILE,
@@ -58,7 +61,9 @@ def export_verified(work: Work, module: nn.Module, dest: Path) -> tuple[Path, Re
     }
     write_bundle(work.source, dest, description)
     tolerance = work.request.tolerance
-    diff, rows = max_abs_difference(module, OnnxModel(dest), work.split, work.request.verify_rows)
+    diff, rows = max_abs_difference(
+        module, OnnxModel(dest), work.split, work.request.verify_rows, family
+    )
     if not diff <= tolerance:
         raise OptimizationError(
             f"The ONNX export of {work.record.ref} differs from PyTorch by up to {diff:.3g} on "

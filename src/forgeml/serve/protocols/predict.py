@@ -7,7 +7,8 @@ Spec: https://www.tensorflow.org/tfx/serving/api_rest#request_format_2. Two requ
   input) the bare list of texts `{"inputs": ["...", ...]}`.
 A row request is answered `{"predictions": [...], "model_version": "N"}`, where a
 classifier's prediction is `{"label": ..., "probabilities": {class: p, ...}}` and a
-regressor's a number; a columnar one `{"outputs": ..., "model_version": "N"}`, the same
+regressor's a number, and any other model's an object of every answer its family
+decodes; a columnar one `{"outputs": ..., "model_version": "N"}`, the same
 predictions by column (`{"label": [...], "probabilities": [...]}`, or the list of numbers).
 Other fields (`signature_name`) are ignored. The body is read as JSON whatever its
 Content-Type says, as TF Serving does (the app declares it JSON).
@@ -94,7 +95,20 @@ def request_rows(model: LoadedModel, body: PredictRequest) -> list[Any]:
     return _text_rows(model, rows) if model.kind == "text" else rows
 
 
+def _wanted(model: LoadedModel) -> set[str]:
+    if model.task == "classification":
+        return {"label", "probabilities"}
+    if model.task == "regression":
+        return {"prediction"}
+    return {field.name for field in model.outputs}
+
+
 def _predictions(model: LoadedModel, arrays: dict[str, np.ndarray]) -> list[Any]:
+    if model.task not in ("classification", "regression"):
+        return [
+            {name: _plain(values[row]) for name, values in arrays.items()}
+            for row in range(len(next(iter(arrays.values()), [])))
+        ]
     if "prediction" in arrays:
         return [float(value) for value in arrays["prediction"]]
     names = model.class_names or [str(i) for i in range(arrays["probabilities"].shape[1])]
@@ -111,6 +125,10 @@ def _by_column(predictions: list[Any]) -> Any:
     return {name: [p[name] for p in predictions] for name in predictions[0]}
 
 
+def _plain(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray | np.generic) else value
+
+
 async def answer(
     repository: ModelRepository, name: str, body: PredictRequest, log: RequestLog | None
 ) -> dict[str, Any]:
@@ -122,8 +140,7 @@ async def answer(
     served = repository.get(name)
     model = served.ready_model()
     rows = request_rows(model, body)
-    wanted = {"prediction"} if model.task != "classification" else {"label", "probabilities"}
-    arrays, used = await served.infer(rows, wanted)
+    arrays, used = await served.infer(rows, _wanted(model))
     predictions = _predictions(used, arrays)
     record_request(log, "predict", name, used, rows, predictions)
     if body.inputs is not None:

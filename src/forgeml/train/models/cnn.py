@@ -15,6 +15,7 @@ from torch import nn
 
 from forgeml.core.configfile import parse_model
 from forgeml.core.errors import ConfigError
+from forgeml.train.models._family import ModelFamily
 from forgeml.train.models.mlp import PARAMS_SOURCE, head_size
 from forgeml.train.task import TaskData
 
@@ -127,3 +128,7 @@ def build(task: TaskData, **params: Any) -> SmallCNN:
         config.dropout,
         squeeze=squeeze,
     )
+
+
+# Images [N, C, H, W]; no request encoder yet, so it is served over no row protocol.
+FAMILY = ModelFamily(name="cnn", builder=build, modality="image", inputs=("images",))

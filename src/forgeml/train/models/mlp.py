@@ -18,6 +18,7 @@ from torch import nn
 
 from forgeml.core.configfile import parse_model
 from forgeml.core.errors import ConfigError
+from forgeml.train.models._family import ModelFamily
 from forgeml.train.task import TaskData
 
 PARAMS_SOURCE = "model.params"
@@ -123,3 +124,7 @@ def build(task: TaskData, **params: Any) -> TabularMLP:
     return TabularMLP(
         task.input_shape[0], out_features, config.hidden, config.dropout, squeeze=squeeze
     )
+
+
+# Tabular rows through the fitted FeatureSpec; served records go through the same spec.
+FAMILY = ModelFamily(name="mlp", builder=build, modality="tabular", inputs=("features",))

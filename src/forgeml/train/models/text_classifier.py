@@ -29,6 +29,7 @@ from torch import nn
 
 from forgeml.core.configfile import parse_model
 from forgeml.core.errors import ConfigError, InvalidDataError
+from forgeml.train.models._family import ModelFamily, OnnxExport, TokenizerSource
 from forgeml.train.models.mlp import PARAMS_SOURCE, head_size
 from forgeml.train.task import TaskData
 
@@ -302,3 +303,57 @@ def build(task: TaskData, **params: Any) -> TextClassifier:
         squeeze=squeeze,
         base_model=path,
     )
+
+
+# --- the family: tokenizer, served outputs, ONNX export ---------------------------------
+
+
+class PretrainedTokenizer:
+    """The encoder's own tokenizer (`tokenize`); its state is the model params alone."""
+
+    vocab_size: int | None = None  # the pretrained encoder brings its embeddings
+
+    def __init__(self, source: TokenizerSource) -> None:
+        self.params = dict(source.params)
+
+    def __call__(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        return tokenize(texts, self.params)
+
+    def state(self) -> dict[str, Any]:
+        return {}
+
+
+class TextOutputs(nn.Module):
+    """A text classifier returning (logits, pooled sentence vectors): one graph serves both."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        model: Any = self.model
+        embeddings = model.embed(input_ids, attention_mask)
+        return model.classify(embeddings), embeddings
+
+
+def _fuse_bert(path: Path, module: nn.Module) -> dict[str, int]:
+    from forgeml.train.models._bert_onnx import fuse_bert
+
+    return fuse_bert(path, module)
+
+
+_TOKENS = {1: "sequence"}
+FAMILY = ModelFamily(
+    name="text_classifier",
+    builder=build,
+    modality="text",
+    inputs=("input_ids", "attention_mask"),
+    outputs=("logits", "embeddings"),
+    output_module=TextOutputs,
+    tokenizer=PretrainedTokenizer,
+    onnx=OnnxExport(
+        dynamic_axes={"input_ids": _TOKENS, "attention_mask": _TOKENS}, optimize=_fuse_bert
+    ),
+)

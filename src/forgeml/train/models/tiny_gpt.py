@@ -21,6 +21,7 @@ from torch.nn import functional as F  # noqa: N812  (the PyTorch convention)
 
 from forgeml.core.configfile import parse_model
 from forgeml.core.errors import ConfigError
+from forgeml.train.models._family import ModelFamily, OnnxExport
 from forgeml.train.models.mlp import PARAMS_SOURCE
 from forgeml.train.task import TaskData
 
@@ -261,3 +262,13 @@ def build(task: TaskData, **params: Any) -> TinyGPT:
         config.n_embd,
         config.dropout,
     )
+
+
+# Byte-level language model: served by generation (/v1/completions), not by rows.
+FAMILY = ModelFamily(
+    name="tiny_gpt",
+    builder=build,
+    modality="language_model",
+    inputs=("input_ids",),
+    onnx=OnnxExport(dynamic_axes={"input_ids": {1: "sequence"}}),
+)
