@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from pathlib import Path
 
 _POLL_SECONDS = 0.05
 _GRACE_SECONDS = 10.0
+_BACKSTOP_SECONDS = 600.0
 
 
 def _start(worker: dict) -> subprocess.Popen[bytes]:
@@ -95,12 +97,18 @@ def main(spec_path: str) -> int:
         _write_exit(Path(spec["exit_file"]), 127)
         return 127
     first_failure = 0  # the gang's exit code: the first worker to fail, else 0
+    gang_stopped: list[float] = []  # when a failed worker made us stop the others
     while [process.poll() for process in workers].count(None):
         failed = [p.returncode for p in workers if p.returncode not in (None, 0)]
         if failed and not first_failure:
             first_failure = failed[0]
+            gang_stopped.append(time.monotonic())
             on_term()
-        if terminating and time.monotonic() - terminating[0] > spec.get("grace", _GRACE_SECONDS):
+        # a SIGTERM from outside is the executor's: it kills the session after its own
+        # grace (the scheduler's); ours is a backstop for when no control plane is left
+        grace = spec.get("grace", _GRACE_SECONDS) if gang_stopped else _BACKSTOP_SECONDS
+        since = (gang_stopped or terminating or [math.inf])[0]
+        if time.monotonic() - since > grace:
             _stop(workers, signal.SIGKILL)
         time.sleep(_POLL_SECONDS)
     codes = [process.returncode for process in workers]
