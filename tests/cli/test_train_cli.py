@@ -254,6 +254,22 @@ def test_resuming_a_finished_run_is_refused(adult: Cli) -> None:
     assert [m["ref"] for m in models(adult)] == ["adult-mlp@v1"]
 
 
+def test_a_failed_jobs_error_class_and_sentence_reach_the_cli_from_its_result(
+    through_scheduler: Cli, tmp_path: Path
+) -> None:
+    summary = train(through_scheduler, "max_steps=2")
+
+    result = through_scheduler("train", "--resume", summary["run_id"])
+
+    assert_cli_error(result, "already FINISHED", code=2)  # a UsageError inside the job
+    jobs = json_out(through_scheduler("jobs", "list", "--json"))
+    assert [job["state"] for job in jobs] == ["FAILED", "SUCCEEDED"]
+    folder = tmp_path / "home" / "jobs" / jobs[0]["job_id"]
+    written = json.loads((folder / "result-1.json").read_text())
+    assert (written["outcome"], written["error_class"]) == ("FAILED", "UsageError")
+    assert written["error"] in result.stderr
+
+
 def test_promotion_is_gated_and_forcing_it_is_audited(adult: Cli) -> None:
     good = train(adult, "optimizer.lr=0.01", "max_steps=60")
     worse = train(adult, "optimizer.lr=1e-5", "max_steps=5", "seed=3")

@@ -219,6 +219,9 @@ def test_a_lost_attempt_is_marked_and_requeued(sched_workspace: Workspace) -> No
 def test_a_preempted_training_job_checkpoints_requeues_and_resumes_to_completion(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from forgeml.scheduler.contract import read_result
+    from forgeml.tracking.jobs import TRAIN_MODULE
+    from forgeml.train.config import load_config
     from tests.train.conftest import ADULT_CONFIG, copy_adult_home, quick
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -236,7 +239,9 @@ def test_a_preempted_training_job_checkpoints_requeues_and_resumes_to_completion
         "log_every_steps=1",  # every step reaches MLflow: slow enough to be preempted midway
         "early_stopping=null",
     )
-    train = [sys.executable, "-m", "forgeml.cli", "train", str(ADULT_CONFIG), *args]
+    config = load_config(str(ADULT_CONFIG), args[1::2])
+    spec = json.dumps({"config": config.model_dump(mode="json")})
+    train = [sys.executable, "-m", TRAIN_MODULE, spec]
     low = submit_local(
         workspace,
         job_spec(train, kind="train", priority="low", resources={"cpus": 2, "memory_gb": 3}),
@@ -258,8 +263,11 @@ def test_a_preempted_training_job_checkpoints_requeues_and_resumes_to_completion
     assert second.state == "SUCCEEDED"
     assert "PREEMPTED" in transitions(workspace, low)
     folder = home.resolve() / "jobs" / low
-    run_id = (folder / "run_id").read_text()
-    summary = json.loads((folder / "summary.json").read_text())
+    stopped, finished = read_result(folder / "result-1.json"), read_result(folder / "result-2.json")
+    assert stopped is not None and finished is not None
+    assert (stopped.outcome, finished.outcome) == ("PREEMPTED", "SUCCEEDED")
+    run_id = stopped.outputs["run_id"]
+    summary = finished.outputs
     assert (summary["run_id"], summary["status"], summary["steps"]) == (run_id, "FINISHED", steps)
     assert summary["model"] == "adult-mlp@v1"
     (run,) = [p.name for p in runs.iterdir()]  # one run, resumed, not a second one

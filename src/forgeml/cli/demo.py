@@ -139,8 +139,8 @@ def _train(workspace: Workspace, split: str) -> str | None:
     Returns:
         The registered model's name (its best version holds @production), if one was.
     """
-    from forgeml.cli._jobrun import JobOptions, run_training_job
     from forgeml.tracking import get_model_version, promote
+    from forgeml.tracking.jobs import TrainJobSpec, submit_training
     from forgeml.train.config import load_config
 
     config_path = EXAMPLES / "train.yaml"
@@ -149,12 +149,11 @@ def _train(workspace: Workspace, split: str) -> str | None:
         f"training {config.name} on {split} ({config.epochs} epochs, tracked in MLflow) "
         "as a job through the scheduler's local executor ..."
     )
-    args = [str(config_path.resolve()), "--set", f"data.dataset={split}", "--json"]
-    job, summary = run_training_job(
-        "train", args, name=config.name, workers=1, options=JobOptions()
-    )
-    if summary is None:
-        raise NotFoundError(f"Training job {job.id} succeeded but left no summary.")
+    spec = TrainJobSpec(config=config.model_dump(mode="json"))
+    job, result = submit_training(workspace, spec, name=config.name, workers=config.workers)
+    if result is None:
+        raise NotFoundError(f"Training job {job.id} succeeded but left no result.")
+    summary = result.outputs
     attempt = _attempt_usage(workspace, job.id)
     say(f"job {job.id[:12]} {job.state}: {attempt}")
     metrics = summary["metrics"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -33,46 +32,6 @@ def _write(data: bytes) -> None:
     sys.stdout.flush()
 
 
-def submit_and_run(
-    workspace: Workspace,
-    fields: dict[str, Any],
-    *,
-    detach: bool,
-    wait: bool,
-    model_name: str | None = None,
-    output: Any = _write,
-) -> JobRecord:
-    """Record the job; run it in the foreground unless a server runs (or `detach`).
-
-    Returns the job as it stands when this returns (ended when it ran or was waited for).
-    """
-    from forgeml.scheduler.cluster import local_cluster
-    from forgeml.scheduler.foreground import follow, run_in_foreground
-    from forgeml.scheduler.jobs import parse_spec, submit
-    from forgeml.scheduler.lease import running_server
-
-    spec = parse_spec({"owner": workspace.actor} | fields)
-    server = running_server(workspace.settings)
-    local = server is None or server.executor == "local"
-    nodes = local_cluster(workspace.settings) if local else []
-    executor = server.executor if server else "local"
-    job = submit(workspace, spec, nodes=nodes, executor=executor, model_name=model_name)
-    if server is None and not detach:
-        return run_in_foreground(workspace, job.id, output)
-    if wait:
-        return follow(workspace, job.id, output)
-    return job
-
-
-def exit_for(job: JobRecord) -> None:
-    """Raise the job's failure as one sentence (exit 1) when it did not succeed."""
-    from forgeml.core.errors import ForgemlError
-
-    if job.state in ("FAILED", "CANCELLED"):
-        first_line = (job.error or f"Job {job.id} ended {job.state}.").splitlines()[0]
-        raise ForgemlError(f"{first_line} (job {job.id}; `forgeml jobs show {job.id[:12]}`)")
-
-
 @app.command(
     "submit", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True}
 )
@@ -96,6 +55,8 @@ def submit_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Run any command as a job: `forgeml jobs submit --cpus 2 -- python train.py`."""
+    from forgeml.scheduler.submit import raise_for, submit_and_run
+
     workspace = _workspace()
     fields = {
         "name": name or Path(command[0]).name,
@@ -107,8 +68,7 @@ def submit_command(
         "max_retries": max_retries,
         "backoff_seconds": backoff,
         "timeout_seconds": timeout,
-        # the submitter's working directory, so relative paths in the command still work
-        "env": {"FORGEML_JOB_CWD": os.getcwd()} | _parse_env(env or []),
+        "env": _parse_env(env or []),
     }
     output = (lambda _: None) if as_json else _write
     job = submit_and_run(workspace, fields, detach=detach, wait=wait, output=output)
@@ -119,7 +79,7 @@ def submit_command(
             f"job {job.id} queued in '{job.queue}'; "
             f"follow it with `forgeml jobs logs -f {job.id[:12]}`"
         )
-    exit_for(job)
+    raise_for(job)
 
 
 def _parse_env(pairs: list[str]) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
@@ -63,7 +64,7 @@ def optimize(
 ) -> None:
     """Make an optimised model version (ONNX, int8 or pruned) whose parent is MODEL_REF."""
     from forgeml.core.workspace import open_workspace
-    from forgeml.optimize import OptimizeRequest, optimize_model
+    from forgeml.optimize import OptimizeRequest
 
     request = OptimizeRequest(
         mode=_mode(onnx, quantize, prune),  # type: ignore[arg-type]
@@ -76,17 +77,27 @@ def optimize(
     )
     request.check()
     with step(f"Optimising {model_ref} ({request.mode})"):
-        result = optimize_model(open_workspace(), model_ref, request)
-    payload = {
-        "model": result.model.ref,
-        "parent": result.model.parent,
-        "run_id": result.run_id,
-        "report": result.report,
-    }
+        payload = _optimize(open_workspace(), model_ref, request)
     if as_json:
         print_json(payload)
         return
     _print_report(payload)
+
+
+def _optimize(workspace: Any, model_ref: str, request: Any) -> dict[str, Any]:
+    """As a scheduler job (`forgeml.optimize.job`), or here when inside a job already."""
+    from forgeml.optimize.job import OptimizeJobSpec, optimize_job, submit_optimization
+    from forgeml.scheduler.contract import JobContext
+
+    if JobContext.from_environ() is not None:
+        spec = OptimizeJobSpec(model_ref=model_ref, request=asdict(request))
+        return optimize_job(workspace, spec)
+    from forgeml.tracking import get_model_version
+
+    get_model_version(workspace, model_ref)  # an unknown version fails here, not in a job
+    _, result = submit_optimization(workspace, model_ref, request)
+    assert result is not None  # it ran in the foreground or was followed to its end
+    return result.outputs
 
 
 def _print_report(payload: dict[str, Any]) -> None:

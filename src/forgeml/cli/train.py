@@ -1,27 +1,27 @@
-"""`forgeml train|finetune|tune`: tracked training runs from a YAML config."""
+"""`forgeml train|finetune|tune`: tracked training runs from a YAML config.
+
+Each validates its config here, then runs it as a scheduler job through the SDK
+(`forgeml.tracking.jobs`): the job is `python -m forgeml.tracking.jobs.train SPEC_JSON`,
+and what it made (or its error) comes back in its result file. Inside a job already
+(a `forgeml jobs submit -- forgeml train ...`), the command trains here instead.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from forgeml.cli._jobrun import (
-    JobOptions,
-    in_job,
-    print_run_summary,
-    print_study_summary,
-    record_outcome,
-    resume_for_job,
-    submit_training,
-    summary_is_printed_by_submitter,
-    write_summary,
-)
-from forgeml.cli._output import print_json
+from forgeml.cli._output import print_json, say
+from forgeml.cli._summaries import print_run_summary, print_study_summary
 
 if TYPE_CHECKING:
-    from forgeml.tracking.runner import RunSummary
+    from forgeml.core.workspace import Workspace
+    from forgeml.scheduler.contract import JobContext
+    from forgeml.scheduler.submit import JobOptions
+    from forgeml.tracking.jobs import TrainJobSpec
+    from forgeml.train.config import TrainConfig
 
 SetOption = Annotated[
     list[str] | None,
@@ -63,98 +63,92 @@ def _progress_bar() -> Any:
     )
 
 
+def _load(
+    workspace: Workspace, config_path: Path | None, overrides: list[str], resume: str | None
+) -> TrainConfig:
+    """The run's config, validated here before any job is recorded."""
+    from forgeml.core.errors import UsageError
+    from forgeml.train.config import TrainConfig, load_config
+
+    if config_path is not None:
+        return load_config(str(config_path), overrides)
+    if resume is not None:
+        from forgeml.tracking import get_run
+
+        return TrainConfig.model_validate(get_run(workspace, resume).config)
+    raise UsageError("Give a CONFIG file, or --resume RUN to continue a run.")
+
+
 def _run(
     config_path: Path | None,
     overrides: list[str],
     resume: str | None,
     as_json: bool,
-    kind: str,
+    kind: Literal["train", "finetune"],
     options: JobOptions | None = None,
-) -> RunSummary | None:
-    from forgeml.core.errors import UsageError
+) -> None:
     from forgeml.core.workspace import open_workspace
-    from forgeml.tracking.runner import run_training
-    from forgeml.train.config import TrainConfig, load_config
+    from forgeml.scheduler.contract import JobContext
+    from forgeml.tracking.jobs import TrainJobSpec, submit_training
 
-    if not in_job():
-        _submit(config_path, overrides, resume, as_json, kind, options or JobOptions())
-        return None
-    resume = resume_for_job(resume)
     workspace = open_workspace()
-    if config_path is not None:
-        config = load_config(str(config_path), overrides)
-    elif resume is not None:
-        from forgeml.tracking import get_run
-
-        config = TrainConfig.model_validate(get_run(workspace, resume).config)
-    else:
-        raise UsageError("Give a CONFIG file, or --resume RUN to continue a run.")
+    config = _load(workspace, config_path, overrides, resume)
     if kind == "finetune" and config.lora is None and config.distill is None:
         from forgeml.cli._output import err_console
 
         err_console.print("note: no `lora` or `distill` section; fine-tuning every weight")
-    bar = _progress_bar()
-    if bar is None:
-        summary = run_training(workspace, config, resume=resume)
-    else:
-        with bar:
-            task_id = bar.add_task("train", total=None, status="")
-
-            def progress(step: int, total: int, metrics: dict[str, float]) -> None:
-                shown = "  ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k in _LIVE)
-                bar.update(task_id, completed=step, total=total, status=shown)
-
-            summary = run_training(workspace, config, resume=resume, progress=progress)
-    if not summary_is_printed_by_submitter():
-        _print_summary(summary, as_json)
-    record_outcome(_payload(summary), summary.preempted)
-    return summary
-
-
-def _submit(
-    config_path: Path | None,
-    overrides: list[str],
-    resume: str | None,
-    as_json: bool,
-    kind: str,
-    options: JobOptions,
-) -> None:
-    """Validate the config here, then run the same command as a scheduler job."""
-    from forgeml.core.errors import UsageError
-    from forgeml.core.workspace import open_workspace
-    from forgeml.train.config import TrainConfig, load_config
-
-    if config_path is not None:
-        config = load_config(str(config_path), overrides)
-    elif resume is not None:
-        from forgeml.tracking import get_run
-
-        config = TrainConfig.model_validate(get_run(open_workspace(), resume).config)
-    else:
-        raise UsageError("Give a CONFIG file, or --resume RUN to continue a run.")
-    args = [str(config_path.resolve())] if config_path is not None else []
-    args += [a for item in overrides for a in ("--set", item)]
-    args += ["--resume", resume] if resume is not None else []
-    submit_training(
-        kind, args, name=config.name, workers=config.workers, as_json=as_json, options=options
+    spec = TrainJobSpec(
+        config=config.model_dump(mode="json") if config_path is not None else None, resume=resume
     )
+    context = JobContext.from_environ()
+    if context is not None:  # already inside a job: train here, not in a job of its own
+        _train_here(workspace, spec, context, as_json)
+        return
+    job, result = submit_training(
+        workspace, spec, name=config.name, workers=config.workers, kind=kind, options=options
+    )
+    if result is None:
+        _queued(job.id, job.state, as_json)
+        return
+    _print_summary(result.outputs, as_json)
+
+
+def _train_here(
+    workspace: Workspace, spec: TrainJobSpec, context: JobContext, as_json: bool
+) -> None:
+    from forgeml.scheduler.contract import PREEMPTED_EXIT_CODE, JobPreempted
+    from forgeml.tracking.jobs import train_job
+
+    bar = _progress_bar()
+    try:
+        if bar is None:
+            outputs = train_job(workspace, spec, context)
+        else:
+            with bar:
+                task_id = bar.add_task("train", total=None, status="")
+
+                def progress(step: int, total: int, metrics: dict[str, float]) -> None:
+                    shown = "  ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k in _LIVE)
+                    bar.update(task_id, completed=step, total=total, status=shown)
+
+                outputs = train_job(workspace, spec, context, progress)
+    except JobPreempted as stop:
+        _print_summary(stop.outputs, as_json)
+        raise SystemExit(PREEMPTED_EXIT_CODE) from None
+    _print_summary(outputs, as_json)
+
+
+def _queued(job_id: str, state: str, as_json: bool) -> None:
+    if as_json:
+        print_json({"job_id": job_id, "state": state})
+    else:
+        say(f"job {job_id} queued for the server; `forgeml jobs logs -f {job_id[:12]}`")
 
 
 _LIVE = ("loss", "samples_per_second", "lr")
 
 
-def _payload(summary: RunSummary) -> dict[str, Any]:
-    return {
-        "run_id": summary.run_id,
-        "status": summary.status,
-        "steps": summary.steps,
-        "metrics": summary.metrics,
-        "model": f"{summary.model.name}@v{summary.model.version}" if summary.model else None,
-    }
-
-
-def _print_summary(summary: RunSummary, as_json: bool) -> None:
-    payload = _payload(summary)
+def _print_summary(payload: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(payload)
         return
@@ -177,6 +171,8 @@ def train(
     gpus: GpusOption = None,
 ) -> None:
     """Train a model on a dataset version; track the run and register the model."""
+    from forgeml.scheduler.submit import JobOptions
+
     options = JobOptions(detach, wait, queue, priority, cpus, memory, gpus)
     _run(config, overrides or [], resume, as_json, "train", options)
 
@@ -197,6 +193,8 @@ def finetune(
     gpus: GpusOption = None,
 ) -> None:
     """Fine-tune a pretrained model (LoRA through PEFT, or distillation from a teacher)."""
+    from forgeml.scheduler.submit import JobOptions
+
     options = JobOptions(detach, wait, queue, priority, cpus, memory, gpus)
     _run(config, overrides or [], resume, as_json, "finetune", options)
 
@@ -216,20 +214,26 @@ def tune(
 ) -> None:
     """Hyper-parameter search with Optuna; each trial is a child run."""
     from forgeml.core.workspace import open_workspace
-    from forgeml.tracking.tuning import run_tuning
+    from forgeml.scheduler.contract import PREEMPTED_EXIT_CODE, JobContext, JobPreempted
+    from forgeml.scheduler.submit import JobOptions
+    from forgeml.tracking.jobs import TuneJobSpec, submit_tuning, tune_job
 
-    if not in_job():
-        name = _config_name(config)
-        args = [str(config.resolve()), "--trials", str(trials)]
-        args += [a for item in overrides or [] for a in ("--set", item)]
+    workspace = open_workspace()
+    spec = TuneJobSpec(
+        config_path=str(config.resolve()), trials=trials, overrides=list(overrides or [])
+    )
+    if JobContext.from_environ() is not None:  # already inside a job: run the study here
+        try:
+            result = tune_job(workspace, spec)
+        except JobPreempted:
+            raise SystemExit(PREEMPTED_EXIT_CODE) from None
+    else:
         options = JobOptions(detach, wait, queue, priority, cpus, memory, gpus)
-        submit_training("tune", args, name=name, workers=1, as_json=as_json, options=options)
-        return
-
-    result = run_tuning(open_workspace(), str(config), trials, overrides or [])
-    write_summary(result)
-    if summary_is_printed_by_submitter():
-        return
+        job, done = submit_tuning(workspace, spec, name=_config_name(config), options=options)
+        if done is None:
+            _queued(job.id, job.state, as_json)
+            return
+        result = done.outputs
     if as_json:
         print_json(result)
         return

@@ -3,7 +3,7 @@
 Every optimisation is a run (params: the request; metrics: the report) that registers
 its result as a new version whose parent is the source version, so lineage answers
 "quantised from what". Any failure (a tolerance breach, an export error) ends the run
-FAILED and registers nothing.
+FAILED and registers nothing; SIGTERM ends it KILLED (`forgeml.tracking.lifecycle`).
 """
 
 from __future__ import annotations
@@ -138,14 +138,8 @@ def optimize_model(workspace: Workspace, ref: str, request: OptimizeRequest) -> 
         OptimizationError: export fails, or the ONNX outputs differ beyond the tolerance.
     """
     from forgeml.optimize._modes import MODES
-    from forgeml.tracking import (
-        RunStatus,
-        download_bundle,
-        finish_run,
-        get_model_version,
-        register_model,
-        start_run,
-    )
+    from forgeml.tracking import download_bundle, get_model_version, register_model, start_run
+    from forgeml.tracking.lifecycle import tracked_run
     from forgeml.train.data import load_task_data
 
     request.check()
@@ -177,18 +171,14 @@ def optimize_model(workspace: Workspace, ref: str, request: OptimizeRequest) -> 
             request,
             handle,
         )
-        try:
+        with tracked_run(handle) as run:
             bundle, report = MODES[request.mode].run(work)
             report = {"mode": request.mode, "source": record.ref, "split": split_name, **report}
             handle.client.log_dict(handle.run_id, report, REPORT_ARTIFACT)
             model = register_model(
                 workspace, handle, name, bundle, parent=record.ref, metrics=version_metrics(report)
             )
-        except BaseException as error:
-            status = RunStatus.KILLED if isinstance(error, KeyboardInterrupt) else RunStatus.FAILED
-            finish_run(handle, status, {}, error=str(error) or type(error).__name__)
-            raise
-        finish_run(handle, RunStatus.FINISHED, report)
+            run.finish(report)
     return OptimizeResult(model, handle.run_id, report)
 
 

@@ -1,13 +1,13 @@
 """The tiny parent of every local job attempt: `python _launcher.py SPEC_FILE`.
 
-The local executor starts this script (by path, so only the standard library loads). It
-installs its SIGTERM handler, then detaches: it forks, the parent prints the child's pid
-and exits, and the child leads a new session (so the control plane is never its parent and
-its death or restart changes nothing for the job). The child sends its output to the
-spec's log file, starts one process per worker (command, env, CPU set, cwd), forwards
-SIGTERM to them, and when they have all ended writes `{"exit_code": N, "ended_at": T}` to
-the spec's exit file atomically (temp + rename). A restarted control plane finds a live
-attempt by the launcher's pid and create time, or reads how it ended from the exit file.
+The local executor starts this script detached (`forgeml.core.processes.spawn_detached`,
+by path, so only the standard library loads): it leads its own session, its output goes
+to the attempt's log file, and the control plane is never its parent (so its death or
+restart changes nothing for the job). It starts one process per worker (command, env,
+CPU set, cwd), forwards SIGTERM to them, and when they have all ended writes
+`{"exit_code": N, "ended_at": T}` to the spec's exit file atomically (temp + rename). A
+restarted control plane finds a live attempt by the launcher's pid and create time, or
+reads how it ended from the exit file.
 
 If one worker fails the others are stopped, as torchrun does: a gang lives and dies together.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from pathlib import Path
 
 _POLL_SECONDS = 0.05
 _GRACE_SECONDS = 10.0
+_BACKSTOP_SECONDS = 600.0
 
 
 def _start(worker: dict) -> subprocess.Popen[bytes]:
@@ -55,23 +57,6 @@ def _write_exit(path: Path, code: int) -> None:
     os.replace(temp, path)
 
 
-def _detach(log_file: str) -> None:
-    """Fork; the parent reports the child's pid and exits, the child leads a new session."""
-    child = os.fork()
-    if child:
-        sys.stdout.write(f"{child}\n")
-        sys.stdout.flush()
-        os._exit(0)
-    os.setsid()
-    log = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
-    os.close(null)
-
-
 def main(spec_path: str) -> int:
     """Run the workers of one attempt; returns the gang's exit code."""
     spec = json.loads(Path(spec_path).read_text())
@@ -85,7 +70,6 @@ def main(spec_path: str) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     workers: list[subprocess.Popen[bytes]] = []
-    _detach(spec["log_file"])
     try:
         workers.extend(_start(worker) for worker in spec["workers"])
     except OSError as error:
@@ -95,12 +79,18 @@ def main(spec_path: str) -> int:
         _write_exit(Path(spec["exit_file"]), 127)
         return 127
     first_failure = 0  # the gang's exit code: the first worker to fail, else 0
+    gang_stopped: list[float] = []  # when a failed worker made us stop the others
     while [process.poll() for process in workers].count(None):
         failed = [p.returncode for p in workers if p.returncode not in (None, 0)]
         if failed and not first_failure:
             first_failure = failed[0]
+            gang_stopped.append(time.monotonic())
             on_term()
-        if terminating and time.monotonic() - terminating[0] > spec.get("grace", _GRACE_SECONDS):
+        # a SIGTERM from outside is the executor's: it kills the session after its own
+        # grace (the scheduler's); ours is a backstop for when no control plane is left
+        grace = spec.get("grace", _GRACE_SECONDS) if gang_stopped else _BACKSTOP_SECONDS
+        since = (gang_stopped or terminating or [math.inf])[0]
+        if time.monotonic() - since > grace:
             _stop(workers, signal.SIGKILL)
         time.sleep(_POLL_SECONDS)
     codes = [process.returncode for process in workers]

@@ -8,7 +8,8 @@ Kept apart from the service loop so the rules read in one place:
   (a node drain): PREEMPTED -> PENDING, not counted as a failure;
 - the control plane lost it: LOST -> PENDING (not the job's fault, not counted);
 - otherwise FAILED: PENDING again after `backoff_seconds x 2^(failures-1)` while failures
-  <= max_retries, else FAILED with the reason and the tail of the log.
+  <= max_retries, else FAILED with the job's own error sentence (from its result file,
+  `contract.py`) or the exit reason, then the tail of the log for a person to read.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from typing import TYPE_CHECKING
 from sqlalchemy.orm import Session
 
 from forgeml.core.store import JobAttemptRecord, JobRecord
+from forgeml.scheduler._records import job_dir
+from forgeml.scheduler.contract import PREEMPTED_EXIT_CODE, read_result, result_path
 from forgeml.scheduler.executors.base import AttemptStatus, AttemptUsage
-from forgeml.scheduler.jobs import PREEMPTED_EXIT_CODE, failed_attempts, transition, utcnow
+from forgeml.scheduler.jobs import failed_attempts, transition, utcnow
 from forgeml.scheduler.model import JobState
 
 if TYPE_CHECKING:
@@ -111,11 +114,19 @@ def apply_end(
         attempt.state = JobState.FAILED.value
         attempt.reason = describe_exit(status)
         session.flush()
-        _fail_or_retry(session, job, attempt)
+        _fail_or_retry(workspace, session, job, attempt)
     return JobState(job.state)
 
 
-def _fail_or_retry(session: Session, job: JobRecord, attempt: JobAttemptRecord) -> None:
+def _own_error(workspace: Workspace, job: JobRecord, number: int) -> str | None:
+    """The sentence a forgeml job put in its result file (the contract), if any."""
+    result = read_result(result_path(job_dir(workspace, job.id), number))
+    return result.error if result is not None else None
+
+
+def _fail_or_retry(
+    workspace: Workspace, session: Session, job: JobRecord, attempt: JobAttemptRecord
+) -> None:
     failures = failed_attempts(session, job.id)
     max_retries = int(job.spec.get("max_retries", 0))
     what = f"attempt {attempt.number} {attempt.reason}"
@@ -126,7 +137,8 @@ def _fail_or_retry(session: Session, job: JobRecord, attempt: JobAttemptRecord) 
         _to(session, job, JobState.PENDING, reason, attempt.number)
         return
     tail = log_tail(attempt.log_path)
-    job.error = f"The job failed: {what}." + (
+    own = _own_error(workspace, job, attempt.number)
+    job.error = (own or f"The job failed: {what}.") + (
         f"\n--- last lines of its log ---\n{tail}" if tail else ""
     )
     _to(session, job, JobState.FAILED, what, attempt.number)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forgeml.core.store import JobRecord
+from forgeml.scheduler.contract import JOB_ATTEMPT_ENV, JOB_DIR_ENV, JOB_ID_ENV
 from forgeml.scheduler.model import PendingJob, Resources
 
 if TYPE_CHECKING:
@@ -45,9 +46,9 @@ def job_environment(
     settings = workspace.settings
     home = settings.home.resolve()
     env = {
-        "FORGEML_JOB_ID": job_id,
-        "FORGEML_JOB_ATTEMPT": str(attempt),
-        "FORGEML_JOB_DIR": str(job_dir(workspace, job_id)),
+        JOB_ID_ENV: job_id,
+        JOB_ATTEMPT_ENV: str(attempt),
+        JOB_DIR_ENV: str(job_dir(workspace, job_id)),
         "FORGEML_HOME": str(home),
         "FORGEML_DB_URL": settings.database_url,
         "FORGEML_ARTIFACTS_URL": settings.artifact_root,

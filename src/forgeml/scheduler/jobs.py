@@ -24,9 +24,6 @@ from forgeml.scheduler.queues import capability_of, get_queue
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
 
-# A job that stopped because it was asked to (SIGTERM -> checkpoint -> exit) exits with
-# 128 + SIGTERM, the shell's convention; the service then requeues it instead of failing it.
-PREEMPTED_EXIT_CODE = 143
 # Audited transitions: to_state -> audit action (submit and retry are audited where they happen)
 _AUDITED = {JobState.CANCELLED: "job.cancel", JobState.PREEMPTED: "job.preempt"}
 _HEX_PREFIX = re.compile(r"^[0-9a-f]{4,32}$")

@@ -58,8 +58,8 @@ if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
 
 log = logging.getLogger(__name__)
-# forgeml's own training commands start their workers themselves (torchrun)
-LAUNCH_ONCE_KINDS = frozenset({"train", "finetune", "tune"})
+# forgeml's own jobs (domain entry points) start any workers themselves (torchrun)
+LAUNCH_ONCE_KINDS = frozenset({"train", "finetune", "tune", "optimize"})
 HEARTBEAT_SECONDS = 2.0
 
 

@@ -1,6 +1,7 @@
 """Model-server processes: start detached, wait until ready, probe, stop.
 
-A replica is `forgeml serve MODEL --name NAME --host 127.0.0.1 --port P` in its own
+A replica is `forgeml serve MODEL --name NAME --host 127.0.0.1 --port P` started by
+`forgeml.core.processes` (the local executor's launcher starts the same way): in its own
 session (so it outlives the command that started it, and signals reach its whole process
 group), with stdout and stderr in a log file. Ports are found by binding port 0 and
 releasing it; another process may take the port in between, so a replica whose server
@@ -9,10 +10,6 @@ could not bind is started again on a fresh port.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,22 +19,12 @@ from pathlib import Path
 
 import psutil
 
-HOST = "127.0.0.1"
+from forgeml.core.processes import LOCALHOST, free_port, spawn_detached, stop_groups
+
+HOST = LOCALHOST
 # uvicorn's message when the port was taken between our check and its bind
 _PORT_TAKEN = ("address already in use", "errno 98")
 _PORT_ATTEMPTS = 3
-
-# Starts the server in its own session and exits at once, so the server is not our child:
-# it outlives this process and never lingers as our zombie when it dies.
-_DETACH = """
-import subprocess, sys
-with open(sys.argv[1], "ab") as log:
-    server = subprocess.Popen(
-        sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-print(server.pid)
-"""
 
 
 @dataclass(frozen=True)
@@ -62,13 +49,6 @@ class ReplicaStartError(Exception):
         self.index = index
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 at this moment."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 def server_command(args: Sequence[str], port: int) -> list[str]:
     """`forgeml serve ARGS --host 127.0.0.1 --port PORT`, run by this interpreter."""
     return [
@@ -86,19 +66,12 @@ def server_command(args: Sequence[str], port: int) -> list[str]:
 
 def spawn(args: Sequence[str], log_path: Path, env: dict[str, str]) -> ServerProcess:
     """Start one server detached (own session), logging to `log_path`; returns at once."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    result = subprocess.run(
-        [sys.executable, "-c", _DETACH, str(log_path), *server_command(args, port)],
-        env=env,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    if result.returncode != 0 or not result.stdout.strip().isdigit():
-        reason = result.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["?"]
-        raise ReplicaStartError(f"could not be started: {reason[0]}", "", -1)
-    return ServerProcess(int(result.stdout), port, log_path)
+    try:
+        pid = spawn_detached(server_command(args, port), log_path, env)
+    except (OSError, subprocess.SubprocessError) as error:
+        raise ReplicaStartError(str(error), "", -1) from None
+    return ServerProcess(pid, port, log_path)
 
 
 def is_running(pid: int, port: int | None = None) -> bool:
@@ -209,31 +182,10 @@ def _wait_ready(
         time.sleep(0.2)
 
 
-def _signal_group(pid: int, signum: int) -> None:
-    # each server leads its own session, so its process group id is its pid
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signum)
-
-
 def stop(servers: Sequence[tuple[int, int]], grace_seconds: float = 10.0) -> None:
     """SIGTERM each `(pid, port)` server's process group; SIGKILL it after the grace.
 
     A pid whose process no longer names that port is a recycled pid and is left alone.
     """
-    live = [(pid, port) for pid, port in servers if is_running(pid, port)]
-    for pid, _ in live:
-        _signal_group(pid, signal.SIGTERM)
-    live = _wait_gone(live, grace_seconds)
-    for pid, _ in live:
-        _signal_group(pid, signal.SIGKILL)
-    # a killed server disappears once init (its parent) reaps it
-    _wait_gone(live, 5.0)
-
-
-def _wait_gone(servers: list[tuple[int, int]], seconds: float) -> list[tuple[int, int]]:
-    """Wait up to `seconds` for the servers to end; returns those still running."""
-    deadline = time.monotonic() + seconds
-    while servers and time.monotonic() < deadline:
-        time.sleep(0.05)
-        servers = [(pid, port) for pid, port in servers if is_running(pid, port)]
-    return servers
+    ports = dict(servers)
+    stop_groups(list(ports), grace_seconds, running=lambda pid: is_running(pid, ports[pid]))

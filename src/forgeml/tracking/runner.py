@@ -7,22 +7,20 @@ This is where the trainer (which knows nothing of MLflow) meets the tracking lay
 from __future__ import annotations
 
 import json
-import signal
-import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forgeml.core.atomic import atomic_write_text
 from forgeml.core.errors import ForgemlError
+from forgeml.scheduler.contract import JobResult, Outcome, read_result, write_result
+from forgeml.tracking.lifecycle import PREEMPTED_REASON, RunScope, sigterm_flag, tracked_run
 from forgeml.tracking.registry import get_model_version, register_model
 from forgeml.tracking.runs import (
     RunHandle,
-    RunStatus,
     attach_run,
-    finish_run,
     reap_expired,
     resume_run,
     start_run,
@@ -34,9 +32,10 @@ if TYPE_CHECKING:
     from forgeml.train.config import TrainConfig
 
 Progress = Callable[[int, int, dict[str, float]], None]
-OUTCOME_FILE = "outcome.json"
-ERROR_FILES = "error-rank*.txt"  # one per failing rank: any of them may fail first
 CONFIG_FILE = "config.json"
+# each torchrun rank's `JobResult` (the job contract's file): rank 0's outputs are the
+# loop's outcome; a failing rank leaves its error's class and sentence
+RANK_RESULT_FILE = "result-rank{rank}.json"
 
 
 @dataclass
@@ -55,20 +54,6 @@ class RunSummary:
 def run_dir_for(workspace: Workspace, run_id: str) -> Path:
     """Checkpoints, the config and the model bundle of a run live here."""
     return workspace.settings.home / "runs" / run_id
-
-
-@contextmanager
-def _preemption_flag() -> Iterator[threading.Event]:
-    """SIGTERM (the scheduler preempting us) asks the loop to checkpoint and stop."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        yield stop
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def dataset_version_for(workspace: Workspace, config: TrainConfig) -> Any:
@@ -111,58 +96,42 @@ def run_training(
     handle = _open_run(workspace, config, resume, parent_run_id)
     run_dir = run_dir_for(workspace, handle.run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / CONFIG_FILE).write_text(config.model_dump_json(indent=2))
-    try:
-        with _preemption_flag() as stop:
-            if config.workers > 1:
-                outcome = _run_distributed(workspace, config, handle, run_dir, resume is not None)
-            else:
-                outcome = _run_in_process(
-                    workspace, config, handle, run_dir, resume is not None, progress, stop
-                )
-        # registering is part of the run: if it fails the run is FAILED, never left RUNNING
-        return _finish(workspace, config, handle, run_dir, outcome)
-    except (ForgemlError, KeyboardInterrupt, MemoryError) as error:
-        status = RunStatus.KILLED if isinstance(error, KeyboardInterrupt) else RunStatus.FAILED
-        message = "out of memory" if isinstance(error, MemoryError) else str(error)
-        finish_run(handle, status, {}, error=message or type(error).__name__)
-        raise
-    except BaseException as error:
-        if _is_pruned(error):  # an HPO pruner stopped the trial on purpose: not a failure
-            finish_run(handle, RunStatus.KILLED, {}, error=str(error) or "pruned")
+    with tracked_run(handle, checkpoints=True) as run:
+        atomic_write_text(run_dir / CONFIG_FILE, config.model_dump_json(indent=2))
+        if config.workers > 1:
+            outcome = _run_distributed(workspace, config, handle, run_dir, resume is not None)
         else:
-            finish_run(handle, RunStatus.FAILED, {}, error=f"{type(error).__name__}: {error}")
-        raise
-
-
-def _is_pruned(error: BaseException) -> bool:
-    optuna = sys.modules.get("optuna")  # only a study imports it; a plain run need not
-    return optuna is not None and isinstance(error, optuna.TrialPruned)
+            outcome = _run_in_process(
+                workspace, config, handle, run_dir, resume is not None, progress, run.stop
+            )
+        # registering is part of the run: if it fails the run is FAILED, never left RUNNING
+        return _finish(workspace, config, run, run_dir, outcome)
+    raise AssertionError("unreachable: tracked_run re-raises")  # for the type checker
 
 
 def _finish(
     workspace: Workspace,
     config: TrainConfig,
-    handle: RunHandle,
+    run: RunScope,
     run_dir: Path,
     outcome: dict[str, Any],
 ) -> RunSummary:
     metrics = outcome["metrics"]
     if outcome["preempted"]:
-        finish_run(handle, RunStatus.KILLED, metrics, error="preempted: checkpoint written")
-        return RunSummary(handle.run_id, "PREEMPTED", metrics, outcome["steps"], preempted=True)
+        run.kill(metrics, PREEMPTED_REASON)
+        return RunSummary(run.run_id, "PREEMPTED", metrics, outcome["steps"], preempted=True)
     model = None
     if config.register_model:
         model = register_model(
             workspace,
-            handle,
+            run.handle,
             config.name,
             run_dir / "bundle",
             parent=_parent_model(config, run_dir),
             metrics=metrics,
         )
-    record = finish_run(handle, RunStatus.FINISHED, metrics)
-    return RunSummary(handle.run_id, record.status, metrics, outcome["steps"], model=model)
+    record = run.finish(metrics)
+    return RunSummary(run.run_id, record.status, metrics, outcome["steps"], model=model)
 
 
 def _parent_model(config: TrainConfig, run_dir: Path) -> str | None:
@@ -228,8 +197,8 @@ def _run_distributed(
 ) -> dict[str, Any]:
     from forgeml.train.distributed import launch
 
-    for leftover in [run_dir / OUTCOME_FILE, *run_dir.glob(ERROR_FILES)]:
-        leftover.unlink(missing_ok=True)
+    for leftover in run_dir.glob(RANK_RESULT_FILE.format(rank="*")):
+        leftover.unlink()
     args = ["--run-dir", str(run_dir), "--run-id", handle.run_id, *(["--resume"] if resume else [])]
     settings = workspace.settings
     env = {  # the workers open the very workspace this run was given
@@ -238,15 +207,19 @@ def _run_distributed(
         "FORGEML_ARTIFACTS_URL": settings.artifact_root,
     }
     code = launch(config.workers, "forgeml.tracking.worker", args, env)
-    outcome_path = run_dir / OUTCOME_FILE
-    errors = sorted(run_dir.glob(ERROR_FILES))
-    if errors:
-        raise WorkerFailedError(errors[0].read_text().strip())
-    if code != 0 or not outcome_path.exists():
+    results = [
+        result
+        for rank in range(config.workers)
+        if (result := read_result(run_dir / RANK_RESULT_FILE.format(rank=rank))) is not None
+    ]
+    failed = [result for result in results if result.outcome == Outcome.FAILED]
+    if failed:
+        raise WorkerFailedError(failed[0].error or "A worker failed.")
+    if code != 0 or not results:
         raise WorkerFailedError(
             f"Distributed training exited with code {code}; see the worker output above."
         )
-    return dict(json.loads(outcome_path.read_text()))
+    return results[0].outputs
 
 
 class WorkerFailedError(ForgemlError):
@@ -268,7 +241,10 @@ def worker_main(run_dir: Path, run_id: str, resume: bool) -> None:
         completed = True
     except ForgemlError as error:
         # a user error is one sentence for the parent to show, not a torchrun traceback
-        (run_dir / f"error-rank{dist.rank}.txt").write_text(str(error))
+        failed = JobResult(
+            outcome=Outcome.FAILED, error_class=type(error).__name__, error=str(error)
+        )
+        write_result(run_dir / RANK_RESULT_FILE.format(rank=dist.rank), failed)
         raise SystemExit(1) from None
     finally:
         cleanup(completed=completed)
@@ -283,7 +259,7 @@ def _train_rank(
 
     handle = attach_run(workspace, run_id) if dist.is_main else None
     logger = handle.metric_logger() if handle is not None else NullLogger()
-    with _preemption_flag() as stop:
+    with sigterm_flag(threading.Event()) as stop:
         outcome = recipe.run(
             workspace,
             config,
@@ -296,4 +272,5 @@ def _train_rank(
         )
     logger.close()
     if dist.is_main:
-        (run_dir / OUTCOME_FILE).write_text(json.dumps(outcome.as_dict()))
+        done = JobResult(outcome=Outcome.SUCCEEDED, outputs=outcome.as_dict())
+        write_result(run_dir / RANK_RESULT_FILE.format(rank=0), done)

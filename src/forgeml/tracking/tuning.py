@@ -1,5 +1,8 @@
 """`forgeml tune`: an Optuna study whose trials are tracked child runs of a study run.
 
+The study run and each trial run end by `tracked_run`'s rules: SIGTERM stops the trial
+at a checkpoint (KILLED), then the study (KILLED); a failure fails the study.
+
 The tune config is a training config plus two sections:
 
     tune: {metric: accuracy, direction: maximize, sampler: tpe, pruner: median, register_best: true}
@@ -16,9 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forgeml.core.configfile import load_yaml, parse_model
 from forgeml.core.errors import ConfigError
+from forgeml.tracking.lifecycle import RunStopped, tracked_run
 from forgeml.tracking.registry import register_model
 from forgeml.tracking.runner import dataset_version_for, run_dir_for, run_training
-from forgeml.tracking.runs import RunStatus, attach_run, finish_run, get_run, start_run
+from forgeml.tracking.runs import attach_run, get_run, start_run
 
 if TYPE_CHECKING:
     import optuna
@@ -136,6 +140,8 @@ def run_tuning(
         except TrainingDivergedError:
             # a diverging trial is a bad region of the space, not a reason to stop the study
             raise optuna.TrialPruned("pruned: the training loss diverged") from None
+        if summary.preempted:  # SIGTERM reached the trial: it saved and stopped, so do we
+            raise RunStopped(f"stopped by SIGTERM during trial {trial.number}")
         runs[trial.number] = summary.run_id
         trial.set_user_attr("run_id", summary.run_id)
         if options.metric not in summary.metrics:
@@ -145,7 +151,7 @@ def run_tuning(
             )
         return float(summary.metrics[options.metric])
 
-    try:
+    with tracked_run(study_run) as study:
         result = tune(
             objective,
             space,
@@ -157,22 +163,18 @@ def run_tuning(
             pruner=options.pruner,
             seed=options.seed,
         )
-    except BaseException as error:
-        finish_run(study_run, RunStatus.FAILED, {}, error=str(error))
-        raise
-    best_run = _best_run(workspace, result.study_name, runs, result.best_trial)
-    model = None
-    if best_run is not None and options.register_best:
-        handle = attach_run(workspace, best_run)
-        record = register_model(
-            workspace,
-            handle,
-            template.name,
-            run_dir_for(workspace, best_run) / "bundle",
-            metrics=get_run(workspace, best_run).metrics,
-        )
-        model = f"{record.name}@v{record.version}"
-    finish_run(study_run, RunStatus.FINISHED, {f"best_{options.metric}": result.best_value})
+        best_run = _best_run(workspace, result.study_name, runs, result.best_trial)
+        model = None
+        if best_run is not None and options.register_best:
+            record = register_model(
+                workspace,
+                attach_run(workspace, best_run),
+                template.name,
+                run_dir_for(workspace, best_run) / "bundle",
+                metrics=get_run(workspace, best_run).metrics,
+            )
+            model = f"{record.name}@v{record.version}"
+        study.finish({f"best_{options.metric}": result.best_value})
     return {
         "study": result.study_name,
         "study_run": study_run.run_id,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Any
 
 import psutil
 
+from forgeml.core.processes import free_port
 from forgeml.scheduler.executors.base import AttemptUsage
 
 _MAX_LINES = 20_000  # unread output kept per worker; older lines are dropped (and counted)
@@ -80,7 +80,7 @@ class RayWorker:
         self._usage = AttemptUsage()
         self._done = threading.Event()
         if leader is None:
-            self._address = (_node_ip(ray), _free_port())
+            self._address = (_node_ip(ray), free_port(host=""))
         else:
             self._address = tuple(ray.get(leader.address.remote()))
         self._process = self._start(ray)
@@ -190,12 +190,6 @@ class RayWorker:
         with self._lock:
             self._exit_code, self._ended_at = code, time.time()
         self._done.set()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
 
 
 def _node_ip(ray: Any) -> str:

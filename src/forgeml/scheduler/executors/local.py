@@ -17,7 +17,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,13 @@ from typing import Any
 
 import psutil
 
+from forgeml.core.processes import (
+    create_time,
+    free_port,
+    is_alive,
+    signal_group,
+    spawn_detached,
+)
 from forgeml.scheduler.executors.base import (
     AttemptHandle,
     AttemptStatus,
@@ -103,13 +109,6 @@ def tree_rss_gb(pid: int) -> float:
     return total / _GB
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for torchrun's MASTER_PORT)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class _Attempt:
     """What this control plane knows of an attempt it launched or adopted."""
@@ -126,35 +125,17 @@ class _Attempt:
     usage: AttemptUsage = field(default_factory=AttemptUsage)
 
 
-def _start_launcher(spec_file: Path) -> int:
-    """Start the launcher; it detaches and reports its pid (it is not our child)."""
-    result = subprocess.run(
-        [sys.executable, str(_LAUNCHER), str(spec_file)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        start_new_session=True,
-        timeout=60,
-        check=False,
-    )
-    if result.returncode != 0 or not result.stdout.strip().isdigit():
-        message = result.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["?"]
-        raise OSError(f"the local launcher failed to start: {message[0]}")
-    return int(result.stdout)
+def _start_launcher(spec_file: Path, log_path: Path) -> int:
+    """Start the launcher detached (`core.processes`): it is not our child; its pid."""
+    try:
+        return spawn_detached([sys.executable, str(_LAUNCHER), str(spec_file)], log_path)
+    except (OSError, subprocess.SubprocessError) as error:
+        raise OSError(f"the local launcher {error}") from None
 
 
 def _parse(handle: AttemptHandle) -> tuple[int, float, Path]:
     pid, created, exit_file = handle.external_id.split(":", 2)
     return int(pid), float(created), Path(exit_file)
-
-
-def _alive(pid: int, created: float) -> bool:
-    try:
-        process = psutil.Process(pid)
-        return (
-            abs(process.create_time() - created) < 0.01 and process.status() != psutil.STATUS_ZOMBIE
-        )
-    except psutil.Error:
-        return False
 
 
 class LocalExecutor:
@@ -210,8 +191,8 @@ class LocalExecutor:
         }
         spec_file = request.log_path.with_suffix(".launch.json")
         spec_file.write_text(json.dumps(spec))
-        pid = _start_launcher(spec_file)
-        created = psutil.Process(pid).create_time()
+        pid = _start_launcher(spec_file, request.log_path)
+        created = create_time(pid)
         handle = AttemptHandle(self.name, f"{pid}:{created!r}:{exit_file}")
         self.attempts[handle.external_id] = _Attempt(
             pid=pid,
@@ -254,7 +235,7 @@ class LocalExecutor:
         with contextlib.suppress(psutil.Error):
             if attempt.sampler is not None:
                 attempt.usage = attempt.sampler.sample()
-        if _alive(pid, created):
+        if is_alive(pid, created):
             self._enforce(handle, attempt)
             return AttemptStatus(running=True, usage=attempt.usage)
         self.attempts.pop(handle.external_id, None)
@@ -267,12 +248,12 @@ class LocalExecutor:
     def _enforce(self, handle: AttemptHandle, attempt: _Attempt) -> None:
         now = time.time()
         if attempt.kill_at is not None and now >= attempt.kill_at:
-            self._signal(attempt.pid, signal.SIGKILL)
+            signal_group(attempt.pid, signal.SIGKILL)  # the launcher leads its session
             return
         limit = attempt.memory_limit_gb
         if attempt.reason is None and limit and tree_rss_gb(attempt.pid) > limit:
             attempt.reason = f"exceeded its memory limit of {limit:g} GB"
-            self._signal(attempt.pid, signal.SIGKILL)
+            signal_group(attempt.pid, signal.SIGKILL)  # the launcher leads its session
             return
         timeout = attempt.timeout_seconds
         if attempt.reason is None and timeout and attempt.usage.wall_seconds > timeout:
@@ -287,15 +268,11 @@ class LocalExecutor:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(attempt.pid, signal.SIGTERM)
 
-    def _signal(self, pid: int, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, sig)  # the launcher leads its session's process group
-
     def adopt(self, handle: AttemptHandle) -> bool:
         """True when the attempt is still alive or has left its exit code behind."""
         pid, created, exit_file = _parse(handle)
         self._known(handle)
-        return _alive(pid, created) or exit_file.exists()
+        return is_alive(pid, created) or exit_file.exists()
 
     def _known(self, handle: AttemptHandle) -> _Attempt:
         attempt = self.attempts.get(handle.external_id)

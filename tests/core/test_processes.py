@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from forgeml.core.processes import (
+    create_time,
+    free_port,
+    is_alive,
+    spawn_detached,
+    stop_groups,
+)
+
+PY = sys.executable
+
+
+def _wait_for(path: Path, text: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{text!r} never reached {path}")
+
+
+def test_a_free_port_can_be_bound() -> None:
+    port = free_port()
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+
+
+def test_a_detached_command_leads_its_own_session_and_logs_to_its_file(tmp_path: Path) -> None:
+    log = tmp_path / "logs" / "a.log"
+    code = "import os, time; print('ready', os.getcwd(), flush=True); time.sleep(60)"
+
+    pid = spawn_detached([PY, "-c", code], log, cwd=tmp_path)
+    try:
+        _wait_for(log, "ready")
+        assert os.getsid(pid) == pid  # its own session: signals reach its whole group
+        assert psutil.Process(pid).ppid() != os.getpid()  # not our child, never our zombie
+        assert str(tmp_path) in log.read_text()
+        assert is_alive(pid, create_time(pid))
+        assert not is_alive(pid, create_time(pid) - 10)  # same pid, another process
+    finally:
+        assert stop_groups([pid], grace_seconds=5) == []
+    assert not is_alive(pid)
+
+
+def test_stopping_a_group_reaches_its_children_and_kills_after_the_grace(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "b.log"
+    stubborn = (
+        "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "print('child', child.pid, flush=True); time.sleep(60)"
+    )
+    pid = spawn_detached([PY, "-c", stubborn], log)
+    _wait_for(log, "child")
+    child = int(log.read_text().split()[-1])
+
+    started = time.monotonic()
+    left = stop_groups([pid], grace_seconds=0.5)
+
+    assert left == []
+    assert time.monotonic() - started >= 0.5  # SIGTERM was ignored: killed after the grace
+    assert not is_alive(pid) and not is_alive(child)
+
+
+def test_a_command_that_cannot_start_is_an_os_error(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match="could not be started"):
+        spawn_detached([str(tmp_path / "no-such-program")], tmp_path / "c.log")
+
+
+def test_a_signal_to_a_gone_group_is_harmless() -> None:
+    from forgeml.core.processes import signal_group
+
+    signal_group(2**22 + 12345, signal.SIGTERM)
