@@ -69,6 +69,9 @@ def _quiet_exporter() -> Iterator[None]:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning, module=r"copyreg|torch\.")
             warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.")
+            # torch's LSTM/GRU export (a while_loop) warns from generated code and contextlib
+            warnings.filterwarnings("ignore", "_check_is_size will be removed", FutureWarning)
+            warnings.filterwarnings("ignore", "The tensor attributes .*_flat_weights", UserWarning)
             yield
     finally:
         for logger, level in zip(loggers, levels, strict=True):
