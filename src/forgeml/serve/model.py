@@ -1,5 +1,8 @@
 """One loaded model version: its runtime, its input encoder and its output decoding.
 
+All three come from the model's family (`forgeml.train.models.ModelFamily`): its runtime
+inputs and outputs, the encoder of the raw rows it takes and the decoder of its answers.
+
 A version is unpacked into a private temporary folder, loaded into memory and the folder
 removed, so replicas of one model in several processes never share (or replace) files.
 """
@@ -11,24 +14,20 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import orjson
 
 from forgeml.core.errors import InvalidDataError
-from forgeml.data.features import FeatureSpec
-from forgeml.serve.inputs import InputField, RowEncoder, TabularEncoder, TextEncoder
+from forgeml.serve.inputs import InputField, RowEncoder
 from forgeml.serve.runtime import Runtime, TorchRuntime, load_runtime
+from forgeml.train.models import AnswerDecoder, ServedBundle, family_of
 
 if TYPE_CHECKING:
     from torch import nn
 
     from forgeml.core.store import ModelVersionRecord
     from forgeml.core.workspace import Workspace
-
-ModelKind = Literal["tabular", "text", "language_model", "other"]
-DECODED_OUTPUTS = ("probabilities", "label", "prediction")
 
 
 @dataclass
@@ -40,26 +39,25 @@ class LoadedModel:
     version: int
     digest: str
     task: str
-    kind: ModelKind
+    kind: str  # the family's modality: tabular, image, text, language_model
     class_names: list[str] | None
     runtime: Runtime
     encoder: RowEncoder | None
+    decoder: AnswerDecoder
     description: dict[str, Any]
     module: nn.Module | None = None  # the torch module language models generate with
     cache: dict[str, Any] = field(default_factory=dict)  # e.g. the text generator
 
     @property
     def outputs(self) -> list[InputField]:
-        """The decoded outputs `run_rows` can return, with their v2 datatypes."""
-        if self.kind in ("language_model", "other"):
+        """The decoded outputs `run_rows` can return, with their v2 datatypes and shapes."""
+        if self.encoder is None:
             return []
-        if self.task == "classification":
-            found = [InputField("probabilities", "FP32"), InputField("label", "BYTES")]
-        else:
-            found = [InputField("prediction", "FP32")]
-        if "embeddings" in self.runtime.output_names:
-            found.append(InputField("embeddings", "FP32"))
-        return found
+        return [f for f in self.decoder.outputs if self._computed(f.name)]
+
+    def _computed(self, answer: str) -> bool:
+        # an ONNX graph exported before a family listed an output does not compute it
+        return set(self.decoder.needs({answer})) <= set(self.runtime.output_names)
 
     def row_encoder(self) -> RowEncoder:
         """The encoder of the rows this model takes.
@@ -68,9 +66,13 @@ class LoadedModel:
             InvalidDataError: the model takes no rows (a language model).
         """
         if self.encoder is None:
+            where = (
+                "language models are served by /v1/completions and /v1/chat/completions"
+                if self.kind == "language_model"
+                else f"its family reads {self.kind} inputs and has no request encoder"
+            )
             raise InvalidDataError(
-                f"Model '{self.name}' does not take rows over this protocol; "
-                "language models are served by /v1/completions and /v1/chat/completions."
+                f"Model '{self.name}' does not take rows over this protocol; {where}."
             )
         return self.encoder
 
@@ -81,26 +83,9 @@ class LoadedModel:
             InvalidDataError: the rows cannot be encoded, or the model cannot take rows.
         """
         arrays = self.row_encoder().encode(rows)
-        needed = ["logits"] if outputs & set(DECODED_OUTPUTS) else []
-        if "embeddings" in outputs:
-            needed.append("embeddings")
-        raw = self.runtime.run(arrays, needed)
-        found: dict[str, np.ndarray] = {}
-        if "logits" in raw:
-            found.update(self._decode(raw["logits"]))
-        if "embeddings" in raw:
-            found["embeddings"] = raw["embeddings"]
+        needed = [name for name in self.decoder.needs(outputs) if name in self.runtime.output_names]
+        found = self.decoder.decode(self.runtime.run(arrays, needed))
         return {name: found[name] for name in outputs if name in found}
-
-    def _decode(self, logits: np.ndarray) -> dict[str, np.ndarray]:
-        if self.task != "classification":
-            return {"prediction": logits.reshape(len(logits), -1)[:, 0].astype(np.float32)}
-        shifted = logits - logits.max(axis=1, keepdims=True)  # stable softmax
-        exp = np.exp(shifted)
-        probabilities = (exp / exp.sum(axis=1, keepdims=True)).astype(np.float32)
-        names = self.class_names or [str(i) for i in range(logits.shape[1])]
-        labels = np.array([names[int(i)] for i in probabilities.argmax(axis=1)], dtype=object)
-        return {"probabilities": probabilities, "label": labels}
 
 
 def load_model(
@@ -126,17 +111,10 @@ def _load_bundle(
     bundle: Path, record: ModelVersionRecord, runtime_name: str, threads: int | None
 ) -> LoadedModel:
     description = json.loads((bundle / "model.json").read_text())
-    task = description["task"]
-    model_name = description["model"]["name"]
-    encoder: RowEncoder | None = None
-    kind: ModelKind = "other"
-    if (bundle / "feature_spec.json").exists():
-        spec = FeatureSpec.from_dict(orjson.loads((bundle / "feature_spec.json").read_bytes()))
-        encoder, kind = TabularEncoder(spec), "tabular"
-    elif model_name == "text_classifier":
-        encoder, kind = TextEncoder(description["model"]["params"]), "text"
-    elif task == "language_modeling":
-        kind = "language_model"
+    family = family_of(description)
+    served = ServedBundle(family, description, bundle)
+    encoder = family.request_encoder(served)
+    kind = family.modality
     # generation needs the torch module whatever runtime serves the rest
     chosen = "torch" if kind == "language_model" else runtime_name
     runtime = load_runtime(chosen, bundle, description, threads)
@@ -147,11 +125,12 @@ def _load_bundle(
         name=record.name,
         version=record.version,
         digest=record.artifact_digest,
-        task=task,
+        task=description["task"],
         kind=kind,
         class_names=[str(n) for n in names] if names else None,
         runtime=runtime,
         encoder=encoder,
+        decoder=family.answer_decoder(served),
         description=description,
         module=module,
     )

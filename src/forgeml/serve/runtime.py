@@ -3,9 +3,9 @@
 A `Runtime` maps named numpy arrays to named numpy arrays, so batching, protocols and
 metrics never see which engine ran: "torch" rebuilds the module from the bundle's
 safetensors (`load_bundle_model`), "onnx" runs the bundle's `model.onnx` through ONNX
-Runtime (`forgeml.optimize.OnnxModel`). Input names are the torch forward keywords
-(`features`; `input_ids`, `attention_mask`; `images`), outputs `logits` and, for text
-classifiers, `embeddings` (the pooled sentence vector), as the ONNX export names them.
+Runtime (`forgeml.optimize.OnnxModel`). Input and output names are those of the model's
+family (`forgeml.train.models.ModelFamily`: its forward keywords and its serving outputs,
+e.g. a text classifier's `logits` and `embeddings`), as the ONNX export names them.
 """
 
 from __future__ import annotations
@@ -21,13 +21,7 @@ from forgeml.core.errors import ConfigError, UsageError
 if TYPE_CHECKING:
     from torch import nn
 
-# The forward keywords of each zoo model (the ONNX export uses the same input names).
-MODEL_INPUTS: dict[str, list[str]] = {
-    "mlp": ["features"],
-    "text_classifier": ["input_ids", "attention_mask"],
-    "cnn": ["images"],
-    "tiny_gpt": ["input_ids"],
-}
+    from forgeml.train.models import ModelFamily
 
 
 class Runtime(Protocol):
@@ -66,43 +60,33 @@ def load_runtime(
     return _RUNTIMES[name](bundle_dir, description, threads)
 
 
-def model_inputs(description: dict[str, Any]) -> list[str]:
-    """The input names of the bundle's model (its forward keywords)."""
-    model_name = description["model"]["name"]
-    if model_name not in MODEL_INPUTS:
-        raise ConfigError(f"Model architecture '{model_name}' cannot be served.")
-    return MODEL_INPUTS[model_name]
-
-
 class TorchRuntime:
     """PyTorch eager, in inference mode, on the CPU."""
 
     name = "torch"
 
-    def __init__(self, module: nn.Module, description: dict[str, Any]) -> None:
-        self.module = module
-        self.input_names = model_inputs(description)
-        is_encoder = description["model"]["name"] == "text_classifier"
-        self.output_names = ["logits", "embeddings"] if is_encoder else ["logits"]
+    def __init__(self, module: nn.Module, family: ModelFamily) -> None:
+        self.module = module  # what a language model generates with
+        self.input_names = list(family.inputs)
+        self.output_names = list(family.outputs)
+        self._serving = family.serving_module(module).eval()
 
     def run(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
-        """Run the module (`logits`) and/or its `.embed` (`embeddings`) on the arrays."""
+        """Run the family's serving module on the arrays and keep the requested outputs."""
         import torch
 
         tensors = {name: torch.from_numpy(inputs[name]) for name in self.input_names}
-        found: dict[str, np.ndarray] = {}
         with torch.inference_mode():
-            if "logits" in outputs:
-                found["logits"] = self.module(**tensors).float().numpy()
-            if "embeddings" in outputs:
-                embed: Any = self.module.embed
-                found["embeddings"] = embed(**tensors).float().numpy()
-        return found
+            found = self._serving(**tensors)
+        found = found if isinstance(found, tuple) else (found,)
+        named = dict(zip(self.output_names, found, strict=True))
+        return {name: named[name].float().numpy() for name in outputs}
 
 
 def _load_torch(bundle_dir: Path, description: dict[str, Any], threads: int | None) -> Runtime:
     import torch
 
+    from forgeml.train.models import family_of
     from forgeml.train.recipe import load_bundle_model
 
     if not (bundle_dir / "model.safetensors").exists() and not (bundle_dir / "adapter").exists():
@@ -112,7 +96,7 @@ def _load_torch(bundle_dir: Path, description: dict[str, Any], threads: int | No
         )
     if threads is not None:
         torch.set_num_threads(threads)  # process-wide: one server, one thread budget
-    return TorchRuntime(load_bundle_model(bundle_dir), description)
+    return TorchRuntime(load_bundle_model(bundle_dir), family_of(description))
 
 
 class OnnxRuntime:

@@ -1,13 +1,13 @@
 """From dataset versions to tensors: what `forgeml train` feeds the model.
 
-Four kinds of data, told apart by the config:
+Four modalities; the model's family (`forgeml.train.models`) says which one it reads:
 
-| kind | when | inputs | targets |
+| modality | needs | inputs | targets |
 |---|---|---|---|
-| tabular | `data.feature_spec` set | `features` float32 [N, F] | class ids [N] or floats [N] |
-| image | model `cnn`, or a binary image column | `images` float32 [N, C, H, W] | class ids [N] |
-| text | `data.text_column` and `data.target` | the tokenizer's tensors [N, T] | class ids [N] |
-| language model | no target (`tiny_gpt`) | `input_ids` long [N, T] (bytes) | next byte [N, T] |
+| tabular | `data.feature_spec` | `features` float32 [N, F] | class ids [N] or floats [N] |
+| image | a binary image column | `images` float32 [N, C, H, W] | class ids [N] |
+| text | `data.text_column`, `data.target` | the family tokenizer's tensors [N, T] | class ids [N] |
+| language_model | a text column | `input_ids` long [N, T] (bytes) | next byte [N, T] |
 
 Tabular rows are read RAW and go through the fitted FeatureSpec here, the very code path
 serving applies to requests (`feature_tensor`), so training and serving cannot skew.
@@ -31,6 +31,7 @@ from forgeml.data import catalog
 from forgeml.data._frame import require_columns
 from forgeml.data.features import FeatureSpec, feature_matrix
 from forgeml.train.config import DataConfig, TrainConfig
+from forgeml.train.models import ModelFamily, TokenizerSource, get_family
 from forgeml.train.task import SplitData, TaskData
 
 BYTE_VOCAB = 256
@@ -80,22 +81,27 @@ def load_task_data(workspace: Workspace, config: TrainConfig) -> TaskData:
             images differ in size, or there is too little text.
     """
     data = config.data
+    family = get_family(config.model.name)
     sources = _resolve(workspace, data)
     frames = _read_frames(workspace, sources, data)
-    train_schema = frames.train.schema
-    if sources.spec is not None:
+    if family.modality == "tabular":
+        if sources.spec is None:
+            raise ConfigError(
+                f"Model '{config.model.name}' trains on tabular features; set "
+                "data.feature_spec to the feature spec fitted on this dataset."
+            )
         task = _tabular(load_feature_spec(workspace, sources.spec), frames, data)
-    elif config.model.name == "cnn" or train_schema.get(data.image_column) == pl.Binary:
+    elif family.modality == "image":
         task = _image(frames, data)
-    elif config.model.name == "tiny_gpt" or data.target is None:
-        task = _language_model(frames, data, config.model.params)
-    elif data.text_column is not None and data.target is not None:
-        task = _text(frames, data.text_column, data.target, config.model.params)
+    elif family.modality == "text":
+        if data.text_column is None or data.target is None:
+            raise ConfigError(
+                f"Model '{config.model.name}' classifies text; set data.text_column and "
+                "data.target."
+            )
+        task = _text(frames, data.text_column, data.target, family, config.model.params)
     else:
-        raise ConfigError(
-            "The config does not say what kind of data this is: set data.feature_spec "
-            "(tabular), data.text_column (text) or use an image dataset with model 'cnn'."
-        )
+        task = _language_model(frames, data, config.model.params)
     if task.task != "language_modeling":
         _attach_slices(task, frames, data.slices)
     task.meta = _meta(sources, frames, task)
@@ -325,17 +331,25 @@ def _texts(frame: pl.DataFrame, column: str, part: str) -> list[str]:
     return texts.to_list()
 
 
-def _text(frames: _Frames, column: str, target: str, params: dict[str, Any]) -> TaskData:
-    from forgeml.train.models.text_classifier import tokenize
-
+def _text(
+    frames: _Frames, column: str, target: str, family: ModelFamily, params: dict[str, Any]
+) -> TaskData:
+    """Texts through the family's tokenizer, fitted on the train split's texts."""
+    if family.tokenizer is None:
+        raise ConfigError(f"Model family '{family.name}' reads text but names no tokenizer.")
     classes = _sorted_classes(_labels(frames.train, target, "train"))
+    tokenizer = family.tokenizer(
+        TokenizerSource(params, texts=_texts(frames.train, column, "train"))
+    )
     splits = {}
     for part, frame in frames.parts():
-        inputs = tokenize(_texts(frame, column, part), params)
+        inputs = tokenizer(_texts(frame, column, part))
         labels = _class_ids(_labels(frame, target, part), classes, part)
         splits[part] = SplitData(inputs, labels)
     task = _classification(splits, classes)
-    task.input_shape = (int(splits["train"].inputs["input_ids"].shape[1]),)
+    task.input_shape = (int(next(iter(splits["train"].inputs.values())).shape[1]),)
+    task.vocab_size = tokenizer.vocab_size
+    task.tokenizer = tokenizer.state()
     task.meta = {"label_column": target, "text_column": column}
     return task
 

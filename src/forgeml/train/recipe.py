@@ -18,7 +18,7 @@ from forgeml.train.config import TrainConfig
 from forgeml.train.data import load_task_data
 from forgeml.train.logger import MetricLogger
 from forgeml.train.loop import FitResult, fit
-from forgeml.train.models import build_model
+from forgeml.train.models import build_model, family_of, family_record, get_family
 from forgeml.train.step import DistContext
 
 if TYPE_CHECKING:
@@ -114,6 +114,8 @@ def save_bundle(model: nn.Module, config: TrainConfig, task: TaskData, bundle_di
     description: dict[str, Any] = {
         "format_version": BUNDLE_FORMAT,
         "model": config.model.model_dump(mode="json"),
+        "family": family_record(get_family(config.model.name)),
+        "tokenizer": task.tokenizer,
         "task": task.task,
         "class_names": task.class_names,
         "num_classes": task.num_classes,
@@ -160,7 +162,7 @@ def load_bundle_model(bundle_dir: Path) -> nn.Module:
         input_shape=tuple(description["input_shape"]),
         vocab_size=description["vocab_size"],
     )
-    model = build_model(description["model"]["name"], task, description["model"]["params"])
+    model = family_of(description).build(task, description["model"]["params"])
     weights = bundle_dir / "model.safetensors"
     if weights.exists():
         load_model(model, str(weights))

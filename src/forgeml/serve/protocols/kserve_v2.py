@@ -114,7 +114,8 @@ def tensors_to_rows(model: LoadedModel, inputs: list[InferInput]) -> list[Any]:
         InvalidDataError: the model takes no rows, an input is unknown, missing,
             duplicated, or of the wrong datatype or shape, or the inputs differ in length.
     """
-    fields = {field.name: field for field in model.row_encoder().fields}
+    encoder = model.row_encoder()
+    fields = {field.name: field for field in encoder.fields}
     given = {tensor.name: tensor for tensor in inputs}
     if len(given) < len(inputs):
         raise InvalidDataError("Two inputs have the same name; send each field once.")
@@ -130,8 +131,8 @@ def tensors_to_rows(model: LoadedModel, inputs: list[InferInput]) -> list[Any]:
     lengths = {len(values) for values in columns.values()}
     if len(lengths) > 1:
         raise InvalidDataError("The inputs hold different numbers of rows; send N of each.")
-    if model.kind == "text":
-        return columns["text"]
+    if encoder.scalar_rows:  # a row is the one field's value (a text)
+        return next(iter(columns.values()))
     count = lengths.pop()
     return [{name: values[i] for name, values in columns.items()} for i in range(count)]
 
@@ -143,18 +144,14 @@ def _output_tensor(name: str, datatype: str, values: np.ndarray) -> dict[str, An
 
 def _metadata(model: LoadedModel) -> dict[str, Any]:
     inputs = model.encoder.fields if model.encoder is not None else []
-    # the second dimension of 2-D outputs (-1: not known before a run)
-    width = {"probabilities": len(model.class_names or []) or -1, "embeddings": -1}
     return {
         "name": model.name,
         "versions": [str(model.version)],
         "platform": "onnxruntime_onnx" if model.runtime.name == "onnx" else "pytorch",
         "inputs": [{"name": f.name, "datatype": f.datatype, "shape": [-1]} for f in inputs],
+        # -1: the batch, or a width not known before a run
         "outputs": [
-            {"name": f.name, "datatype": f.datatype, "shape": [-1, width[f.name]]}
-            if f.name in width
-            else {"name": f.name, "datatype": f.datatype, "shape": [-1]}
-            for f in model.outputs
+            {"name": f.name, "datatype": f.datatype, "shape": list(f.shape)} for f in model.outputs
         ],
     }
 

@@ -2,7 +2,8 @@
 
 Request `{"instances": [raw record, ...]}` (texts for text models, as strings);
 response `{"predictions": [...], "model_version": "N"}`, where a classifier's
-prediction is `{"label": ..., "probabilities": {class: p, ...}}` and a regressor's a number.
+prediction is `{"label": ..., "probabilities": {class: p, ...}}`, a regressor's a number,
+and any other model's an object of every answer its family decodes.
 """
 
 from __future__ import annotations
@@ -28,7 +29,20 @@ class PredictRequest(BaseModel):
     instances: list[Any] = Field(min_length=1)
 
 
+def _wanted(model: LoadedModel) -> set[str]:
+    if model.task == "classification":
+        return {"label", "probabilities"}
+    if model.task == "regression":
+        return {"prediction"}
+    return {field.name for field in model.outputs}
+
+
 def _predictions(model: LoadedModel, arrays: dict[str, np.ndarray]) -> list[Any]:
+    if model.task not in ("classification", "regression"):
+        return [
+            {name: _plain(values[row]) for name, values in arrays.items()}
+            for row in range(len(next(iter(arrays.values()), [])))
+        ]
     if "prediction" in arrays:
         return [float(value) for value in arrays["prediction"]]
     names = model.class_names or [str(i) for i in range(arrays["probabilities"].shape[1])]
@@ -36,6 +50,10 @@ def _predictions(model: LoadedModel, arrays: dict[str, np.ndarray]) -> list[Any]
         {"label": str(label), "probabilities": dict(zip(names, row.tolist(), strict=True))}
         for label, row in zip(arrays["label"], arrays["probabilities"], strict=True)
     ]
+
+
+def _plain(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray | np.generic) else value
 
 
 async def answer(
@@ -48,8 +66,7 @@ async def answer(
     """
     served = repository.get(name)
     model = served.ready_model()
-    wanted = {"prediction"} if model.task != "classification" else {"label", "probabilities"}
-    arrays, used = await served.infer(body.instances, wanted)
+    arrays, used = await served.infer(body.instances, _wanted(model))
     predictions = _predictions(used, arrays)
     record_request(log, "predict", name, used, body.instances, predictions)
     return {"predictions": predictions, "model_version": str(used.version)}

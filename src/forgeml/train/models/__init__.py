@@ -126,12 +126,13 @@ def get_family(name: str) -> ModelFamily:
     )
 
 
-def family_record(family: ModelFamily, model_name: str) -> dict[str, Any]:
+def family_record(family: ModelFamily) -> dict[str, Any]:
     """What a bundle's model.json keeps to find the family again (`family_of`)."""
+    registered = _REGISTERED.get(family.name) is family
     return {
         "name": family.name,
         "modality": family.modality,
-        "module": _ORIGIN.get(family.name) if model_name in _REGISTERED else None,
+        "module": _ORIGIN.get(family.name) if registered else None,
     }
 
 

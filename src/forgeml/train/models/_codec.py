@@ -179,23 +179,22 @@ class TextEncoder:
         return {name: tensor.numpy() for name, tensor in tensors.items()}
 
 
-def tabular_requests(bundle: ServedBundle) -> RowEncoder:
-    """Records through the FeatureSpec training applied (the bundle's feature_spec.json)."""
+def tabular_requests(bundle: ServedBundle) -> RowEncoder | None:
+    """Records through the FeatureSpec training applied (the bundle's feature_spec.json).
+
+    None (no rows) for a bundle without one.
+    """
     import orjson
 
-    from forgeml.core.errors import ConfigError
     from forgeml.data.features import FeatureSpec
 
     path = bundle.directory / "feature_spec.json"
     if not path.exists():
-        raise ConfigError(
-            f"The bundle of model family '{bundle.family.name}' has no feature_spec.json; "
-            "train it with data.feature_spec set."
-        )
+        return None
     return TabularEncoder(FeatureSpec.from_dict(orjson.loads(path.read_bytes())))
 
 
-def text_requests(bundle: ServedBundle) -> RowEncoder:
+def text_requests(bundle: ServedBundle) -> RowEncoder | None:
     """Texts through the family's tokenizer, restored from the bundle."""
     return TextEncoder(bundle.tokenizer())
 

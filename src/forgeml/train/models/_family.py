@@ -90,7 +90,7 @@ class ServedBundle:
         return self.family.tokenizer(TokenizerSource(self.params, state))
 
 
-RequestsFactory = Callable[[ServedBundle], "RowEncoder"]
+RequestsFactory = Callable[[ServedBundle], "RowEncoder | None"]  # None: takes no rows
 AnswersFactory = Callable[[ServedBundle], "AnswerDecoder"]
 
 
