@@ -16,6 +16,7 @@ from forgeml.train.loop import fit
 from forgeml.train.models import build_model, get_family
 from forgeml.train.models.rnn import RNNClassifier, reverse_within, tokenize
 from forgeml.train.task import SplitData, TaskData
+from tests.train.conftest import SST2_DIR
 
 SENTENCES = [
     "a gripping , funny and moving film",
@@ -173,3 +174,99 @@ def test_a_short_training_on_sst2_beats_chance_on_dev_sentences(
     majority = max(float(dev_labels.float().mean()), 1 - float(dev_labels.float().mean()))
     assert result.final_metrics["accuracy"] > majority + 0.05
     assert np.isfinite(result.final_metrics["loss"])
+
+
+# --- trained by `forgeml train`'s path, exported and served -------------------------------
+
+SERVED = ["a gorgeous , witty , seductive movie .", "the plot is nothing but boilerplate ."]
+
+
+def _train_and_export(home: Path, scratch: Path) -> None:
+    from forgeml.data import pipeline
+    from forgeml.data.ingest import IngestOptions
+    from forgeml.optimize import OptimizeRequest, optimize_model
+    from forgeml.tracking.runner import run_training
+    from tests.serve.conftest import open_home
+
+    lines = (SST2_DIR / "train.tsv").read_text(encoding="utf-8").splitlines()[:801]
+    (scratch / "sst2.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    workspace = open_home(home)
+    try:
+        pipeline.add(workspace, "sst2", scratch / "sst2.tsv", IngestOptions())
+        pipeline.derive(workspace, "split", "sst2", {"ratios": [0.8, 0.1, 0.1], "seed": 0})
+        config = {
+            "name": "sst2-rnn",
+            "data": {"dataset": "sst2", "target": "label", "text_column": "sentence"},
+            "model": {"name": "rnn", "params": {**SMALL, "cell": "gru"}},
+            "optimizer": {"name": "adam", "lr": 0.005},
+            "max_steps": 20,
+            "batch_size": 32,
+        }
+        run_training(workspace, TrainConfig.model_validate(config))
+        optimize_model(workspace, "sst2-rnn@v1", OptimizeRequest("onnx", verify_rows=32))
+    finally:
+        workspace.close()
+
+
+def _bundle_probabilities(home: Path, scratch: Path) -> np.ndarray:
+    from forgeml.tracking import download_bundle, get_model_version
+    from forgeml.train.recipe import load_bundle_model
+    from tests.serve.conftest import open_home
+
+    workspace = open_home(home)
+    try:
+        bundle = download_bundle(workspace, get_model_version(workspace, "sst2-rnn@v1"), scratch)
+    finally:
+        workspace.close()
+    with torch.inference_mode():
+        logits = load_bundle_model(bundle)(**tokenize(SERVED, SMALL))
+    return torch.softmax(logits, dim=1).numpy()
+
+
+def _ask(home: Path, ref: str, runtime: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    import httpx
+
+    from forgeml.serve import ServeOptions
+    from tests.serve.conftest import LiveServer, open_home
+
+    workspace = open_home(home)
+    server = LiveServer(workspace, [ref], ServeOptions(runtime=runtime)).start()
+    try:
+        v2 = httpx.post(
+            f"{server.url}/v2/models/sst2-rnn/infer",
+            json={"inputs": [{"name": "text", "datatype": "BYTES", "shape": [2], "data": SERVED}]},
+        )
+        predicted = httpx.post(
+            f"{server.url}/v1/models/sst2-rnn:predict", json={"instances": SERVED}
+        )
+    finally:
+        server.stop()
+        workspace.close()
+    assert v2.status_code == 200, v2.text
+    assert predicted.status_code == 200, predicted.text
+    return v2.json(), predicted.json()
+
+
+@pytest.mark.slow
+def test_a_trained_rnn_serves_over_v2_and_predict_with_torch_and_onnx(
+    shared_data: Path,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.train.conftest import copy_empty_home
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    home = copy_empty_home(tmp_path_factory, tmp_path / "home")
+    _train_and_export(home, tmp_path)
+    expected = _bundle_probabilities(home, tmp_path / "bundle")
+    labels = [str(int(row.argmax())) for row in expected]
+
+    for ref, runtime in (("sst2-rnn@v1", "torch"), ("sst2-rnn@v2", "onnx")):
+        v2, predicted = _ask(home, ref, runtime)
+
+        outputs = {o["name"]: o for o in v2["outputs"]}
+        got = np.array(outputs["probabilities"]["data"]).reshape(outputs["probabilities"]["shape"])
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+        assert outputs["label"]["data"] == labels
+        assert [p["label"] for p in predicted["predictions"]] == labels
