@@ -134,6 +134,22 @@ def test_onnx_export_keeps_a_dynamic_sequence_and_matches_torch(cell: str, tmp_p
     np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_a_second_export_in_the_same_process_keeps_the_sequence_dynamic(
+    cell: str, tmp_path: Path
+) -> None:
+    from forgeml.optimize.onnx_export import export_onnx
+
+    family = get_family("rnn")
+    first = export_onnx(_model(cell=cell), tokenize(SENTENCES[:2], {}), tmp_path / "a.onnx", family)
+    second = export_onnx(
+        _model(cell=cell, num_layers=2), tokenize(SENTENCES[1:], {}), tmp_path / "b.onnx", family
+    )
+
+    assert first.outputs == second.outputs == ["logits"]
+
+
 # --- on SST-2 ---------------------------------------------------------------------------
 
 
