@@ -34,6 +34,8 @@ CONFIG_MODELS: dict[str, type[BaseModel]] = {
     "train.yaml": TrainConfig,
     "lora.yaml": TrainConfig,
     "full.yaml": TrainConfig,
+    "lstm.yaml": TrainConfig,
+    "gru.yaml": TrainConfig,
     "clean.yaml": CleanParams,
     "expectations.yaml": Expectations,
     "features.yaml": FeatureSpecConfig,
@@ -59,7 +61,14 @@ def readme_commands(folder: Path) -> list[list[str]]:
 def test_every_example_has_a_readme_with_commands() -> None:
     folders = sorted(path for path in EXAMPLES.iterdir() if path.is_dir())
 
-    assert [f.name for f in folders] == ["adult", "digits", "sst2", "tinygpt", "wordnet"]
+    assert [f.name for f in folders] == [
+        "adult",
+        "digits",
+        "sst2",
+        "sst2-rnn",
+        "tinygpt",
+        "wordnet",
+    ]
     for folder in folders:
         commands = readme_commands(folder)
         assert commands, folder
@@ -379,3 +388,24 @@ def test_the_sst2_example_runs_as_its_readme_says(readme: Any, tmp_path: Path) -
     lora_model = json_out(done.cli("models", "show", "sst2-minilm-lora", "--json"))
     assert lora_model["parent"].startswith("hf:")
     assert json_out(done.cli("models", "show", "sst2-minilm-full", "--json"))["version"] == 1
+
+
+@pytest.mark.slow
+def test_the_sst2_rnn_example_runs_as_its_readme_says(readme: Any, tmp_path: Path) -> None:
+    _need(SHARED_DATA / "sst2")
+    dev = tmp_path / "dev-sample.tsv"
+    lines = (SHARED_DATA / "sst2" / "dev.tsv").read_text(encoding="utf-8").splitlines(True)
+    dev.write_text("".join(lines[:65]), encoding="utf-8")
+    small = ["data.max_rows=256", "epochs=null", "max_steps=4", "model.params.hidden_size=16"]
+    lstm, gru = "examples/sst2-rnn/lstm.yaml", "examples/sst2-rnn/gru.yaml"
+    run = readme({lstm: small, gru: small})
+    run.replace["../shared/data/sst2/dev.tsv"] = str(dev)
+
+    done = run.run(EXAMPLES / "sst2-rnn")
+
+    for config in (lstm, gru):
+        assert 0 <= done.metrics(config)["accuracy"] <= 1
+    assert done.compared is not None
+    assert [r["run_id"] for r in done.compared["runs"]] == [done.runs[lstm], done.runs[gru]]
+    exported = json_out(done.cli("models", "show", "sst2-lstm@v2", "--json"))
+    assert exported["parent"] == "sst2-lstm@v1"

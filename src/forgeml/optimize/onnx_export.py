@@ -69,10 +69,26 @@ def _quiet_exporter() -> Iterator[None]:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning, module=r"copyreg|torch\.")
             warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.")
+            # torch's LSTM/GRU export (a while_loop) warns from generated code and contextlib
+            warnings.filterwarnings("ignore", "_check_is_size will be removed", FutureWarning)
+            warnings.filterwarnings("ignore", "The tensor attributes .*_flat_weights", UserWarning)
             yield
     finally:
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
+
+
+def _forget_rnn_dispatch() -> None:
+    """Drop the cached kernels of aten.lstm and aten.gru before an export.
+
+    The exporter swaps in while-loop RNN kernels (dynamic sequence length) by editing the
+    ops' `py_kernels`, which does not clear their dispatch caches (torch 2.13): a second
+    LSTM/GRU export in one process then froze the sequence length and failed.
+    """
+    for op in (torch.ops.aten.lstm.input, torch.ops.aten.gru.input):
+        cache = getattr(op, "_dispatch_cache", None)
+        if isinstance(cache, dict):
+            cache.clear()
 
 
 def export_onnx(
@@ -100,6 +116,7 @@ def export_onnx(
         raise OptimizationError(f"Model family '{family.name}' does not export to ONNX.")
     target, outputs = exportable(module, family)
     names = list(example)
+    _forget_rnn_dispatch()
     try:
         with _quiet_exporter(), torch.inference_mode(False), torch.no_grad():
             program = torch.onnx.export(

@@ -48,6 +48,7 @@ _BUILTIN: dict[str, str] = {
     "cnn": "forgeml.train.models.cnn:FAMILY",
     "text_classifier": "forgeml.train.models.text_classifier:FAMILY",
     "tiny_gpt": "forgeml.train.models.tiny_gpt:FAMILY",
+    "rnn": "forgeml.train.models.rnn:FAMILY",
 }
 _REGISTERED: dict[str, ModelFamily] = {}
 _ORIGIN: dict[str, str] = {}  # family name -> the module that registered it

@@ -154,24 +154,37 @@ def tokenize(texts: list[str], params: dict[str, Any]) -> dict[str, torch.Tensor
         params: The model's `model.params` (reads `pretrained` and `max_length`).
 
     Returns:
-        `input_ids` and `attention_mask`, long tensors [N, T], T the longest text's token
-        count capped at `max_length`, padded on the right.
+        `input_ids` and `attention_mask`, long tensors [N, T] (see `encode_texts`).
 
     Raises:
         ConfigError: Bad params or a tokenizer that cannot be loaded.
         InvalidDataError: A text is missing (null) or not a string.
     """
     config = parse_model(TextClassifierParams, params, PARAMS_SOURCE)
+    return encode_texts(texts, pretrained_path(config.pretrained), config.max_length)
+
+
+def encode_texts(texts: list[str], path: str, max_length: int) -> dict[str, torch.Tensor]:
+    """Token ids and attention mask of `texts` with the tokenizer of the model at `path`.
+
+    Returns:
+        `input_ids` and `attention_mask`, long tensors [N, T], T the longest text's token
+        count capped at `max_length`, padded on the right.
+
+    Raises:
+        ConfigError: The tokenizer cannot be loaded.
+        InvalidDataError: A text is missing (null) or not a string.
+    """
     if not texts:
         empty = torch.zeros((0, 0), dtype=torch.long)
         return {"input_ids": empty, "attention_mask": empty.clone()}
-    tokenizer = load_tokenizer(pretrained_path(config.pretrained))
+    tokenizer = load_tokenizer(path)
     try:
         encoded = tokenizer(
             texts,
             padding="longest",
             truncation=True,
-            max_length=config.max_length,
+            max_length=max_length,
             return_token_type_ids=False,
             return_tensors="pt",
         )
