@@ -1,4 +1,4 @@
-"""Benchmark of issue 2: forgeml's data pipeline against the same work done in plain pandas.
+"""Benchmark of issues 2 and 12: forgeml's data pipeline against pandas, polars and DuckDB.
 
 What is measured: a deterministic mixed-type CSV (ints, floats, categories, free text, dates
 as text, a `label` column, ~2% of fields written as `?`, ~1% exact duplicate rows, a few
@@ -11,14 +11,31 @@ outliers; 1,000,000 rows is ~150 MB) goes through three stages on each side:
 - pandas: `read_csv(na_values=["?"])`, `drop_duplicates`, the IQR filter, `fillna` with
   median / mode, `groupby(label).sample(...)` for the split; each stage writes its output
   with `to_parquet`, as forgeml persists each of its versions.
+- polars (a plain eager script): `read_csv(null_values=["?"])`, `unique()`, the IQR filter
+  (polars' default quantiles), `fill_null` with median / `drop_nulls().mode().first()`, and
+  a seeded shuffle inside each `label` cut at 0.8/0.9; each stage's frame `write_parquet`.
+- DuckDB (SQL on an in-memory database): `read_csv(nullstr='?')` (sniffing only BIGINT,
+  DOUBLE and VARCHAR, the types the others infer), `SELECT DISTINCT *`, the
+  IQR filter with `quantile_cont`, `COALESCE` with `median` / `mode`, and `row_number()`
+  over a seeded hash inside each `label` for the split; each stage a table, `COPY`'d to Parquet.
 
-Each side runs in its own subprocess (`--worker forgeml|pandas`), so its peak RSS (the
-process's `ru_maxrss`) is its own; sides alternate over the runs and medians are reported.
-Stage times exclude interpreter start-up, imports and creating the empty workspace; the CSV
-is generated once, cached under the temp dir by (rows, seed), and never timed.
+The peers write Parquet with their own defaults (pandas/pyarrow and DuckDB snappy, polars
+zstd). Mode ties are broken however each tool breaks them, and the split's exact membership
+differs between sides; the row count out of each stage is printed and should match (the IQR
+bounds of pandas and DuckDB are interpolated, forgeml's and polars' the nearest rank, so an
+income right on a bound could move one row).
 
-Figures: seconds per stage and in total, rows/s (input rows / total seconds), peak RSS MB,
-and the ratios forgeml/pandas of throughput (target >= 5) and of peak memory (target < 1).
+Each side runs in its own subprocess (`--worker forgeml|pandas|polars|duckdb`), so its peak
+RSS (the process's `ru_maxrss`) is its own; the order of the sides rotates from run to run
+and medians are reported. Stage times exclude interpreter start-up, imports and creating the
+empty workspace (or database); the CSV is generated once, cached under the temp dir by
+(rows, seed), and never timed.
+
+Figures: seconds per stage and in total, rows/s (input rows / total seconds), CPU seconds,
+peak RSS MB, and the ratios of issue 12 with its goals: forgeml's end-to-end throughput over
+pandas' (goal >= 3x) and over polars' (goal >= 0.8x), and forgeml's ingest against pandas'
+`read_csv` + `to_parquet` (goal: no slower, >= 1x). DuckDB's ratio and the peak-memory
+ratios are reported without a goal.
 
 Run from the repository root:
 
@@ -54,7 +71,8 @@ if TYPE_CHECKING:
 DEFAULT_ROWS = 1_000_000
 QUICK_ROWS = 100_000
 DEFAULT_SEED = 0
-SIDES = ("forgeml", "pandas")
+SIDES = ("forgeml", "pandas", "polars", "duckdb")
+PEERS = SIDES[1:]
 STAGES = ("ingest", "clean", "split")
 LABEL = "label"
 OUTLIER_COLUMN = "income"
@@ -63,8 +81,14 @@ MISSING_FRACTION = 0.02
 DUPLICATE_FRACTION = 0.01
 OUTLIER_FRACTION = 0.0005
 SPLIT_RATIOS = (0.8, 0.1, 0.1)
-THROUGHPUT_TARGET = 5.0
-MEMORY_TARGET = 1.0
+# Issue 12's goals: forgeml's throughput over each peer's, and its ingest over pandas'.
+GOALS = {"vs_pandas": 3.0, "vs_polars": 0.8, "ingest_vs_pandas": 1.0}
+GOAL_TEXT = {
+    "vs_pandas": "forgeml vs pandas, end to end",
+    "vs_polars": "forgeml vs polars, end to end",
+    "vs_duckdb": "forgeml vs DuckDB, end to end",
+    "ingest_vs_pandas": "ingest vs pandas read_csv + to_parquet",
+}
 # Bump when the generator changes, so that cached files of the old shape are not reused.
 _GENERATOR_VERSION = 1
 
@@ -323,11 +347,201 @@ def run_pandas(source: Path, out_dir: Path) -> dict[str, Any]:
     }
 
 
+def _polars_clean(frame: pl.DataFrame) -> pl.DataFrame:
+    """Duplicates, IQR outliers of `income` (nulls kept), then median / mode imputation."""
+    import polars as pl
+
+    frame = frame.unique()
+    income = pl.col(OUTLIER_COLUMN)
+    low, high = frame.select(income.quantile(0.25).alias("q1"), income.quantile(0.75)).row(0)
+    spread = 1.5 * (high - low)
+    frame = frame.filter(income.is_null() | income.is_between(low - spread, high + spread))
+    fills = []
+    for name, dtype in frame.schema.items():
+        if frame[name].null_count() == 0:
+            continue
+        column = pl.col(name)
+        if dtype.is_integer():
+            fill = column.median().round().cast(dtype)
+        elif dtype.is_numeric():
+            fill = column.median()
+        else:
+            fill = column.drop_nulls().mode().first()  # polars counts null as a value
+        fills.append(column.fill_null(fill))
+    return frame.with_columns(fills)
+
+
+def _polars_split(frame: pl.DataFrame) -> pl.DataFrame:
+    """Stratified 0.8/0.1/0.1 split: a seeded shuffle inside each label, cut at the ratios."""
+    import polars as pl
+
+    share = pl.int_range(pl.len()).shuffle(seed=0).over(LABEL) / pl.len().over(LABEL)
+    train, validation = SPLIT_RATIOS[0], SPLIT_RATIOS[0] + SPLIT_RATIOS[1]
+    split = (
+        pl.when(share < train)
+        .then(pl.lit("train"))
+        .when(share < validation)
+        .then(pl.lit("validation"))
+        .otherwise(pl.lit("test"))
+    )
+    return frame.with_columns(split.alias("__split__"))
+
+
+def run_polars(source: Path, out_dir: Path) -> dict[str, Any]:
+    """The same work as a plain eager polars script, each stage written to Parquet.
+
+    Returns:
+        Stage seconds, the seconds spent in `write_parquet`, and each output's row count.
+    """
+    import polars as pl
+
+    watch = Stopwatch()
+    writes = Stopwatch()
+    rows = []
+    with watch.stage("ingest"):
+        frame = pl.read_csv(source, null_values=["?"])
+        with writes.stage("ingest"):
+            frame.write_parquet(out_dir / "raw.parquet")
+    rows.append(frame.height)
+    with watch.stage("clean"):
+        frame = _polars_clean(frame)
+        with writes.stage("clean"):
+            frame.write_parquet(out_dir / "clean.parquet")
+    rows.append(frame.height)
+    with watch.stage("split"):
+        frame = _polars_split(frame)
+        with writes.stage("split"):
+            frame.write_parquet(out_dir / "split.parquet")
+    rows.append(frame.height)
+    return {
+        "stages": watch.seconds,
+        "parquet_write_s": sum(writes.seconds.values()),
+        "rows_out": dict(zip(STAGES, rows, strict=True)),
+    }
+
+
+_SQL_INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT"}
+_SQL_INTEGERS |= {f"U{name}" for name in _SQL_INTEGERS}
+_SQL_NUMBERS = _SQL_INTEGERS | {"FLOAT", "DOUBLE", "REAL"}
+
+
+# The types pandas, polars and forgeml infer from this CSV: DuckDB alone would parse dates.
+_SQL_TYPE_CANDIDATES = "['BIGINT', 'DOUBLE', 'VARCHAR']"
+
+
+def _sql_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _duckdb_clean_sql(columns: list[tuple[str, str]]) -> str:
+    """The clean stage as one SQL statement over table `raw`, for its (name, type) columns."""
+
+    def fill(name: str, kind: str) -> str:
+        quoted = f'"{name}"'
+        if kind in _SQL_INTEGERS:
+            return f"CAST(round(median({quoted})) AS {kind})"
+        if kind in _SQL_NUMBERS or kind.startswith("DECIMAL"):
+            return f"CAST(median({quoted}) AS {kind})"
+        return f"mode({quoted})"
+
+    income = f'"{OUTLIER_COLUMN}"'
+    fills = ", ".join(f'{fill(name, kind)} AS "{name}"' for name, kind in columns)
+    coalesced = ", ".join(
+        f'COALESCE(kept."{name}", fills."{name}") AS "{name}"' for name, _ in columns
+    )
+    return f"""
+        CREATE TABLE clean AS
+        WITH dedup AS (SELECT DISTINCT * FROM raw),
+        bounds AS (
+            SELECT quantile_cont({income}, 0.25) AS q1, quantile_cont({income}, 0.75) AS q3
+            FROM dedup
+        ),
+        kept AS (
+            SELECT dedup.* FROM dedup, bounds
+            WHERE dedup.{income} IS NULL
+               OR dedup.{income} BETWEEN q1 - 1.5 * (q3 - q1) AND q3 + 1.5 * (q3 - q1)
+        ),
+        fills AS (SELECT {fills} FROM kept)
+        SELECT {coalesced} FROM kept, fills
+    """
+
+
+def _duckdb_split_sql(seed: int) -> str:
+    """The split stage over table `clean`: rows ranked by a seeded hash inside each label."""
+    train, validation = SPLIT_RATIOS[0], SPLIT_RATIOS[0] + SPLIT_RATIOS[1]
+    return f"""
+        CREATE TABLE split AS
+        SELECT * EXCLUDE (position, stratum_rows),
+            CASE WHEN position < {train} * stratum_rows THEN 'train'
+                 WHEN position < {validation} * stratum_rows THEN 'validation'
+                 ELSE 'test' END AS __split__
+        FROM (
+            SELECT *,
+                row_number() OVER (PARTITION BY "{LABEL}" ORDER BY hash(rowid, {seed})) - 1
+                    AS position,
+                count(*) OVER (PARTITION BY "{LABEL}") AS stratum_rows
+            FROM clean
+        )
+    """
+
+
+def run_duckdb(source: Path, out_dir: Path) -> dict[str, Any]:
+    """The same work in DuckDB SQL, each stage a table `COPY`'d to Parquet in `out_dir`.
+
+    Returns:
+        Stage seconds, the seconds spent in `COPY ... TO`, and each output's row count.
+    """
+    import duckdb
+
+    watch = Stopwatch()
+    writes = Stopwatch()
+    rows = []
+    connection = duckdb.connect()  # in memory
+    try:
+
+        def copy(stage: str, table: str) -> None:
+            target = _sql_literal(str(out_dir / f"{table}.parquet"))
+            with writes.stage(stage):
+                connection.execute(f"COPY {table} TO {target} (FORMAT parquet)")
+
+        def count(table: str) -> int:
+            return int(connection.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
+
+        with watch.stage("ingest"):
+            connection.execute(
+                f"CREATE TABLE raw AS SELECT * FROM read_csv({_sql_literal(str(source))}, "
+                f"nullstr = '?', auto_type_candidates = {_SQL_TYPE_CANDIDATES})"
+            )
+            copy("ingest", "raw")
+        rows.append(count("raw"))
+        with watch.stage("clean"):
+            columns = [(row[0], row[1]) for row in connection.execute("DESCRIBE raw").fetchall()]
+            connection.execute(_duckdb_clean_sql(columns))
+            connection.execute("DROP TABLE raw")
+            copy("clean", "clean")
+        rows.append(count("clean"))
+        with watch.stage("split"):
+            connection.execute(_duckdb_split_sql(seed=0))
+            connection.execute("DROP TABLE clean")
+            copy("split", "split")
+        rows.append(count("split"))
+    finally:
+        connection.close()
+    return {
+        "stages": watch.seconds,
+        "parquet_write_s": sum(writes.seconds.values()),
+        "rows_out": dict(zip(STAGES, rows, strict=True)),
+    }
+
+
+RUNNERS = {"forgeml": run_forgeml, "pandas": run_pandas, "polars": run_polars, "duckdb": run_duckdb}
+
+
 def worker(side: str, source: Path, profile: bool) -> dict[str, Any]:
     """Run one side once in this process; the figures it returns are printed as JSON.
 
     Args:
-        side: "forgeml" or "pandas".
+        side: one of `SIDES`.
         source: the CSV.
         profile: print a cProfile of the run (top 30 by cumulative time) to stderr.
     """
@@ -339,10 +553,7 @@ def worker(side: str, source: Path, profile: bool) -> dict[str, Any]:
         if profiler is not None:
             profiler.enable()
         start_cpu = cpu_seconds()
-        if side == "forgeml":
-            result = run_forgeml(source, Path(scratch))
-        else:
-            result = run_pandas(source, Path(scratch))
+        result = RUNNERS[side](source, Path(scratch))
         used_cpu = cpu_seconds() - start_cpu
         if profiler is not None:
             profiler.disable()
@@ -385,21 +596,31 @@ def summarise(side: str, runs: list[dict[str, Any]], rows: int) -> dict[str, Any
     }
 
 
+def ratios(sides: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """forgeml's throughput over each peer's, and its ingest speed over pandas' ingest."""
+    ours = sides["forgeml"]
+    found = {f"vs_{peer}": ours["rows_per_s"] / sides[peer]["rows_per_s"] for peer in PEERS}
+    found["ingest_vs_pandas"] = sides["pandas"]["stages_s"]["ingest"] / ours["stages_s"]["ingest"]
+    return found
+
+
 def measure(rows: int, runs: int, seed: int, progress: bool) -> dict[str, Any]:
-    """Generate (or reuse) the CSV, run both sides `runs` times alternately, and compare."""
+    """Generate (or reuse) the CSV, run every side `runs` times in rotation, and compare."""
     source = ensure_dataset(rows, seed)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     results: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
     for index in range(runs):
-        # Alternate which side goes first, so neither always gets the warmer page cache.
-        for side in SIDES if index % 2 == 0 else SIDES[::-1]:
+        # Rotate which side goes first, so no side always gets the warmer page cache.
+        shift = index % len(SIDES)
+        for side in SIDES[shift:] + SIDES[:shift]:
             results[side].append(spawn_worker(side, source))
             if progress:
                 done = results[side][-1]
                 print(f"  run {index + 1}/{runs} {side}: {done['total_s']:.2f} s", file=sys.stderr)
-    ours, theirs = (summarise(side, results[side], rows) for side in SIDES)
-    throughput = ours["rows_per_s"] / theirs["rows_per_s"]
-    memory = ours["peak_rss_mb"] / theirs["peak_rss_mb"]
+    sides = {side: summarise(side, results[side], rows) for side in SIDES}
+    found = ratios(sides)
+    goals_met = {name: found[name] >= goal for name, goal in GOALS.items()}
+    rows_out = {side: sides[side]["rows_out"] for side in SIDES}
     return {
         "rows": rows,
         "csv_mb": round(source.stat().st_size / 1e6, 1),
@@ -407,51 +628,57 @@ def measure(rows: int, runs: int, seed: int, progress: bool) -> dict[str, Any]:
         "seed": seed,
         "cpu_count": os.cpu_count(),
         "load_average_1min": load,
-        "forgeml": ours,
-        "pandas": theirs,
-        "throughput_ratio": throughput,
-        "memory_ratio": memory,
-        "targets": {"throughput_ratio_min": THROUGHPUT_TARGET, "memory_ratio_max": MEMORY_TARGET},
-        "meets_targets": throughput >= THROUGHPUT_TARGET and memory < MEMORY_TARGET,
+        **sides,
+        "ratios": found,
+        "memory_ratios": {
+            f"vs_{peer}": sides["forgeml"]["peak_rss_mb"] / sides[peer]["peak_rss_mb"]
+            for peer in PEERS
+        },
+        "rows_out_match": all(out == rows_out["forgeml"] for out in rows_out.values()),
+        "targets": {f"{name}_min": goal for name, goal in GOALS.items()},
+        "goals_met": goals_met,
+        "meets_targets": all(goals_met.values()),
     }
 
 
 def format_table(report: dict[str, Any]) -> str:
     """The figures as a plain-text table."""
-    ours, theirs = report["forgeml"], report["pandas"]
+    sides = {side: report[side] for side in SIDES}
+    width = 12
     lines = [
-        f"forgeml data pipeline vs pandas: {report['rows']:,} rows ({report['csv_mb']} MB CSV), "
-        f"median of {report['runs']} run(s); {report['cpu_count']} CPUs, "
-        f"load {report['load_average_1min'] or 0:.1f} at start",
-        f"{'':<18}{'forgeml':>12}{'pandas':>12}{'pandas/forgeml':>16}",
+        f"forgeml data pipeline vs {', '.join(PEERS)}: {report['rows']:,} rows "
+        f"({report['csv_mb']} MB CSV), median of {report['runs']} run(s); "
+        f"{report['cpu_count']} CPUs, load {report['load_average_1min'] or 0:.1f} at start",
+        f"{'':<18}" + "".join(f"{side:>{width}}" for side in SIDES),
     ]
+
+    def row(label: str, values: list[float], spec: str) -> str:
+        return f"{label:<18}" + "".join(f"{value:>{width}{spec}}" for value in values)
+
     for stage in STAGES:
-        mine, base = ours["stages_s"][stage], theirs["stages_s"][stage]
-        lines.append(f"{stage + ' (s)':<18}{mine:>12.2f}{base:>12.2f}{base / mine:>15.2f}x")
-    total_ratio = theirs["total_s"] / ours["total_s"]
-    lines.append(
-        f"{'total (s)':<18}{ours['total_s']:>12.2f}{theirs['total_s']:>12.2f}{total_ratio:>15.2f}x"
-    )
-    lines.append(f"{'rows/s':<18}{ours['rows_per_s']:>12,.0f}{theirs['rows_per_s']:>12,.0f}")
-    lines.append(f"{'CPU (s)':<18}{ours['cpu_s']:>12.2f}{theirs['cpu_s']:>12.2f}")
-    lines.append(
-        f"{'peak RSS (MB)':<18}{ours['peak_rss_mb']:>12,.0f}{theirs['peak_rss_mb']:>12,.0f}"
-    )
-    rows_out = " -> ".join(str(ours["rows_out"][s]) for s in STAGES)
-    base_out = " -> ".join(str(theirs["rows_out"][s]) for s in STAGES)
-    lines.append(f"rows per stage: forgeml {rows_out}; pandas {base_out}")
-    writes = statistics.median(run["parquet_write_s"] for run in theirs["runs"])
-    lines.append(f"(pandas includes {writes:.2f} s of to_parquet; forgeml excludes set-up)")
+        lines.append(row(f"{stage} (s)", [sides[s]["stages_s"][stage] for s in SIDES], ".2f"))
+    lines.append(row("total (s)", [sides[s]["total_s"] for s in SIDES], ".2f"))
+    lines.append(row("rows/s", [sides[s]["rows_per_s"] for s in SIDES], ",.0f"))
+    lines.append(row("CPU (s)", [sides[s]["cpu_s"] for s in SIDES], ".2f"))
+    lines.append(row("peak RSS (MB)", [sides[s]["peak_rss_mb"] for s in SIDES], ",.0f"))
+    for side in SIDES:
+        out = " -> ".join(f"{sides[side]['rows_out'][stage]:,}" for stage in STAGES)
+        lines.append(f"rows per stage, {side + ':':<9}{out}")
+    match = "yes" if report["rows_out_match"] else "NO (see above)"
+    lines.append(f"rows per stage match across sides: {match}")
+    writes = {
+        peer: statistics.median(run["parquet_write_s"] for run in sides[peer]["runs"])
+        for peer in PEERS
+    }
+    shown = ", ".join(f"{peer} {seconds:.2f} s" for peer, seconds in writes.items())
+    lines.append(f"(Parquet writes inside the peers' stages: {shown}; forgeml excludes set-up)")
     verdict = {True: "met", False: "NOT met"}
-    throughput, memory = report["throughput_ratio"], report["memory_ratio"]
-    lines.append(
-        f"throughput forgeml/pandas: {throughput:.2f}x (target >= {THROUGHPUT_TARGET:g}x: "
-        f"{verdict[throughput >= THROUGHPUT_TARGET]})"
-    )
-    lines.append(
-        f"peak memory forgeml/pandas: {memory:.2f} (target < {MEMORY_TARGET:g}: "
-        f"{verdict[memory < MEMORY_TARGET]})"
-    )
+    for name, value in report["ratios"].items():
+        goal = GOALS.get(name)
+        judged = f"goal >= {goal:g}x: {verdict[value >= goal]}" if goal else "no goal"
+        lines.append(f"{GOAL_TEXT[name]}: {value:.2f}x ({judged})")
+    memory = ", ".join(f"{k[3:]} {v:.2f}" for k, v in report["memory_ratios"].items())
+    lines.append(f"peak memory forgeml/peer: {memory} (no goal)")
     return "\n".join(lines)
 
 
@@ -474,7 +701,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.rows < 1_000 or args.runs < 1:
         parser.error("--rows must be at least 1000 and --runs at least 1")
     if args.profile and args.worker is None:
-        parser.error("--profile profiles one side: add --worker forgeml or --worker pandas")
+        parser.error("--profile profiles one side: add --worker with one of " + ", ".join(SIDES))
     return args
 
 
