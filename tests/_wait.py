@@ -7,6 +7,7 @@ Deadlines and TTLs of the code under test run on an injected `FakeClock` instead
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,19 @@ def wait_until(
     while not predicate():
         assert time.monotonic() < deadline, f"{what} did not hold within {timeout:g} s"
         time.sleep(interval)
+
+
+async def wait_until_async(
+    predicate: Callable[[], object],
+    timeout: float = 10.0,
+    what: str = "the condition",
+    interval: float = 0.005,
+) -> None:
+    """`wait_until` inside an event loop: poll without blocking the loop that makes it true."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} did not hold within {timeout:g} s"
+        await asyncio.sleep(interval)
 
 
 class FakeClock:

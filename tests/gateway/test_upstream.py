@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from forgeml.gateway._upstream import BrokenAnswerError, NotConnectedError, Origin, Pool
+from tests._wait import FakeClock, wait_until_async
 
 HEAD = b"POST /v1/models/m:predict HTTP/1.1\r\ncontent-type: application/json\r\n"
 SSE_HEAD = (
@@ -68,8 +69,8 @@ async def _serving(server: Server) -> AsyncIterator[Server]:
         listener.close()
 
 
-def _pool(limit: int = 8, connect_timeout_s: float = 1.0, keepalive_s: float = 4.0) -> Pool:
-    return Pool(limit=limit, connect_timeout_s=connect_timeout_s, keepalive_s=keepalive_s)
+def _pool(limit: int = 8, connect_timeout_s: float = 1.0, clock: FakeClock | None = None) -> Pool:
+    return Pool(limit, connect_timeout_s, keepalive_s=4.0, clock=clock or FakeClock())
 
 
 async def _call(pool: Pool, server: Server, body: bytes = b"{}") -> tuple[int, bytes]:
@@ -93,22 +94,23 @@ def test_sequential_requests_share_one_connection_and_get_host_and_length() -> N
 
 
 @pytest.mark.parametrize(
-    ("answer", "wait_s", "connections"),
+    ("answer", "idle_s", "connections"),
     [
         (_ok(b"connection: close\r\n"), 0.0, 2),  # the replica said it closes
-        (_ok(), 0.3, 2),  # idle past keepalive_s
-        (_ok(), 0.0, 1),  # reused
+        (_ok(), 4.0, 2),  # idle for keepalive_s
+        (_ok(), 3.9, 1),  # reused: idle for less
     ],
     ids=["connection-close", "expired", "fresh"],
 )
 def test_a_connection_is_reused_only_while_both_sides_keep_it(
-    answer: Answering, wait_s: float, connections: int
+    answer: Answering, idle_s: float, connections: int
 ) -> None:
     async def run() -> Server:
-        pool = _pool(keepalive_s=0.2)
+        clock = FakeClock()
+        pool = _pool(clock=clock)
         async with _serving(Server(answer)) as server:
             assert await _call(pool, server) == (200, b"answer 1")
-            await asyncio.sleep(wait_s)
+            clock.advance(idle_s)
             assert (await _call(pool, server))[0] == 200
             pool.close()
         return server
@@ -127,7 +129,7 @@ def test_a_connection_the_replica_closed_while_idle_is_not_used() -> None:
         pool = _pool()
         async with _serving(Server(hang_up_after_answering)) as server:
             assert await _call(pool, server) == (200, b"answer 1")
-            await asyncio.sleep(0.1)  # the close reaches the idle connection
+            await wait_until_async(lambda: pool.idle == 0, what="the replica's close arriving")
             assert await _call(pool, server) == (200, b"answer 2")
             pool.close()
         return server
@@ -189,7 +191,7 @@ def test_past_the_connection_limit_a_request_waits_then_is_not_connected() -> No
         pool = _pool(limit=1, connect_timeout_s=0.2)
         async with _serving(Server(hang)) as server:
             first = asyncio.create_task(pool.send(server.url, HEAD, b"{}", timeout_s=5.0))
-            await asyncio.sleep(0.05)
+            await wait_until_async(lambda: server.requests, what="the first request arriving")
             with pytest.raises(NotConnectedError, match="no free connection"):
                 await pool.send(server.url, HEAD, b"{}", timeout_s=5.0)
             first.cancel()
@@ -223,7 +225,6 @@ def test_a_stream_cut_mid_answer_is_an_error() -> None:
     ) -> bool:
         writer.write(SSE_HEAD + b"9\r\ndata: 1\n\n\r\n")
         await writer.drain()
-        await asyncio.sleep(0.05)
         return False  # hang up mid-stream
 
     assert _streamed_until(stream_then_cut, 2.0, BrokenAnswerError) == [b"data: 1\n\n"]
@@ -245,18 +246,25 @@ def test_a_stream_may_outlast_the_timeout_but_not_fall_silent_past_it() -> None:
 
 
 def test_bytes_after_an_answer_nobody_asked_for_retire_the_connection() -> None:
-    async def then_junk(n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        await _ok()(n, reader, writer)
-        await writer.drain()
-        await asyncio.sleep(0.05)
-        writer.write(b"junk")
-        return True
-
     async def run() -> Server:
+        answered = asyncio.Event()  # set once the answer is read and the connection idle
+
+        async def then_junk(
+            n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        ) -> bool:
+            await _ok()(n, reader, writer)
+            await writer.drain()
+            if n == 1:
+                await answered.wait()
+                writer.write(b"junk")
+            return True
+
         pool = _pool()
         async with _serving(Server(then_junk)) as server:
             assert await _call(pool, server) == (200, b"answer 1")
-            await asyncio.sleep(0.15)  # the junk arrives on the idle connection
+            assert pool.idle == 1
+            answered.set()
+            await wait_until_async(lambda: pool.idle == 0, what="the junk retiring the connection")
             assert await _call(pool, server) == (200, b"answer 2")
             pool.close()
         return server

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
@@ -266,11 +266,21 @@ class Answer:
 
 
 class Pool:
-    """Idle connections per replica, at most `limit` open, reused for `keepalive_s`."""
+    """Idle connections per replica, at most `limit` open, reused for `keepalive_s`.
 
-    def __init__(self, limit: int, connect_timeout_s: float, keepalive_s: float) -> None:
+    `clock` times only how long a connection has been idle (the keep-alive expiry).
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        connect_timeout_s: float,
+        keepalive_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._connect_timeout_s = connect_timeout_s
         self._keepalive_s = keepalive_s
+        self._clock = clock
         self._slots = asyncio.Semaphore(limit)
         self._idle: dict[Origin, list[_Connection]] = {}
         self._origins: dict[str, Origin] = {}
@@ -312,7 +322,7 @@ class Pool:
                 raise NotConnectedError("no free connection in time") from error
         else:
             await self._slots.acquire()  # free: returns at once, no timer needed
-        idle, now = self._idle.get(origin), time.monotonic()
+        idle, now = self._idle.get(origin), self._clock()
         while idle:
             connection = idle.pop()
             if not connection.closed and now - connection.idle_since < self._keepalive_s:
@@ -336,11 +346,16 @@ class Pool:
         self._open.add(connection)
         return connection
 
+    @property
+    def idle(self) -> int:
+        """How many idle connections are kept and still open."""
+        return sum(not c.closed for kept in self._idle.values() for c in kept)
+
     def give_back(self, connection: _Connection) -> None:
         """Keep `connection` for reuse if its exchange ended cleanly, else close it."""
         self._slots.release()
         if connection.reusable:
-            connection.idle_since = time.monotonic()
+            connection.idle_since = self._clock()
             self._idle.setdefault(connection.origin, []).append(connection)
             return
         self._discard(connection)
