@@ -179,6 +179,11 @@ class Upstreams:
         self._shadows.add(task)
         task.add_done_callback(self._shadows.discard)
 
+    @property
+    def shadows_in_flight(self) -> int:
+        """How many shadow copies are still being sent or read."""
+        return len(self._shadows)
+
     async def _send_shadow(self, replica: str, request: Outgoing) -> None:
         try:
             answer = await self._send(replica, request)
