@@ -231,6 +231,7 @@ async def _generate(
     import aiohttp
 
     latencies: list[float] = []
+    lags: list[float] = []  # open loop: how late the generator itself sent each request
     errors = 0
     content = json.dumps(spec["body"]).encode()
     headers = {**spec["headers"], "content-type": "application/json"}
@@ -245,6 +246,8 @@ async def _generate(
         async def one(due: float | None = None) -> None:
             nonlocal errors
             started = time.perf_counter() if due is None else due
+            if due is not None:
+                lags.append(time.perf_counter() - due)
             async with session.post(spec["url"], data=content, headers=headers) as response:
                 await response.read()
                 if response.status == 200:
@@ -255,6 +258,7 @@ async def _generate(
         warm = max(concurrency, 4) if rate is None else OPEN_LOOP_CONNECTIONS
         await asyncio.gather(*(one() for _ in range(warm)))  # open the connections, warm up
         latencies.clear()
+        lags.clear()
         started = time.perf_counter()
         deadline = started + seconds
         if rate is None:
@@ -278,13 +282,25 @@ async def _generate(
             await asyncio.gather(*pending)
         elapsed = time.perf_counter() - started
     ordered = sorted(latencies) or [float("nan")]
-    return {
+    found = {
         "requests": len(latencies),
         "errors": errors,
         "rps": len(latencies) / elapsed,
         "p50_ms": ordered[len(ordered) // 2] * 1000,
-        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+        "p99_ms": _quantile(ordered, 0.99) * 1000,
     }
+    if lags:  # the generator's own lateness, a share of each open-loop latency
+        late = sorted(lags)
+        found |= {
+            "lag_p50_ms": _quantile(late, 0.5) * 1000,
+            "lag_p99_ms": _quantile(late, 0.99) * 1000,
+        }
+        found["lag_max_ms"] = late[-1] * 1000
+    return found
+
+
+def _quantile(ordered: list[float], share: float) -> float:
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
 
 
 def target(kind: str, base_url: str, model: str) -> tuple[str, str, dict[str, Any]]:
