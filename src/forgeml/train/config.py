@@ -58,7 +58,8 @@ class ModelConfig(_Strict):
     """The model: a zoo name or a user entry point, and its parameters."""
 
     name: str = Field(
-        description="mlp, cnn, text_classifier, tiny_gpt, or 'package.module:function'."
+        description="A model family: mlp, cnn, text_classifier, rnn, tiny_gpt, one registered "
+        "with register_family, or 'package.module:FAMILY' (or ':function', a tabular builder)."
     )
     params: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments of the model builder."
