@@ -213,9 +213,11 @@ def measure(
     if rate is not None:
         command += ["--rate", str(rate)]
     try:
-        done = subprocess.run(command, capture_output=True, check=True, timeout=seconds + 120)
+        done = subprocess.run(command, check=False, capture_output=True, timeout=seconds + 120)
     finally:
         os.unlink(spec.name)
+    if done.returncode != 0:
+        raise RuntimeError(f"the load generator failed:\n{done.stderr.decode()[-2000:]}")
     result: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
     return result
 
@@ -232,6 +234,8 @@ async def _generate(
 
     latencies: list[float] = []
     lags: list[float] = []  # open loop: how late the generator itself sent each request
+    timeline: list[tuple[float, float]] = []  # open loop: (due time, latency) of each answer
+    from_send: list[float] = []  # open loop: latency from the actual send, lateness left out
     errors = 0
     content = json.dumps(spec["body"]).encode()
     headers = {**spec["headers"], "content-type": "application/json"}
@@ -245,13 +249,17 @@ async def _generate(
 
         async def one(due: float | None = None) -> None:
             nonlocal errors
-            started = time.perf_counter() if due is None else due
+            sent = time.perf_counter()
+            started = sent if due is None else due
             if due is not None:
-                lags.append(time.perf_counter() - due)
+                lags.append(sent - due)
             async with session.post(spec["url"], data=content, headers=headers) as response:
                 await response.read()
                 if response.status == 200:
                     latencies.append(time.perf_counter() - started)
+                    if due is not None:
+                        timeline.append((due, latencies[-1]))
+                        from_send.append(latencies[-1] - (sent - due))
                 else:
                     errors += 1
 
@@ -259,6 +267,8 @@ async def _generate(
         await asyncio.gather(*(one() for _ in range(warm)))  # open the connections, warm up
         latencies.clear()
         lags.clear()
+        timeline.clear()
+        from_send.clear()
         started = time.perf_counter()
         deadline = started + seconds
         if rate is None:
@@ -296,7 +306,28 @@ async def _generate(
             "lag_p99_ms": _quantile(late, 0.99) * 1000,
         }
         found["lag_max_ms"] = late[-1] * 1000
+        found["p99_from_send_ms"] = _quantile(sorted(from_send), 0.99) * 1000 if from_send else 0.0
+        found |= _windows(timeline, started)
     return found
+
+
+def _windows(timeline: list[tuple[float, float]], started: float) -> dict[str, Any]:
+    """Whether an open loop's tail is spread out or comes in bursts: its 1 s windows.
+
+    A server that stalls now and then (a collection, a log flush) shows a few windows with a
+    high p99 and the rest low; one that cannot keep up shows the p99 rising window by window.
+    """
+    by_second: dict[int, list[float]] = {}
+    for due, latency in timeline:
+        by_second.setdefault(int(due - started), []).append(latency)
+    p99s = {second: _quantile(sorted(v), 0.99) * 1000 for second, v in by_second.items()}
+    worst = max(p99s, key=p99s.__getitem__, default=0)
+    return {
+        "windows": len(p99s),
+        "windows_p99_over_50ms": sum(1 for v in p99s.values() if v > 50),
+        "worst_window_s": worst,
+        "worst_window_p99_ms": p99s.get(worst, float("nan")),
+    }
 
 
 def _quantile(ordered: list[float], share: float) -> float:

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from forgeml.core.config import get_settings
 from tests.serve.conftest import adult_records, free_port, wait_ready
@@ -30,6 +31,15 @@ def test_serve_answers_under_its_name_and_stops_cleanly_on_sigterm(served_home: 
         response = httpx.post(f"{url}/v1/models/adult:predict", json=body)
         assert response.status_code == 200 and response.json()["model_version"] == "2"
         assert httpx.get(f"{url}/v2/models/adult-mlp").status_code == 404
+        # `forgeml serve` owns its process: the loaded heap is frozen out of collections
+        metrics = httpx.get(f"{url}/metrics").text
+        frozen = next(
+            sample.value
+            for family in text_string_to_metric_families(metrics)
+            for sample in family.samples
+            if sample.name == "forgeml_gc_frozen_objects"
+        )
+        assert frozen > 10_000
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=60)

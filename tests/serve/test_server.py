@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from forgeml.serve import ModelRepository, ServeOptions, build_app, create_app
+from forgeml.serve.metrics import ServerMetrics
 from tests.serve.conftest import LiveServer, adult_records, open_home
 from tests.train.conftest import copy_home, trained_text_template
 
@@ -383,7 +385,46 @@ def test_metrics_parse_and_count_requests_per_model(server: LiveServer) -> None:
         "forgeml_request_latency_seconds",
         "forgeml_queue_depth",
         "forgeml_request_errors",
+        "forgeml_gc_pause_seconds",
+        "forgeml_gc_frozen_objects",
     } <= families
+
+
+def test_metrics_time_every_garbage_collection_of_the_server(server: LiveServer) -> None:
+    def full_collections() -> float:
+        text = httpx.get(f"{server.url}/metrics").text
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "forgeml_gc_pause_seconds_count"
+            and sample.labels["generation"] == "2"
+        )
+
+    before = full_collections()
+    gc.collect()
+    gc.collect()
+    assert full_collections() >= before + 2
+    # an app in a process it does not own (this test's) leaves the collector alone
+    assert not server.app.state.repository.options.freeze_heap
+
+
+def test_collections_are_timed_once_and_only_while_watched() -> None:
+    metrics = ServerMetrics()
+
+    def full_collections() -> float | None:
+        labels = {"generation": "2"}
+        return metrics.registry.get_sample_value("forgeml_gc_pause_seconds_count", labels)
+
+    metrics.watch_gc()
+    metrics.watch_gc()  # twice: still one timer
+    try:
+        gc.collect()
+    finally:
+        metrics.unwatch_gc()
+    assert full_collections() == 1
+    gc.collect()
+    assert full_collections() == 1
 
 
 def _is_logged(entry: dict[str, Any], records: list[dict[str, Any]]) -> bool:

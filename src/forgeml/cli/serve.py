@@ -43,6 +43,7 @@ def serve(
     max_body_bytes: Annotated[int, typer.Option(help=_help("max_body_bytes"))] = _FIELDS[
         "max_body_bytes"
     ].default,
+    freeze_heap: Annotated[bool, typer.Option(help=_help("freeze_heap"))] = True,  # own process
     reload_interval: Annotated[float, typer.Option(help=_help("reload_interval_s"))] = _FIELDS[
         "reload_interval_s"
     ].default,
@@ -62,6 +63,7 @@ def serve(
         "name": name,
         "intra_op_threads": threads,
         "max_body_bytes": max_body_bytes,
+        "freeze_heap": freeze_heap,
         "reload_interval_s": reload_interval,
         "log_sample_rate": log_sample_rate,
         "log_redact": log_redact or [],

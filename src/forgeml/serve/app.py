@@ -62,11 +62,13 @@ def build_app(repository: ModelRepository, fast_lane: bool = True) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        repository.metrics.watch_gc()
         repository.start(load=not repository.ready)
         try:
             yield
         finally:
             repository.close()
+            repository.metrics.unwatch_gc()
             app.state.request_log.close()
 
     app = FastAPI(title="forgeml model server", version=__version__, lifespan=lifespan)

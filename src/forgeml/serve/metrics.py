@@ -8,6 +8,8 @@
 | `forgeml_batch_size` | histogram (rows per forward pass) | model |
 | `forgeml_inference_seconds` | histogram (one forward pass) | model |
 | `forgeml_queue_depth` | gauge (requests waiting for a batch) | model |
+| `forgeml_gc_pause_seconds` | histogram (the collector stopping the process) | generation |
+| `forgeml_gc_frozen_objects` | gauge (objects exempt from collection, `freeze_heap`) | |
 
 A request for a model the server does not have is counted under model `_unknown`, so
 callers cannot grow the label set without bound.
@@ -15,12 +17,16 @@ callers cannot grow the label set without bound.
 
 from __future__ import annotations
 
+import gc
+import time
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 UNKNOWN_MODEL = "_unknown"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+_PAUSE_BUCKETS = (0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
@@ -65,6 +71,37 @@ class ServerMetrics:
             ["model"],
             registry=self.registry,
         )
+
+        self.gc_pause = Histogram(
+            "forgeml_gc_pause_seconds",
+            "Time one garbage collection held the interpreter (every thread waits).",
+            ["generation"],
+            buckets=_PAUSE_BUCKETS,
+            registry=self.registry,
+        )
+        self._gc_started = 0.0
+        Gauge(
+            "forgeml_gc_frozen_objects",
+            "Objects exempt from garbage collection (gc.freeze after loading).",
+            registry=self.registry,
+        ).set_function(gc.get_freeze_count)
+
+    def watch_gc(self) -> None:
+        """Time every garbage collection of this process until `unwatch_gc`."""
+        if self._on_gc not in gc.callbacks:
+            gc.callbacks.append(self._on_gc)
+
+    def unwatch_gc(self) -> None:
+        """Stop timing garbage collections."""
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            pause = time.perf_counter() - self._gc_started
+            self.gc_pause.labels(str(info["generation"])).observe(pause)
 
     def track_queue(self, model: str, depth: Callable[[], int]) -> None:
         """Report `depth()` as the queue depth of `model` at every scrape."""

@@ -38,6 +38,13 @@ class ServeOptions(BaseModel):
     intra_op_threads: int | None = Field(
         default=None, ge=1, description="Threads one forward pass may use (default: the engine's)."
     )
+    # `forgeml serve` owns its process and turns this on; an app embedded in another
+    # process leaves that process's collector alone
+    freeze_heap: bool = Field(
+        default=False,
+        description="Once models are loaded, exempt every object alive (models, libraries) "
+        "from garbage collections (gc.freeze): a full scan of them stalls every request.",
+    )
     reload_interval_s: float = Field(
         default=5.0,
         gt=0,
