@@ -29,7 +29,7 @@ from torch import nn
 
 from forgeml.core.configfile import parse_model
 from forgeml.core.errors import ConfigError
-from forgeml.train.models.kg._triples import RELATIONS_META
+from forgeml.train.models.kg._triples import TripleVocab
 from forgeml.train.models.mlp import PARAMS_SOURCE
 from forgeml.train.task import TaskData
 
@@ -226,13 +226,13 @@ class TransE(KGEmbedding):
 
 def _graph_size(task: TaskData, model_name: str) -> tuple[int, int]:
     """(entities, relations) of a task that `triples_task` made."""
-    relations = task.meta.get(RELATIONS_META)
-    if not relations or not task.num_classes:
+    vocab = TripleVocab.from_task(task)
+    if not vocab.relations or not vocab.entities:
         raise ConfigError(
             f"Model '{model_name}' needs a knowledge-graph task (head, relation, tail triples, "
             "see forgeml.train.models.kg.triples_task), not rows of features, images or text."
         )
-    return task.num_classes, len(relations)
+    return len(vocab.entities), len(vocab.relations)
 
 
 def build_rotate(task: TaskData, **params: Any) -> RotatE:
