@@ -17,7 +17,7 @@ from typing import Any
 from forgeml.core.configfile import parse_model
 from forgeml.train.models._family import ModelFamily, OnnxExport
 from forgeml.train.models.kg._codec import triple_answers, triple_requests
-from forgeml.train.models.kg._embedding import KGParams, RotatE, TransE, _graph_size
+from forgeml.train.models.kg._embedding import KGParams, RotatE, TransE, graph_size
 from forgeml.train.models.kg._export import ServedTailScores
 from forgeml.train.models.kg._objective import NegativeSamplingObjective, NegativeSamplingParams
 from forgeml.train.models.mlp import PARAMS_SOURCE
@@ -31,13 +31,13 @@ class KGFamilyParams(KGParams, NegativeSamplingParams):
 def build_rotate_family(task: TaskData, **params: Any) -> RotatE:
     """RotatE for a graph task; the objective's params (negatives, alpha) are accepted too."""
     config = parse_model(KGFamilyParams, params, PARAMS_SOURCE)
-    return RotatE(*_graph_size(task, "rotate"), config.dim, config.gamma)
+    return RotatE(*graph_size(task, "rotate"), config.dim, config.gamma)
 
 
 def build_transe_family(task: TaskData, **params: Any) -> TransE:
     """TransE for a graph task (see `build_rotate_family`)."""
     config = parse_model(KGFamilyParams, params, PARAMS_SOURCE)
-    return TransE(*_graph_size(task, "transe"), config.dim, config.gamma)
+    return TransE(*graph_size(task, "transe"), config.dim, config.gamma)
 
 
 def negative_sampling(params: Mapping[str, Any]) -> NegativeSamplingObjective:
