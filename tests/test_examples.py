@@ -36,6 +36,7 @@ CONFIG_MODELS: dict[str, type[BaseModel]] = {
     "full.yaml": TrainConfig,
     "lstm.yaml": TrainConfig,
     "gru.yaml": TrainConfig,
+    "rotate.yaml": TrainConfig,
     "clean.yaml": CleanParams,
     "expectations.yaml": Expectations,
     "features.yaml": FeatureSpecConfig,

@@ -39,7 +39,7 @@ class LoadedModel:
     version: int
     digest: str
     task: str
-    kind: str  # the family's modality: tabular, image, text, language_model
+    kind: str  # the family's modality: tabular, image, text, language_model, triples
     class_names: list[str] | None
     runtime: Runtime
     encoder: RowEncoder | None
@@ -84,7 +84,8 @@ class LoadedModel:
         """
         arrays = self.row_encoder().encode(rows)
         needed = [name for name in self.decoder.needs(outputs) if name in self.runtime.output_names]
-        found = self.decoder.decode(self.runtime.run(arrays, needed))
+        # the encoded request beside the raw outputs: some answers depend on it (a top k)
+        found = self.decoder.decode({**arrays, **self.runtime.run(arrays, needed)})
         return {name: found[name] for name in outputs if name in found}
 
 

@@ -196,7 +196,9 @@ def _run_distributed(
     workspace: Workspace, config: TrainConfig, handle: RunHandle, run_dir: Path, resume: bool
 ) -> dict[str, Any]:
     from forgeml.train.distributed import launch
+    from forgeml.train.recipe import check_workers
 
+    check_workers(config)
     for leftover in run_dir.glob(RANK_RESULT_FILE.format(rank="*")):
         leftover.unlink()
     args = ["--run-dir", str(run_dir), "--run-id", handle.run_id, *(["--resume"] if resume else [])]

@@ -35,7 +35,10 @@ class DataConfig(_Strict):
         default=None, description="Text column for text classifiers and language models."
     )
     image_column: str = Field(default="image", description="Binary column of encoded images.")
-    train_split: str = Field(default="train", description="Split to train on.")
+    train_split: str | None = Field(
+        default="train",
+        description="Split to train on; null: every row of a dataset added without splits.",
+    )
     eval_split: str | None = Field(default="validation", description="Split to evaluate on.")
     test_split: str | None = Field(default="test", description="Split for the final metrics.")
     eval_dataset: str | None = Field(
@@ -58,7 +61,8 @@ class ModelConfig(_Strict):
     """The model: a zoo name or a user entry point, and its parameters."""
 
     name: str = Field(
-        description="A model family: mlp, cnn, text_classifier, rnn, tiny_gpt, one registered "
+        description="A model family: mlp, cnn, text_classifier, rnn, tiny_gpt, rotate, transe, "
+        "one registered "
         "with register_family, or 'package.module:FAMILY' (or ':function', a tabular builder)."
     )
     params: dict[str, Any] = Field(

@@ -1,6 +1,6 @@
 """From dataset versions to tensors: what `forgeml train` feeds the model.
 
-Four modalities; the model's family (`forgeml.train.models`) says which one it reads:
+Five modalities; the model's family (`forgeml.train.models`) says which one it reads:
 
 | modality | needs | inputs | targets |
 |---|---|---|---|
@@ -8,6 +8,7 @@ Four modalities; the model's family (`forgeml.train.models`) says which one it r
 | image | a binary image column | `images` float32 [N, C, H, W] | class ids [N] |
 | text | `data.text_column`, `data.target` | the family tokenizer's tensors [N, T] | class ids [N] |
 | language_model | a text column | `input_ids` long [N, T] (bytes) | next byte [N, T] |
+| triples | head, relation, tail columns | `head`, `relation` ids long [N] | tail ids [N] |
 
 Tabular rows are read RAW and go through the fitted FeatureSpec here, the very code path
 serving applies to requests (`feature_tensor`), so training and serving cannot skew.
@@ -100,6 +101,8 @@ def load_task_data(workspace: Workspace, config: TrainConfig) -> TaskData:
                 "data.target."
             )
         task = _text(frames, data.text_column, data.target, family, config.model.params)
+    elif family.modality == "triples":
+        task = _triples(frames)
     else:
         task = _language_model(frames, data, config.model.params)
     if task.task != "language_modeling":
@@ -130,9 +133,10 @@ def _read_frames(workspace: Workspace, sources: _Sources, data: DataConfig) -> _
     version = sources.version
     train = catalog.read_frame(workspace, version, data.train_split)
     if train.is_empty():
+        where = f"The '{data.train_split}' split of" if data.train_split else "The dataset"
         raise InvalidDataError(
-            f"The '{data.train_split}' split of {version.ref} has no rows; re-split it "
-            "with a larger train share or choose another data.train_split."
+            f"{where} {version.ref} has no rows; re-split it with a larger train share or "
+            "choose another data.train_split."
         )
     if data.max_rows is not None:
         train = train.head(data.max_rows)  # the first rows: the same subset every run
@@ -400,6 +404,16 @@ def byte_windows(texts: list[str], block_size: int, part: str) -> tuple[torch.Te
     tokens = np.frombuffer(encoded, dtype=np.uint8)[: count * window].reshape(count, window)
     windows = torch.from_numpy(tokens.astype(np.int64))
     return windows[:, :-1].contiguous(), windows[:, 1:].contiguous()
+
+
+# --- knowledge-graph triples ----------------------------------------------------------
+
+
+def _triples(frames: _Frames) -> TaskData:
+    """Every split's (head, relation, tail) names as ids of one vocabulary (all splits')."""
+    from forgeml.train.models.kg import triples_task
+
+    return triples_task(frames.train, frames.eval, frames.test)
 
 
 # --- slices and provenance --------------------------------------------------------------

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -51,6 +52,9 @@ from forgeml.train.step import (
     unwrap_model,
 )
 from forgeml.train.task import SplitData, TaskData
+
+if TYPE_CHECKING:
+    from forgeml.train.models import Objective
 
 Progress = Callable[[int, int, dict[str, float]], None]
 
@@ -85,6 +89,7 @@ def fit(
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    objective: Objective | None = None,
 ) -> FitResult:
     """Train `model` on `data.train` as `config` says, evaluating on `data.eval`.
 
@@ -100,6 +105,8 @@ def fit(
         progress: Called as progress(step, total_steps, metrics) after each step (rank 0).
         should_stop: Polled every step; True writes a checkpoint and returns (preemption).
         clock: Monotonic seconds for `checkpoint.every_minutes` (tests pass a fake one).
+        objective: The model family's own loss and evaluation (`ModelFamily.objective`);
+            None: the task's (cross-entropy or MSE, and `forgeml.train.evaluate`).
 
     Returns:
         Steps done, final metrics and the logged history.
@@ -114,7 +121,7 @@ def fit(
     raw_model = unwrap_model(model)
     if dist.world_size == 1:
         raw_model.to(dist.device)
-    _check_setup(config, data, teacher)
+    _check_setup(config, data, teacher, objective, dist)
     plan = plan_batches(config, len(data.train), dist.world_size)
     optimizer = build_optimizer(raw_model, config.optimizer, dist.device.type)
     scheduler = build_scheduler(optimizer, config.schedule, plan.total_steps)
@@ -150,7 +157,7 @@ def fit(
     while state.step < plan.total_steps and not (stopped_early or preempted):
         started = time.perf_counter()
         loss = accumulate_gradients(
-            model, data, order, state.batch_in_epoch, plan, dist, config, teacher
+            model, data, order, state.batch_in_epoch, plan, dist, config, teacher, objective
         )
         grad_norm = clip_gradients(trainable, config.clip_grad_norm)
         # the step's one host-device sync: loss (for the log and the NaN check) and stop flag
@@ -171,7 +178,9 @@ def fit(
         recorder.progress(state.step, plan.total_steps, metrics)
 
         if _eval_due(config, state, data.eval):
-            eval_metrics = _evaluate_split(raw_model, data, "eval", config, dist, matrices)
+            eval_metrics = _evaluate_split(
+                raw_model, data, "eval", config, dist, matrices, objective
+            )
             evaluated_step = state.step
             recorder.log(eval_metrics, state.step, "eval_")
             stopped_early = _update_early_stopping(state, eval_metrics, config)
@@ -187,7 +196,7 @@ def fit(
     if not preempted:  # preemption returns at once; the resumed run evaluates
         fresh = eval_metrics if evaluated_step == state.step else None
         eval_metrics = _final_metrics(
-            raw_model, data, config, dist, matrices, fresh, recorder, state.step
+            raw_model, data, config, dist, matrices, fresh, recorder, state.step, objective
         )
     return FitResult(
         steps=state.step,
@@ -207,7 +216,13 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
 
 
-def _check_setup(config: TrainConfig, data: TaskData, teacher: nn.Module | None) -> None:
+def _check_setup(
+    config: TrainConfig,
+    data: TaskData,
+    teacher: nn.Module | None,
+    objective: Objective | None,
+    dist: DistContext,
+) -> None:
     has_eval = data.eval is not None and len(data.eval) > 0
     if config.early_stopping is not None and not has_eval:
         raise ConfigError(
@@ -223,6 +238,17 @@ def _check_setup(config: TrainConfig, data: TaskData, teacher: nn.Module | None)
         raise ConfigError(
             "Distillation applies to classification and language models, not regression."
         )
+    if objective is not None and (config.distill is not None or dist.world_size > 1):
+        raise own_objective_error(config.model.name)
+
+
+def own_objective_error(model_name: str) -> ConfigError:
+    """Why a family with its own objective cannot train distributed or distilled."""
+    # its loss calls the model's own methods, which a DDP wrapper does not synchronise
+    return ConfigError(
+        f"Model '{model_name}' trains with its own objective, which runs in one process "
+        "without distillation; set workers: 1 and remove the distill section."
+    )
 
 
 def _start_state(
@@ -305,6 +331,7 @@ def _evaluate_split(
     config: TrainConfig,
     dist: DistContext,
     matrices: dict[str, list[list[int]]],
+    objective: Objective | None = None,
 ) -> dict[str, float]:
     """Float metrics of split `which`; its confusion matrix goes to `matrices`.
 
@@ -314,6 +341,8 @@ def _evaluate_split(
     split = data.eval if which == "eval" else data.test
     if split is None or len(split) == 0:
         return {}
+    if objective is not None:
+        return objective.evaluate(model, data, split)
     results = evaluate(
         model,
         split,
@@ -364,13 +393,14 @@ def _final_metrics(
     fresh_eval: dict[str, float] | None,
     recorder: _Recorder,
     step: int,
+    objective: Objective | None,
 ) -> dict[str, float]:
     """Eval metrics of the final weights (reused if just computed) and test_* metrics."""
     final = fresh_eval
     if final is None:
-        final = _evaluate_split(model, data, "eval", config, dist, matrices)
+        final = _evaluate_split(model, data, "eval", config, dist, matrices, objective)
         recorder.log(final, step, "eval_")
-    test = _evaluate_split(model, data, "test", config, dist, matrices)
+    test = _evaluate_split(model, data, "test", config, dist, matrices, objective)
     recorder.log(test, step, "test_")
     return {**final, **{f"test_{name}": value for name, value in test.items()}}
 

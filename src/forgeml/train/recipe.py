@@ -17,7 +17,7 @@ import torch
 from forgeml.train.config import TrainConfig
 from forgeml.train.data import load_task_data
 from forgeml.train.logger import MetricLogger
-from forgeml.train.loop import FitResult, fit
+from forgeml.train.loop import FitResult, fit, own_objective_error
 from forgeml.train.models import build_model, family_of, family_record, get_family
 from forgeml.train.step import DistContext
 
@@ -62,6 +62,16 @@ def prepare_model(config: TrainConfig, task: TaskData) -> nn.Module:
     return model
 
 
+def check_workers(config: TrainConfig) -> None:
+    """Refuse, before any worker starts, a distributed run the model family cannot do.
+
+    Raises:
+        ConfigError: the family trains with its own objective and `workers` is above 1.
+    """
+    if config.workers > 1 and get_family(config.model.name).objective is not None:
+        raise own_objective_error(config.model.name)
+
+
 def run(
     workspace: Workspace,
     config: TrainConfig,
@@ -94,6 +104,7 @@ def run(
         dist=dist,
         progress=progress,
         should_stop=should_stop,
+        objective=get_family(config.model.name).training_objective(config.model.params),
     )
     bundle_dir = run_dir / "bundle"
     if dist is None or dist.is_main:
@@ -165,6 +176,7 @@ def load_bundle_model(bundle_dir: Path) -> nn.Module:
         class_names=description["class_names"],
         input_shape=tuple(description["input_shape"]),
         vocab_size=description["vocab_size"],
+        tokenizer=description.get("tokenizer"),
     )
     params = dict(description["model"]["params"])
     base = resolve_base(description.get("base_model"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F  # noqa: N812 (the usual alias)
@@ -21,6 +22,9 @@ from forgeml.core.errors import ConfigError
 from forgeml.train.config import DistillConfig, TrainConfig
 from forgeml.train.distill import distillation_loss, predict_teacher
 from forgeml.train.task import SplitData, TaskData, TaskKind
+
+if TYPE_CHECKING:
+    from forgeml.train.models import Objective
 
 
 @dataclass(frozen=True)
@@ -103,8 +107,11 @@ def accumulate_gradients(
     dist: DistContext,
     config: TrainConfig,
     teacher: nn.Module | None,
+    objective: Objective | None = None,
 ) -> torch.Tensor:
     """Forward and backward over the `grad_accum` micro-steps of one global batch.
+
+    The loss is the task's (`compute_loss`), or the model family's own `objective`'s.
 
     Returns:
         The detached mean loss of this rank's rows (no device sync here).
@@ -117,9 +124,15 @@ def accumulate_gradients(
         last = micro_step == config.grad_accum - 1
         # gradients are all-reduced once per optimiser step, not per micro-step
         with _gradient_sync(model, last), _autocast(dist.device, config.precision):
-            logits = model(**inputs)
-            teacher_logits = None if teacher is None else predict_teacher(teacher, inputs)
-        loss = compute_loss(data.task, logits, targets, teacher_logits, config.distill)
+            if objective is None:
+                logits = model(**inputs)
+                teacher_logits = None if teacher is None else predict_teacher(teacher, inputs)
+            else:
+                own_loss = objective.loss(model, inputs, targets)
+        if objective is None:
+            loss = compute_loss(data.task, logits, targets, teacher_logits, config.distill)
+        else:
+            loss = own_loss.float()
         (loss / accum if accum > 1 else loss).backward()
         losses.append(loss.detach())
     return losses[0] if accum == 1 else torch.stack(losses).mean()

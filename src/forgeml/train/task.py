@@ -40,6 +40,7 @@ class TaskData:
     class_names: list[str] = field(default_factory=list)
     input_shape: tuple[int, ...] = ()  # (features,) | (C, H, W) | (T,)
     vocab_size: int | None = None
-    tokenizer: dict[str, Any] | None = None  # the text tokenizer's state, kept in the bundle
+    # the inputs' vocabulary, kept in the bundle: a text tokenizer's state, a graph's names
+    tokenizer: dict[str, Any] | None = None
     # provenance recorded with the run: dataset digest, feature spec ref, tokenizer, ...
     meta: dict[str, Any] = field(default_factory=dict)

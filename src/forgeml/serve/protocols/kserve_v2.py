@@ -3,9 +3,11 @@
 Spec: https://kserve.github.io/website/latest/modelserving/data_plane/v2_protocol/.
 Tabular models take one tensor per raw field, named like the field, shape [N] or [N, 1]
 (BYTES for strings, INT64/FP32/FP64 for numbers, BOOL); text models take one BYTES
-tensor `text`. Outputs: `probabilities` [N, C] FP32 and `label` [N] BYTES for
-classifiers, `prediction` [N] FP32 for regressors, and `embeddings` [N, H] FP32 of text
-encoders; a request that names no outputs gets every output the model's metadata lists,
+tensor `text`; graph models `head` and `relation` BYTES, and optionally `tail` BYTES and
+`k` INT64. Outputs: `probabilities` [N, C] FP32 and `label` [N] BYTES for
+classifiers, `prediction` [N] FP32 for regressors, `embeddings` [N, H] FP32 of text
+encoders, `score` [N] FP32, `tails` [N, k] BYTES and `tail_scores` [N, k] FP32 of
+graphs; a request that names no outputs gets every output the model's metadata lists,
 as the protocol says ("If not specified all outputs produced by the model will be
 returned"). Tensor data is JSON here; `kserve_binary` speaks the binary tensor
 data extension in front of these routes.
@@ -126,10 +128,10 @@ def tensors_to_rows(model: LoadedModel, inputs: list[InferInput]) -> list[Any]:
             raise InvalidDataError(
                 f"Input '{name}' is not one the model takes (inputs: {', '.join(fields)})."
             )
-    missing = [name for name in fields if name not in given]
+    missing = [name for name, field in fields.items() if name not in given and field.required]
     if missing:
         raise InvalidDataError(f"Input '{missing[0]}' is missing (inputs: {', '.join(fields)}).")
-    columns = {name: _column(given[name], field) for name, field in fields.items()}
+    columns = {name: _column(given[name], field) for name, field in fields.items() if name in given}
     lengths = {len(values) for values in columns.values()}
     if len(lengths) > 1:
         raise InvalidDataError("The inputs hold different numbers of rows; send N of each.")
@@ -140,6 +142,9 @@ def tensors_to_rows(model: LoadedModel, inputs: list[InferInput]) -> list[Any]:
 
 
 def _output_tensor(name: str, datatype: str, values: np.ndarray) -> dict[str, Any]:
+    if values.dtype == object and values.ndim == 1 and len(values) and isinstance(values[0], list):
+        # one list per row (a graph's k best tails), of one length within a request: [N, k]
+        values = np.array(values.tolist(), dtype=object if datatype == "BYTES" else np.float32)
     data = values.reshape(-1).tolist()
     return {"name": name, "datatype": datatype, "shape": list(values.shape), "data": data}
 

@@ -1,15 +1,17 @@
 """`POST /v1/models/{name}:predict`, TF-Serving style, for callers without a v2 client.
 
 Spec: https://www.tensorflow.org/tfx/serving/api_rest#request_format_2. Two request formats:
-- row: `{"instances": [row, ...]}`, a row a raw record for tabular models, and for text
-  models a string or an object of named inputs `{"text": "..."}`;
+- row: `{"instances": [row, ...]}`, a row a raw record for tabular models, for text
+  models a string or an object of named inputs `{"text": "..."}`, for graph models
+  `{"head": ..., "relation": ...}` with an optional `"tail"` (score it) or `"k"`;
 - columnar: `{"inputs": {input name: [value, ...], ...}}`, or for a text model (one
   input) the bare list of texts `{"inputs": ["...", ...]}`.
 A row request is answered `{"predictions": [...], "model_version": "N"}`, where a
 classifier's prediction is `{"label": ..., "probabilities": {class: p, ...}}` and a
 regressor's a number, and any other model's an object of every answer its family
-decodes; a columnar one `{"outputs": ..., "model_version": "N"}`, the same
-predictions by column (`{"label": [...], "probabilities": [...]}`, or the list of numbers).
+decodes (a graph's `{"score": ..., "tails": [...], "tail_scores": [...]}`); a columnar
+one `{"outputs": ..., "model_version": "N"}`, the same predictions by column
+(`{"label": [...], "probabilities": [...]}`, or the list of numbers).
 Other fields (`signature_name`) are ignored. The body is read as JSON whatever its
 Content-Type says, as TF Serving does (the app declares it JSON).
 """
@@ -67,7 +69,8 @@ def _columns_to_rows(model: LoadedModel, inputs: dict[str, list[Any]] | list[Any
             raise InvalidDataError(
                 f"Input '{name}' is not one the model takes (inputs: {', '.join(fields)})."
             )
-    missing = [name for name in fields if name not in inputs]
+    required = [field.name for field in model.row_encoder().fields if field.required]
+    missing = [name for name in required if name not in inputs]
     if missing:
         raise InvalidDataError(f"Input '{missing[0]}' is missing (inputs: {', '.join(fields)}).")
     lengths = {len(values) for values in inputs.values()}
@@ -95,22 +98,27 @@ def request_rows(model: LoadedModel, body: PredictRequest) -> list[Any]:
     return _text_rows(model, rows) if model.kind == "text" else rows
 
 
+_CLASS_ANSWERS = {"label", "probabilities"}
+
+
 def _wanted(model: LoadedModel) -> set[str]:
-    if model.task == "classification":
-        return {"label", "probabilities"}
-    if model.task == "regression":
+    """A classifier's label and probabilities, a regressor's prediction, else every answer."""
+    answers = {field.name for field in model.outputs}
+    if answers >= _CLASS_ANSWERS:
+        return _CLASS_ANSWERS
+    if "prediction" in answers:
         return {"prediction"}
-    return {field.name for field in model.outputs}
+    return answers
 
 
 def _predictions(model: LoadedModel, arrays: dict[str, np.ndarray]) -> list[Any]:
-    if model.task not in ("classification", "regression"):
+    if "prediction" in arrays:
+        return [float(value) for value in arrays["prediction"]]
+    if not set(arrays) >= _CLASS_ANSWERS:
         return [
             {name: _plain(values[row]) for name, values in arrays.items()}
             for row in range(len(next(iter(arrays.values()), [])))
         ]
-    if "prediction" in arrays:
-        return [float(value) for value in arrays["prediction"]]
     names = model.class_names or [str(i) for i in range(arrays["probabilities"].shape[1])]
     return [
         {"label": str(label), "probabilities": dict(zip(names, row.tolist(), strict=True))}

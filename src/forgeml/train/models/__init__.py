@@ -29,6 +29,8 @@ from forgeml.train.models._family import (
     Modality,
     ModelBuilder,
     ModelFamily,
+    Objective,
+    ObjectiveFactory,
     OnnxExport,
     RequestsFactory,
     ServedBundle,
@@ -49,6 +51,8 @@ _BUILTIN: dict[str, str] = {
     "text_classifier": "forgeml.train.models.text_classifier:FAMILY",
     "tiny_gpt": "forgeml.train.models.tiny_gpt:FAMILY",
     "rnn": "forgeml.train.models.rnn:FAMILY",
+    "rotate": "forgeml.train.models.kg._family:ROTATE",
+    "transe": "forgeml.train.models.kg._family:TRANSE",
 }
 _REGISTERED: dict[str, ModelFamily] = {}
 _ORIGIN: dict[str, str] = {}  # family name -> the module that registered it
@@ -57,7 +61,7 @@ _ORIGIN: dict[str, str] = {}  # family name -> the module that registered it
 def register_family(**fields: Any) -> ModelFamily:
     """Register a model family; its keyword fields are those of `ModelFamily`.
 
-    Required: `name`, `builder`, `modality` (tabular, image, text, language_model) and
+    Required: `name`, `builder`, `modality` (tabular, image, text, language_model, triples) and
     `inputs` (the forward keywords). Registering a name again replaces it.
 
     Returns:
@@ -180,6 +184,8 @@ __all__ = [
     "Modality",
     "ModelBuilder",
     "ModelFamily",
+    "Objective",
+    "ObjectiveFactory",
     "OnnxExport",
     "RequestsFactory",
     "RowEncoder",

@@ -32,11 +32,13 @@ class InputField:
     """One named input or output and its KServe v2 datatype (BYTES, INT64, FP32, FP64, BOOL).
 
     `shape` is the v2 metadata shape: -1 for the batch and for widths not known before a run.
+    An input that is not `required` may be left out of a request (a graph's `tail`).
     """
 
     name: str
     datatype: str
     shape: tuple[int, ...] = (-1,)
+    required: bool = True
 
 
 class RowEncoder(Protocol):
@@ -65,7 +67,11 @@ class AnswerDecoder(Protocol):
         ...
 
     def decode(self, raw: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The answers the raw outputs give."""
+        """The answers the raw outputs give.
+
+        `raw` holds the runtime's outputs and, beside them, the encoded request arrays
+        (a decoder whose answer depends on the request, a top k, reads them there).
+        """
         ...
 
 

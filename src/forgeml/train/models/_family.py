@@ -1,6 +1,6 @@
 """A model family: everything the layers need to know about one kind of model, in one record.
 
-Training reads `builder`, `modality` and `tokenizer`; the ONNX export reads `inputs`,
+Training reads `builder`, `modality`, `tokenizer` and `objective`; the ONNX export reads `inputs`,
 `outputs`, `output_module` and `onnx`; serving reads `requests` (raw request rows ->
 input arrays) and `answers` (raw outputs -> the decoded answers the model's metadata
 lists). No layer tests a model's name: each reads the record (peft's
@@ -21,14 +21,15 @@ if TYPE_CHECKING:
     from torch import nn
 
     from forgeml.train.models._codec import AnswerDecoder, RowEncoder
-    from forgeml.train.task import TaskData
+    from forgeml.train.task import SplitData, TaskData
 
 # Which rows a family trains on, so which loader of `forgeml.train.data` makes its tensors:
 # tabular: a fitted FeatureSpec's `features`; image: `images` [N, C, H, W]; text: the
 # family's tokenizer over `data.text_column`, one label per row; language_model: byte
-# windows and next-byte targets.
-Modality = Literal["tabular", "image", "text", "language_model"]
-MODALITIES: tuple[Modality, ...] = ("tabular", "image", "text", "language_model")
+# windows and next-byte targets; triples: head, relation, tail name columns, as a
+# tail-prediction task over the graph's entities (`forgeml.train.models.kg.triples_task`).
+Modality = Literal["tabular", "image", "text", "language_model", "triples"]
+MODALITIES: tuple[Modality, ...] = ("tabular", "image", "text", "language_model", "triples")
 
 ModelBuilder = Callable[..., "nn.Module"]  # builder(task: TaskData, **params) -> nn.Module
 
@@ -90,6 +91,27 @@ class ServedBundle:
         return self.family.tokenizer(TokenizerSource(self.params, state))
 
 
+class Objective(Protocol):
+    """A family's own training objective and evaluation, in place of the task's defaults.
+
+    The loop keeps everything else (optimiser, schedule, accumulation, checkpoints, logging);
+    a family whose loss is not a function of `model(**inputs)` and the targets (a graph's
+    negative sampling) brings these two instead of cross-entropy and `evaluate`.
+    """
+
+    def loss(
+        self, model: nn.Module, inputs: dict[str, torch.Tensor], targets: torch.Tensor
+    ) -> torch.Tensor:
+        """The mean training loss of one micro-batch (the loop calls backward on it)."""
+        ...
+
+    def evaluate(self, model: nn.Module, data: TaskData, split: SplitData) -> dict[str, float]:
+        """Float metrics of `model` on `split`, one of `data`'s splits."""
+        ...
+
+
+ObjectiveFactory = Callable[[Mapping[str, Any]], Objective]  # from the model params
+
 RequestsFactory = Callable[[ServedBundle], "RowEncoder | None"]  # None: takes no rows
 AnswersFactory = Callable[[ServedBundle], "AnswerDecoder"]
 
@@ -114,6 +136,8 @@ class ModelFamily:
             (classification: probabilities and label; regression: prediction), plus
             every raw output other than `logits` as it is.
         onnx: Export settings; None: the family cannot be exported to ONNX.
+        objective: Makes the family's own loss and evaluation from the model params;
+            None: the task's (cross-entropy or MSE, and `forgeml.train.evaluate`).
     """
 
     name: str
@@ -126,6 +150,7 @@ class ModelFamily:
     requests: RequestsFactory | None = None
     answers: AnswersFactory | None = None
     onnx: OnnxExport | None = field(default_factory=OnnxExport)
+    objective: ObjectiveFactory | None = None
 
     def build(self, task: TaskData, params: Mapping[str, Any]) -> nn.Module:
         """Build the model for `task` with keyword `params`.
@@ -141,6 +166,10 @@ class ModelFamily:
             raise ConfigError(
                 f"Model '{self.name}' does not accept these params: {error}."
             ) from None
+
+    def training_objective(self, params: Mapping[str, Any]) -> Objective | None:
+        """The family's own objective for these model params; None: the task's default."""
+        return None if self.objective is None else self.objective(params)
 
     def serving_module(self, model: nn.Module) -> nn.Module:
         """`model` as a module returning `outputs` (what serving and ONNX run)."""

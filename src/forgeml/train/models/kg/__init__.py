@@ -9,6 +9,9 @@ The pieces a model family needs, each a plain function or module:
 - evaluation: `evaluate_ranking` (filtered MRR, MR, Hits@1/3/10) with `KnownTriples`;
 - serving: `score_triple(s)`, `rank_tails`;
 - ONNX: `TripleScores`, `TailScores`.
+
+The model families `rotate` and `transe` (`_family.py`, found by name through
+`forgeml.train.models`) put these together for `forgeml train`, `optimize` and `serve`.
 """
 
 from forgeml.train.models.kg._embedding import (

@@ -29,7 +29,7 @@ from torch import nn
 
 from forgeml.core.configfile import parse_model
 from forgeml.core.errors import ConfigError
-from forgeml.train.models.kg._triples import RELATIONS_META
+from forgeml.train.models.kg._triples import TripleVocab
 from forgeml.train.models.mlp import PARAMS_SOURCE
 from forgeml.train.task import TaskData
 
@@ -40,7 +40,7 @@ _BLOCK_ELEMENTS = 1 << 17  # floats in one [B, block, D] temporary when scoring 
 
 
 class KGParams(BaseModel):
-    """Parameters of the `rotate` and `transe` models (`model.params` in a training config)."""
+    """The model's parameters of `rotate` and `transe` (`model.params` adds the objective's)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -224,15 +224,15 @@ class TransE(KGEmbedding):
         return torch.cdist(query, self.entity.weight, p=1)
 
 
-def _graph_size(task: TaskData, model_name: str) -> tuple[int, int]:
+def graph_size(task: TaskData, model_name: str) -> tuple[int, int]:
     """(entities, relations) of a task that `triples_task` made."""
-    relations = task.meta.get(RELATIONS_META)
-    if not relations or not task.num_classes:
+    vocab = TripleVocab.from_task(task)
+    if not vocab.relations or not vocab.entities:
         raise ConfigError(
             f"Model '{model_name}' needs a knowledge-graph task (head, relation, tail triples, "
             "see forgeml.train.models.kg.triples_task), not rows of features, images or text."
         )
-    return task.num_classes, len(relations)
+    return len(vocab.entities), len(vocab.relations)
 
 
 def build_rotate(task: TaskData, **params: Any) -> RotatE:
@@ -246,10 +246,10 @@ def build_rotate(task: TaskData, **params: Any) -> RotatE:
         ConfigError: bad params, or a task that is not a graph.
     """
     config = parse_model(KGParams, params, PARAMS_SOURCE)
-    return RotatE(*_graph_size(task, "rotate"), config.dim, config.gamma)
+    return RotatE(*graph_size(task, "rotate"), config.dim, config.gamma)
 
 
 def build_transe(task: TaskData, **params: Any) -> TransE:
     """Build the `transe` model for a graph task (the same contract as `build_rotate`)."""
     config = parse_model(KGParams, params, PARAMS_SOURCE)
-    return TransE(*_graph_size(task, "transe"), config.dim, config.gamma)
+    return TransE(*graph_size(task, "transe"), config.dim, config.gamma)

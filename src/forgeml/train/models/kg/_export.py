@@ -34,8 +34,10 @@ class TripleScores(nn.Module):
 class TailScores(nn.Module):
     """Every entity's score as the tail of (head, relation)."""
 
-    def __init__(self, model: KGEmbedding) -> None:
+    def __init__(self, model: nn.Module) -> None:
         super().__init__()
+        if not isinstance(model, KGEmbedding):
+            raise TypeError(f"TailScores wraps RotatE or TransE, not {type(model).__name__}.")
         self.model = model
 
     def forward(self, head: torch.Tensor, relation: torch.Tensor) -> torch.Tensor:
@@ -46,3 +48,18 @@ class TailScores(nn.Module):
     def example(rows: int = 2) -> dict[str, torch.Tensor]:
         """Inputs to trace the export with (see `TripleScores.example`)."""
         return {name: torch.zeros(rows, dtype=torch.long) for name in ("head", "relation")}
+
+
+class ServedTailScores(TailScores):
+    """`TailScores` as a family serves it: the same scores, a block of entities at a time.
+
+    `forward` broadcasts a [B, E, D] temporary (about 1.4 GB for 32 queries over 54,000
+    WordNet entities at k = 100); `score_all` computes the same numbers in cache-sized
+    blocks. Exporting traces `forward` (the blocked path's loop and `hypot` do not export),
+    so the ONNX graph's temporary grows with its batch: serve it with a small batch.
+    """
+
+    def forward(self, head: torch.Tensor, relation: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_exporting():
+            return super().forward(head, relation)
+        return self.model.score_all(head, relation, "tail")

@@ -20,8 +20,12 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 from torch.nn import functional as F  # noqa: N812  (the PyTorch convention)
 
-from forgeml.train.models.kg._embedding import KGEmbedding
+from forgeml.core.errors import ConfigError
+from forgeml.train.models.kg._embedding import KGEmbedding, Predict
+from forgeml.train.models.kg._ranking import KnownTriples, evaluate_ranking
 from forgeml.train.models.kg._sampling import NegativeBatch, negative_batches
+from forgeml.train.models.kg._triples import triple_ids
+from forgeml.train.task import SplitData, TaskData
 
 
 class NegativeSamplingParams(BaseModel):
@@ -110,3 +114,76 @@ def fit_kg(
         if on_step is not None:
             on_step(step, losses[-1])
     return losses
+
+
+class NegativeSamplingObjective:
+    """The `rotate` and `transe` families' objective for `forgeml train`'s loop.
+
+    Each micro-batch's true triples (inputs `head`, `relation`, target tail) are split in
+    two halves: the first has its tails corrupted, the second its heads, each triple with
+    its own `negatives` uniform entities, and the loss is `negative_sampling_loss` averaged
+    over the rows. (The authors' code alternates the side batch by batch; halves give every
+    step both, in expectation the same objective.) Negatives come from torch's global
+    generator, which the loop seeds and its checkpoints save, so a seed fixes a run.
+
+    Evaluation is the filtered ranking of `evaluate_ranking`: metrics `mrr`, `mr`,
+    `hits_at_1`, `hits_at_3`, `hits_at_10`, filtering the known triples of every split the
+    run has.
+    """
+
+    def __init__(self, sampling: NegativeSamplingParams, eval_batch: int = 16) -> None:
+        self.sampling = sampling
+        self.eval_batch = eval_batch
+        self._known: tuple[int, KnownTriples] | None = None  # (id of the task, its triples)
+
+    def loss(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor], targets: torch.Tensor
+    ) -> torch.Tensor:
+        """The self-adversarial loss of the micro-batch's triples against their negatives."""
+        embedding = _embedding_of(model)
+        positives = torch.stack([inputs["head"], inputs["relation"], targets], dim=1)
+        rows = positives.shape[0]
+        half = (rows + 1) // 2
+        total = positives.new_zeros((), dtype=torch.float32)
+        halves: tuple[tuple[torch.Tensor, Predict], ...] = (
+            (positives[:half], "tail"),
+            (positives[half:], "head"),
+        )
+        for part, side in halves:
+            if part.shape[0] == 0:
+                continue
+            negatives = torch.randint(
+                embedding.num_entities, (part.shape[0], self.sampling.negatives), device=part.device
+            )
+            batch = NegativeBatch(part, negatives, side)
+            total = total + negative_sampling_loss(embedding, batch, self.sampling.alpha) * (
+                part.shape[0] / rows
+            )
+        return total
+
+    def evaluate(
+        self, model: torch.nn.Module, data: TaskData, split: SplitData
+    ) -> dict[str, float]:
+        """Filtered MRR, MR and Hits@1/3/10 of `split`, predicting tails and heads."""
+        embedding = _embedding_of(model)
+        metrics = evaluate_ranking(
+            embedding, triple_ids(split), self._known_triples(data, embedding), self.eval_batch
+        )
+        return metrics.as_dict()
+
+    def _known_triples(self, data: TaskData, model: KGEmbedding) -> KnownTriples:
+        if self._known is None or self._known[0] != id(data):
+            splits = [s for s in (data.train, data.eval, data.test) if s is not None and len(s)]
+            known = KnownTriples(
+                [triple_ids(s) for s in splits], int(model.relation.num_embeddings)
+            )
+            self._known = (id(data), known)
+        return self._known[1]
+
+
+def _embedding_of(model: torch.nn.Module) -> KGEmbedding:
+    if not isinstance(model, KGEmbedding):
+        raise ConfigError(
+            f"The negative sampling objective trains RotatE or TransE, not {type(model).__name__}."
+        )
+    return model

@@ -5,15 +5,18 @@ entity completes (head, relation, ?)", is classification over the entities, so a
 becomes a `TaskData` the zoo already knows: inputs `head` and `relation` (long [N]),
 targets the tail ids [N], `num_classes` and `class_names` the entities, and
 `meta["relations"]` the relation names. A model's `forward(head, relation)` returns one
-score per entity [N, E], higher for more plausible tails.
+score per entity [N, E], higher for more plausible tails. The vocabulary is also the task's
+`tokenizer` state (`TripleVocab.state`), the JSON a trained bundle keeps to map names to
+ids when it is served.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import torch
@@ -44,8 +47,19 @@ class TripleVocab:
 
     @classmethod
     def from_task(cls, task: TaskData) -> TripleVocab:
-        """The vocabulary `triples_task` stored in a task."""
+        """The vocabulary `triples_task` stored in a task (or a bundle restored into one)."""
+        if task.tokenizer and "entities" in task.tokenizer:
+            return cls.from_state(task.tokenizer)
         return cls(tuple(task.class_names), tuple(task.meta.get(RELATIONS_META, ())))
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> TripleVocab:
+        """The vocabulary of `state()`'s JSON."""
+        return cls(tuple(state["entities"]), tuple(state["relations"]))
+
+    def state(self) -> dict[str, list[str]]:
+        """The JSON a bundle keeps: entity and relation names, each in id order."""
+        return {"entities": list(self.entities), "relations": list(self.relations)}
 
     @cached_property
     def entity_ids(self) -> dict[str, int]:
@@ -141,6 +155,7 @@ def triples_task(
         test=splits.get("test"),
         num_classes=len(vocab.entities),
         class_names=list(vocab.entities),
+        tokenizer=vocab.state(),
         meta={RELATIONS_META: list(vocab.relations)},
     )
 
