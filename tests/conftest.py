@@ -11,8 +11,18 @@ import pytest
 from forgeml.core.config import Settings, get_settings
 from forgeml.core.workspace import Workspace
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# the one place that finds ../shared (data sets and schemas too large to ship); tests take
+# the `shared` or `shared_data` fixture, which skips when it is missing
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SHARED_DATA = SHARED / "data"
 PG_URL = os.environ.get("FORGEML_TEST_PG_URL")
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"shared folder {SHARED} is missing")
+    return SHARED
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,7 @@ from forgeml.train.config import TrainConfig, apply_overrides, load_config
 from forgeml.train.hpo import SearchSpace, to_overrides
 from tests.cli.conftest import json_out
 from tests.conftest import CliResult
-from tests.train.conftest import EXAMPLES, REPO, SHARED_DATA, copy_empty_home
+from tests.train.conftest import EXAMPLES, REPO, copy_empty_home
 
 Cli = Callable[..., CliResult]
 
@@ -365,11 +365,13 @@ def test_the_tinygpt_example_runs_as_its_readme_says(readme: Any) -> None:
 
 
 @pytest.mark.slow
-def test_the_sst2_example_runs_as_its_readme_says(readme: Any, tmp_path: Path) -> None:
-    _need(SHARED_DATA / "sst2")
+def test_the_sst2_example_runs_as_its_readme_says(
+    readme: Any, tmp_path: Path, shared_data: Path
+) -> None:
+    _need(shared_data / "sst2")
     # the full dev set takes minutes to evaluate on a CPU; its first 32 sentences do here
     dev = tmp_path / "dev-sample.tsv"
-    lines = (SHARED_DATA / "sst2" / "dev.tsv").read_text(encoding="utf-8").splitlines(True)
+    lines = (shared_data / "sst2" / "dev.tsv").read_text(encoding="utf-8").splitlines(True)
     dev.write_text("".join(lines[:33]), encoding="utf-8")
     small = ["data.max_rows=32", "epochs=null", "max_steps=2"]
     lora, full = "examples/sst2/lora.yaml", "examples/sst2/full.yaml"
@@ -392,10 +394,12 @@ def test_the_sst2_example_runs_as_its_readme_says(readme: Any, tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_the_sst2_rnn_example_runs_as_its_readme_says(readme: Any, tmp_path: Path) -> None:
-    _need(SHARED_DATA / "sst2")
+def test_the_sst2_rnn_example_runs_as_its_readme_says(
+    readme: Any, tmp_path: Path, shared_data: Path
+) -> None:
+    _need(shared_data / "sst2")
     dev = tmp_path / "dev-sample.tsv"
-    lines = (SHARED_DATA / "sst2" / "dev.tsv").read_text(encoding="utf-8").splitlines(True)
+    lines = (shared_data / "sst2" / "dev.tsv").read_text(encoding="utf-8").splitlines(True)
     dev.write_text("".join(lines[:65]), encoding="utf-8")
     small = ["data.max_rows=256", "epochs=null", "max_steps=4", "model.params.hidden_size=16"]
     lstm, gru = "examples/sst2-rnn/lstm.yaml", "examples/sst2-rnn/gru.yaml"

@@ -6,12 +6,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests._wait import wait_until
 from tests.cli.conftest import assert_cli_error, assert_ok, json_out
 from tests.conftest import CliResult
 
@@ -129,12 +129,7 @@ def _job(env: dict[str, str], job_id: str) -> dict[str, object]:
 
 
 def _wait(condition: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError("timed out")
+    wait_until(condition, timeout, "the job's condition", interval=0.2)
 
 
 @pytest.fixture

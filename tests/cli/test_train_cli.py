@@ -4,7 +4,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from safetensors.numpy import load_file
 from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
 from forgeml.tracking import open_client
+from tests._wait import wait_until
 from tests.cli.conftest import assert_cli_error, assert_ok, json_out
 from tests.conftest import CliResult
 from tests.train.conftest import (
@@ -454,15 +454,6 @@ RESUME_OVERRIDES = (
 )
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
-
-
 def _checkpoint_step(run_folder: Path) -> int:
     latest = run_folder / "checkpoints" / "latest"
     try:
@@ -506,7 +497,7 @@ def _kill_after_a_checkpoint(home: Path, workspace: Workspace) -> tuple[str, int
                     return False
                 return step > 0 and max(logged, default=0) >= step
 
-            assert _wait_for(checkpointed_and_logged, timeout=120), "no checkpoint was written"
+            wait_until(checkpointed_and_logged, 120, "a checkpoint and its logged step")
             child.send_signal(signal.SIGKILL)
         finally:
             child.kill()
@@ -525,9 +516,9 @@ def test_a_sigkilled_run_is_reaped_then_resumed_to_the_uninterrupted_result(
     assert 0 < killed_at < 300
     logged_before = _logged_steps(workspace, run_id)
 
-    reaped = _wait_for(lambda: runs(adult)[0]["status"] == "KILLED", timeout=10)
+    # the lease is 2 s; listing the runs reaps the expired one
+    wait_until(lambda: runs(adult)[0]["status"] == "KILLED", 60, "the killed run's reaping")
     [record] = runs(adult)
-    assert reaped, record
     assert "stopped sending heartbeats" in record["error"]
     assert open_client(workspace).get_run(run_id).info.status == "KILLED"
 

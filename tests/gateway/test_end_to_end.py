@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from forgeml.core.config import Settings
 from forgeml.core.store import DeploymentRecord
 from forgeml.core.workspace import Workspace
 from forgeml.gateway import create_key, usage_report
+from tests._wait import wait_until
 from tests.gateway.conftest import add_deployment, dead_url
 from tests.serve.conftest import adult_records
 from tests.train.conftest import (
@@ -35,17 +35,21 @@ def _start(home: Path, logs: Path, *args: str, ready: str) -> subprocess.Popen[b
         process = subprocess.Popen(
             forgeml_command(*args), env=subprocess_env(home), stdout=log, stderr=subprocess.STDOUT
         )
-    deadline = time.monotonic() + 120
-    while True:
+
+    def up() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"{args[0]} exited before it was ready: {logs.read_text()[-2000:]}")
         try:
-            if httpx.get(ready, timeout=1).status_code == 200:
-                return process
+            return httpx.get(ready, timeout=1).status_code == 200
         except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"{args[0]} did not become ready: {logs.read_text()[-2000:]}")
-        time.sleep(0.2)
+            return False
+
+    try:
+        wait_until(up, 120, f"{args[0]}'s start", interval=0.2)
+    except BaseException:
+        process.kill()
+        raise
+    return process
 
 
 def _stop(process: subprocess.Popen[bytes]) -> int:

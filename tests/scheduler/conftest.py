@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
 from forgeml.scheduler.jobs import find_job, parse_spec, submit
 from forgeml.scheduler.model import JobSpec, JobState
+from tests._wait import wait_until
 
 PY = sys.executable
 
@@ -52,14 +52,14 @@ def submit_local(workspace: Workspace, spec: JobSpec) -> str:
 def wait_for(
     condition: Callable[[], bool], timeout: float = 30.0, step: Callable[[], Any] | None = None
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """Wait until `condition()`, running `step()` (a scheduler cycle) before each check."""
+
+    def stepped() -> bool:
         if step is not None:
             step()
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
+        return condition()
+
+    wait_until(stepped, timeout, "the scheduler's condition", interval=0.05)
 
 
 def state_of(workspace: Workspace, job_id: str) -> str:

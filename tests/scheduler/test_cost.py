@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import logging
 import os
-import statistics
 import sys
-import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,8 +30,12 @@ from forgeml.scheduler.cost import (
     price,
 )
 from forgeml.scheduler.executors.base import AttemptUsage
+from tests._wait import FakeClock, wait_until
 
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {seconds}: pass\n"
+# the last line of a held process: it lives until the test closes its stdin (and so does
+# every descendant that inherited that stdin and ends the same way)
+HOLD = "import sys\nsys.stdin.read()\n"
 
 # ---- the process-tree sampler
 
@@ -46,16 +49,45 @@ def _spawn(code: str) -> int:
     return os.posix_spawn(sys.executable, [sys.executable, "-c", code], os.environ)
 
 
+def _spawn_held(code: str, *args: str) -> tuple[int, Callable[[], None]]:
+    """Spawn `code` (ending in HOLD) with a pipe as its stdin; the pid and the release."""
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-c", code, *args],
+            os.environ,
+            file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0)],
+        )
+    finally:
+        os.close(read_end)
+    return pid, lambda: os.close(write_end)
+
+
 def _exited(pid: int) -> bool:
     # WNOWAIT leaves the zombie in place, so a last sample still reads its final CPU times
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
-def _sample_until_exit(pid: int, sampler: ProcessTreeSampler) -> AttemptUsage:
-    while not _exited(pid):
+def _sample_until(done: Callable[[], bool], sampler: ProcessTreeSampler) -> AttemptUsage:
+    """Sample between checks of `done` until it holds; then the last sample."""
+
+    def sampled_and_done() -> bool:
         sampler.sample()
-        time.sleep(0.02)
+        return done()
+
+    wait_until(sampled_and_done, timeout=30, what="the process tree's end")
     return sampler.sample()
+
+
+def _sample_until_exit(pid: int, sampler: ProcessTreeSampler) -> AttemptUsage:
+    return _sample_until(lambda: _exited(pid), sampler)
+
+
+def _reaped_cpu(pid: int) -> float:
+    """CPU-seconds the kernel added to `pid` for the children it reaped."""
+    times = psutil.Process(pid).cpu_times()
+    return float(times.children_user + times.children_system)
 
 
 def _reap(pid: int) -> float:
@@ -70,36 +102,33 @@ def test_sampler_cpu_seconds_match_the_kernels_accounting() -> None:
     usage = _sample_until_exit(pid, sampler)
     kernel_cpu = _reap(pid)
     assert usage.cpu_seconds == pytest.approx(kernel_cpu, abs=TICKS)
-    assert 0.5 <= usage.cpu_seconds < 1.5
-    assert usage.wall_seconds >= 0.5
+    assert usage.cpu_seconds >= 0.5
+    assert usage.wall_seconds >= 0.5  # one thread burnt 0.5 CPU-seconds
     assert usage.gpu_seconds == 0.0
 
 
 def test_sampler_counts_a_child_that_exits_early() -> None:
     code = (
-        "import subprocess, sys, time\n"
-        f"subprocess.run([sys.executable, '-c', {BURN.format(seconds=0.4)!r}], check=True)\n"
-        "time.sleep(0.3)\n"
+        "import subprocess, sys\n"
+        f"subprocess.run([sys.executable, '-c', {BURN.format(seconds=0.4)!r}], check=True)\n" + HOLD
     )
-    pid = _spawn(code)
+    pid, release = _spawn_held(code)
     sampler = ProcessTreeSampler(pid, gpus=())
+    # samples while the child works, then while the root lives on without it
+    _sample_until(lambda: _reaped_cpu(pid) >= 0.3, sampler)
+    release()
     usage = _sample_until_exit(pid, sampler)
     kernel_cpu = _reap(pid)  # the root reaped its child: the child's CPU is in here
     assert usage.cpu_seconds == pytest.approx(kernel_cpu, abs=TICKS)
     assert usage.cpu_seconds >= 0.4
 
 
-def _wait_for_grandchild_cpu(pid: int, seconds: float) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            grandchildren = [g for c in psutil.Process(pid).children() for g in c.children()]
-            if grandchildren and sum(grandchildren[0].cpu_times()[:2]) >= seconds:
-                return
-        except psutil.NoSuchProcess:
-            pass
-        time.sleep(0.01)
-    raise AssertionError("the grandchild did not get going")
+def _grandchild_cpu(pid: int) -> float:
+    try:
+        grandchildren = [g for c in psutil.Process(pid).children() for g in c.children()]
+        return sum(grandchildren[0].cpu_times()[:2]) if grandchildren else 0.0
+    except psutil.NoSuchProcess:
+        return 0.0
 
 
 def test_sampler_counts_a_chain_that_exits_between_two_samples_once() -> None:
@@ -108,15 +137,17 @@ def test_sampler_counts_a_chain_that_exits_between_two_samples_once() -> None:
         f"subprocess.run([sys.executable, '-c', {BURN.format(seconds=0.3)!r}])\n"
     )
     code = (
-        "import subprocess, sys, time\n"
-        f"subprocess.run([sys.executable, '-c', {inner!r}], check=True)\n"
-        "time.sleep(0.2)\n"
+        "import subprocess, sys\n"
+        f"subprocess.run([sys.executable, '-c', {inner!r}], check=True)\n" + HOLD
     )
-    pid = _spawn(code)
+    pid, release = _spawn_held(code)
     sampler = ProcessTreeSampler(pid, gpus=())
-    _wait_for_grandchild_cpu(pid, 0.15)
+    wait_until(lambda: _grandchild_cpu(pid) >= 0.15, timeout=20, what="the grandchild's work")
     sampler.sample()  # sees the root, its child and its grandchild well into its work
-    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # both exit and are reaped meanwhile
+    # both exit and are reaped meanwhile, then the root
+    wait_until(lambda: _reaped_cpu(pid) >= 0.25, timeout=20, what="the chain's end")
+    release()
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
     usage = sampler.sample()
     assert usage.cpu_seconds == pytest.approx(_reap(pid), abs=TICKS)
     assert usage.cpu_seconds >= 0.3
@@ -125,21 +156,20 @@ def test_sampler_counts_a_chain_that_exits_between_two_samples_once() -> None:
 def test_sampler_counts_an_orphaned_grandchild(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     code = (
-        "import os, subprocess, sys, time\n"
+        "import os, subprocess, sys\n"
         f"child = subprocess.Popen([sys.executable, '-c', {BURN.format(seconds=0.4)!r}])\n"
         f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
-        "time.sleep(0.3)\n"
+        "sys.stdin.read()\n"
         "os._exit(0)  # without waiting: init adopts the child\n"
     )
-    pid = _spawn(code)
+    pid, release = _spawn_held(code)
     sampler = ProcessTreeSampler(pid, gpus=())
+    _sample_until(lambda: pid_file.exists() and pid_file.read_text() != "", sampler)
+    release()  # the root exits while its child still works
     _sample_until_exit(pid, sampler)
     root_cpu = _reap(pid)
     child = int(pid_file.read_text())
-    while _running(child):
-        sampler.sample()
-        time.sleep(0.02)
-    usage = sampler.sample()
+    usage = _sample_until(lambda: not _running(child), sampler)
     # the child's last 20 ms between samples may be missed once it is reaped outside the tree
     assert usage.cpu_seconds >= root_cpu + 0.4 - 0.05
 
@@ -151,33 +181,39 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_sampler_integrates_memory_over_time() -> None:
-    pid = _spawn("import time\nx = b'x' * 200_000_000\ntime.sleep(1.0)\n")
-    sampler = ProcessTreeSampler(pid, gpus=())
-    usage = _sample_until_exit(pid, sampler)
-    _reap(pid)
+def test_sampler_integrates_memory_over_its_clock() -> None:
+    pid, release = _spawn_held("x = b'x' * 200_000_000\n" + HOLD)
+    clock = FakeClock()
+    sampler = ProcessTreeSampler(pid, gpus=(), clock=clock)
+    try:
+        _sample_until(lambda: sampler.sample().peak_memory_gb >= 0.2, sampler)
+        held = sampler.sample()
+        clock.advance(2.0)
+        usage = sampler.sample()
+    finally:
+        release()
+        _reap(pid)
+    added = usage.memory_gb_seconds - held.memory_gb_seconds
+    assert added == pytest.approx(2.0 * usage.peak_memory_gb, rel=0.01)
     assert 0.2 <= usage.peak_memory_gb < 0.35
-    # about 1 s holding 0.2 GB, never more than the peak for the whole wall time
-    assert 0.2 * 0.8 <= usage.memory_gb_seconds <= usage.peak_memory_gb * usage.wall_seconds
 
 
-def test_sampler_is_cheap_for_a_small_tree() -> None:
-    code = (
-        "import subprocess, sys\n"
-        "subprocess.run([sys.executable, '-c', 'import time; time.sleep(3)'], check=True)\n"
-    )
-    pid = _spawn(code)
+def test_sampler_sums_the_memory_of_a_small_tree(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    child_code = f"open({str(ready)!r}, 'w').close()\n" + HOLD
+    code = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {child_code!r}])\n"
+    pid, release = _spawn_held(code + HOLD)
     try:
         sampler = ProcessTreeSampler(pid, gpus=())
-        durations = []
-        for _ in range(50):
-            started = time.perf_counter()
-            sampler.sample()
-            durations.append(time.perf_counter() - started)
-        assert statistics.median(durations) < 0.005
+        wait_until(ready.exists, what="the child's start")  # both now wait on their stdin
+        root = psutil.Process(pid)
+        (child,) = root.children()
+        usage = sampler.sample()
+        both = sum(process.memory_info().rss for process in (root, child)) / 1e9
     finally:
-        os.kill(pid, 9)
+        release()
         _reap(pid)
+    assert usage.peak_memory_gb == pytest.approx(both, rel=0.05)
 
 
 def test_sampler_refuses_a_missing_process() -> None:
@@ -188,11 +224,15 @@ def test_sampler_refuses_a_missing_process() -> None:
 
 
 def test_sampler_continues_from_a_baseline() -> None:
-    pid = _spawn("import time\ntime.sleep(0.2)\n")
+    pid, release = _spawn_held(HOLD)
     baseline = AttemptUsage(
         cpu_seconds=100.0, gpu_seconds=5.0, memory_gb_seconds=7.0, peak_memory_gb=3.0
     )
-    usage = _sample_until_exit(pid, ProcessTreeSampler(pid, gpus=(), baseline=baseline))
+    clock = FakeClock()
+    sampler = ProcessTreeSampler(pid, gpus=(), baseline=baseline, clock=clock)
+    clock.advance(1.0)
+    usage = sampler.sample()
+    release()
     _reap(pid)
     assert usage.cpu_seconds == 100.0
     assert usage.gpu_seconds == 5.0
@@ -217,21 +257,28 @@ def _fake_nvml(holder: int) -> SimpleNamespace:
 def test_sampler_counts_a_gpu_busy_while_a_tree_process_holds_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pid = _spawn(
-        "import subprocess, sys\n"
-        "subprocess.run([sys.executable, '-c', 'import time; time.sleep(0.5)'])\n"
+    pid, release = _spawn_held(
+        f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {HOLD!r}])\n"
     )
+    clock = FakeClock()
     try:
-        while not (children := psutil.Process(pid).children()):
-            time.sleep(0.01)
-        monkeypatch.setitem(_usage._nvml_state, "module", _fake_nvml(holder=children[0].pid))
-        sampler = ProcessTreeSampler(pid)
+        wait_until(lambda: psutil.Process(pid).children(), what="the child's start")
+        (child,) = psutil.Process(pid).children()
+        monkeypatch.setitem(_usage._nvml_state, "module", _fake_nvml(holder=child.pid))
+        sampler = ProcessTreeSampler(pid, clock=clock)
         first = sampler.sample()
-        usage = _sample_until_exit(pid, sampler)
+        clock.advance(2.0)
+        held = sampler.sample()
+        release()
+        wait_until(lambda: _exited(pid), what="the tree's exit")
+        clock.advance(2.0)
+        usage = sampler.sample()
     finally:
         _reap(pid)
-    # GPU 0 busy while the child lived (but for the last interval), GPU 1 never
-    assert 0.2 <= usage.gpu_seconds - first.gpu_seconds <= usage.wall_seconds
+    # GPU 0 busy for both seconds while the child lived, GPU 1 never; the trapezoid rule
+    # gives the interval in which the child left half of it
+    assert held.gpu_seconds - first.gpu_seconds == pytest.approx(2.0)
+    assert usage.gpu_seconds - held.gpu_seconds == pytest.approx(1.0)
 
 
 def _gpu_count() -> int:
@@ -244,25 +291,36 @@ def _gpu_count() -> int:
         return 0
 
 
-# holds a CUDA context on the first GPU through the driver API alone (no torch needed)
+# holds a CUDA context on the first GPU through the driver API alone (no torch needed),
+# says so in the file named by argv[1], and lives until its stdin closes
 HOLD_GPU = """
-import ctypes, time
+import ctypes, pathlib, sys
 cuda = ctypes.CDLL("libcuda.so.1")
 device, context = ctypes.c_int(), ctypes.c_void_p()
 assert cuda.cuInit(0) == 0
 assert cuda.cuDeviceGet(ctypes.byref(device), 0) == 0
 assert cuda.cuCtxCreate_v2(ctypes.byref(context), 0, device) == 0
-time.sleep(1.5)
+pathlib.Path(sys.argv[1]).write_text("held")
+sys.stdin.read()
 """
 
 
 @pytest.mark.skipif(_gpu_count() == 0, reason="no GPU visible to NVML")
-def test_sampler_counts_gpu_seconds_while_a_context_is_held() -> None:
-    pid = _spawn(HOLD_GPU)
-    usage = _sample_until_exit(pid, ProcessTreeSampler(pid))
-    _, status, _ = os.wait4(pid, 0)
+def test_sampler_counts_gpu_seconds_while_a_context_is_held(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    pid, release = _spawn_held(HOLD_GPU, str(ready))
+    clock = FakeClock()
+    try:
+        sampler = ProcessTreeSampler(pid, clock=clock)
+        wait_until(ready.exists, timeout=60, what="the CUDA context")
+        first = sampler.sample()
+        clock.advance(3.0)
+        usage = sampler.sample()
+    finally:
+        release()
+        _, status, _ = os.wait4(pid, 0)
     assert status == 0
-    assert 1.0 <= usage.gpu_seconds <= usage.wall_seconds
+    assert usage.gpu_seconds - first.gpu_seconds == pytest.approx(3.0)
 
 
 # ---- prices

@@ -32,7 +32,6 @@ from forgeml.scheduler.model import (
     Resources,
 )
 
-SCHEMAS = Path(__file__).resolve().parents[3] / "shared" / "schemas" / "volcano"
 JOB_ID = "0123456789abcdef0123456789abcdef"
 IMAGE = "registry.example.com/forgeml:0.1"
 # Volcano's admission webhook (pkg/webhooks/admission/jobs/validate) accepts these
@@ -58,8 +57,8 @@ def _closed(schema: Any) -> Any:
     return schema
 
 
-def _validator(filename: str) -> jsonschema.Draft4Validator:
-    path = SCHEMAS / filename
+def _validator(shared: Path, filename: str) -> jsonschema.Draft4Validator:
+    path = shared / "schemas" / "volcano" / filename
     if not path.is_file():
         pytest.skip(f"Volcano CRD schema {path} is missing")
     crd = yaml.safe_load(path.read_text())
@@ -68,13 +67,13 @@ def _validator(filename: str) -> jsonschema.Draft4Validator:
 
 
 @pytest.fixture(scope="module")
-def job_schema() -> jsonschema.Draft4Validator:
-    return _validator("batch.volcano.sh_jobs.yaml")
+def job_schema(shared: Path) -> jsonschema.Draft4Validator:
+    return _validator(shared, "batch.volcano.sh_jobs.yaml")
 
 
 @pytest.fixture(scope="module")
-def queue_schema() -> jsonschema.Draft4Validator:
-    return _validator("scheduling.volcano.sh_queues.yaml")
+def queue_schema(shared: Path) -> jsonschema.Draft4Validator:
+    return _validator(shared, "scheduling.volcano.sh_queues.yaml")
 
 
 def _spec(workers: int = 1, gpus: int = 0, **changes: Any) -> JobSpec:

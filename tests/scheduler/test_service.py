@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -115,9 +114,15 @@ def test_cancel_a_running_job(sched_workspace: Workspace) -> None:
     assert attempts(sched_workspace, job_id)[0].state == "CANCELLED"
 
 
+def _until(flag: Path) -> str:
+    """A job's code that runs until the test creates `flag`."""
+    return f"import os, time\nwhile not os.path.exists({str(flag)!r}): time.sleep(0.05)"
+
+
 def test_gang_starts_all_workers_or_none(sched_workspace: Workspace) -> None:
     scheduler = scheduler_for(sched_workspace)
-    blocker = submit_local(sched_workspace, python_job("import time; time.sleep(1.5)"))
+    flag = sched_workspace.settings.home / "go"
+    blocker = submit_local(sched_workspace, python_job(_until(flag)))
     scheduler.cycle()
     gang = submit_local(
         sched_workspace,
@@ -128,6 +133,7 @@ def test_gang_starts_all_workers_or_none(sched_workspace: Workspace) -> None:
     scheduler.cycle()
     assert state_of(sched_workspace, gang) == "PENDING"  # one CPU free: not half a gang
     assert state_of(sched_workspace, blocker) == "RUNNING"
+    flag.touch()
     assert run_to_end(scheduler, gang) == JobState.SUCCEEDED
     (attempt,) = attempts(sched_workspace, gang)
     assert attempt.nodes == ["local", "local"]
@@ -138,17 +144,18 @@ def test_gang_starts_all_workers_or_none(sched_workspace: Workspace) -> None:
 
 
 _CHECKPOINTING = (
-    "import os, signal, sys, time\n"
+    "import os, signal, sys\n"
     "state = os.path.join(os.environ['FORGEML_JOB_DIR'], 'step')\n"
     "step = int(open(state).read()) if os.path.exists(state) else 0\n"
-    "stop = []\n"
+    "def checkpoint(*_):\n"
+    "    open(state, 'w').write(str(step)); print('checkpoint', step, flush=True)\n"
+    "    sys.exit(143)\n"
+    "signal.signal(signal.SIGTERM, checkpoint)\n"
     "print('started at', step, flush=True)\n"
-    "signal.signal(signal.SIGTERM, lambda *a: stop.append(1))\n"
     "while step < 30:\n"
-    "    if stop:\n"
-    "        open(state, 'w').write(str(step)); print('checkpoint', step, flush=True)\n"
-    "        sys.exit(143)\n"
-    "    step += 1; time.sleep(0.05)\n"
+    "    step += 1\n"
+    "    if step == 15 and os.environ['FORGEML_JOB_ATTEMPT'] == '1':\n"
+    "        signal.pause()  # the first attempt works on until it is preempted\n"
     "print('done from', os.environ['FORGEML_JOB_ATTEMPT'], flush=True)\n"
 )
 
@@ -179,8 +186,7 @@ def test_preemption_requeues_the_victim_which_resumes(sched_workspace: Workspace
 
 def test_a_restarted_scheduler_adopts_a_running_attempt(sched_workspace: Workspace) -> None:
     flag = sched_workspace.settings.home / "go"
-    code = f"import os,time\nwhile not os.path.exists({str(flag)!r}): time.sleep(0.05)"
-    job_id = submit_local(sched_workspace, python_job(code))
+    job_id = submit_local(sched_workspace, python_job(_until(flag)))
     first = scheduler_for(sched_workspace)
     wait_for(lambda: state_of(sched_workspace, job_id) == "RUNNING", step=first.cycle)
     second = scheduler_for(sched_workspace)  # the control plane restarted
@@ -209,7 +215,6 @@ def test_a_lost_attempt_is_marked_and_requeued(sched_workspace: Workspace) -> No
     cancel(sched_workspace, job_id)
     second.grace_seconds = 0.5
     assert run_to_end(second, job_id) == JobState.CANCELLED
-    time.sleep(0)
 
 
 # ---- preemption end to end with a real training job

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
 from forgeml.serve import ServeOptions, create_app
 from forgeml.serve._supervisor import free_port, probe
+from tests._wait import wait_until
 from tests.train.conftest import (
     SHARED_DATA,
     copy_home,
@@ -100,14 +100,13 @@ def serve_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def wait_ready(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
     """Return once the server at `url` is ready; fail early if its `process` exits."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         if process is not None and process.poll() is not None:
             raise AssertionError(f"forgeml serve exited with {process.returncode}")
-        if probe(url, timeout=5):
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"the model server at {url} was not ready in {timeout} s")
+        return probe(url, timeout=5)
+
+    wait_until(ready, timeout, f"the model server at {url} being ready", interval=0.1)
 
 
 class LiveServer:
@@ -125,7 +124,7 @@ class LiveServer:
         self.thread.start()
         try:
             wait_ready(self.url, timeout)
-        except TimeoutError:
+        except AssertionError:
             self.stop()
             raise
         return self

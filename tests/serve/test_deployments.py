@@ -6,7 +6,6 @@ import os
 import signal
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +26,7 @@ from forgeml.core.errors import (
 from forgeml.core.store import AuditEvent, DeploymentRevisionRecord
 from forgeml.core.workspace import Workspace
 from forgeml.serve import _supervisor, deployments
+from tests._wait import wait_until
 from tests.train.conftest import ADULT_CSV, copy_home, trained_adult_template
 
 # The slow tests walk one deployment (NAME, real `forgeml serve` processes) through its
@@ -178,7 +178,8 @@ def test_redeploy_with_v2_and_a_canary_switches_revision_without_failed_requests
             canary_weight=25,
             drain_seconds=1.0,
         )
-        time.sleep(0.5)  # a few requests on the new replicas only
+        switched = outcome["sent"]
+        wait_until(lambda: outcome["sent"] >= switched + 5, 60, "requests to the new replicas")
     finally:
         stop.set()
         sender.join(timeout=30)

@@ -5,8 +5,8 @@ import json
 import math
 import socket
 import threading
-import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from forgeml.serve.generate import TextGenerator
 from forgeml.serve.protocols.openai import CHAT_TURN_END, router
 from forgeml.train.models.text_classifier import TextClassifier, tokenize
 from forgeml.train.recipe import load_bundle_model
+from tests._wait import wait_until
 from tests.serve._text_models import (
     complete,
     download_bundles,
@@ -93,10 +94,8 @@ def serve_in_thread(app: FastAPI) -> Iterator[str]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
+    wait_until(lambda: server.started or not thread.is_alive(), 60, "the server's start")
+    assert server.started, "the server thread ended before it started"
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
@@ -427,11 +426,9 @@ def model_server(home: Path) -> Iterator[str]:
         workspace = Workspace(Settings(home=home, user="tester"))
         try:
             app = create_app(workspace, [f"{ENCODER}@v1", f"{GPT}@v1"], ServeOptions())
-            for base_url in serve_in_thread(app):
-                deadline = time.monotonic() + 120
-                while httpx.get(f"{base_url}/v2/health/ready").status_code != 200:
-                    assert time.monotonic() < deadline, "the models did not load"
-                    time.sleep(0.1)
+            with contextmanager(serve_in_thread)(app) as base_url:
+                ready = f"{base_url}/v2/health/ready"
+                wait_until(lambda: httpx.get(ready).status_code == 200, 120, "the models' load")
                 yield base_url
         finally:
             workspace.close()
@@ -470,28 +467,61 @@ def test_streams_are_server_sent_events_ending_in_done(base_url: str) -> None:
     assert json.loads(events[-2].removeprefix("data: "))["choices"][0]["finish_reason"] == "length"
 
 
-@pytest.mark.slow
-def test_generation_does_not_block_other_requests(base_url: str, client: openai.OpenAI) -> None:
-    took: dict[str, float] = {}
+class HeldLM(nn.Module):
+    """A byte-level LM whose first step waits until the test releases it."""
 
-    def long_completion() -> None:
-        started = time.perf_counter()
-        client.completions.create(model=GPT, prompt=PROMPT, max_tokens=600, temperature=0)
-        took["completion"] = time.perf_counter() - started
+    vocab_size = 256
 
-    worker = threading.Thread(target=long_completion)
-    worker.start()
-    try:
-        time.sleep(0.1)  # let the completion start generating
-        started = time.perf_counter()
-        assert httpx.get(f"{base_url}/v1/models").status_code == 200
-        took["models"] = time.perf_counter() - started
-        still_generating = worker.is_alive()
-    finally:
-        worker.join(timeout=120)
+    def __init__(self) -> None:
+        super().__init__()
+        self.generating, self.release = threading.Event(), threading.Event()
 
-    assert still_generating
-    assert took["models"] < 0.25 * took["completion"]
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        self.generating.set()
+        self.release.wait(60)
+        return torch.zeros(*input_ids.shape, self.vocab_size)
+
+
+class HeldModels:
+    """`OpenAIModels` with one language model, `HeldLM`."""
+
+    def __init__(self) -> None:
+        self.lm = HeldLM()
+
+    def names(self) -> list[str]:
+        return [GPT]
+
+    async def embed(self, name: str, texts: list[str]) -> list[list[float]]:
+        raise UsageError(f"Model '{name}' is a language model, not a text encoder.")
+
+    def generator(self, name: str) -> TextGenerator:
+        return TextGenerator(self.lm, block_size=8)
+
+
+def test_generation_does_not_block_other_requests() -> None:
+    models = HeldModels()
+    app = FastAPI()
+    app.include_router(router(models))
+    completion: dict[str, httpx.Response] = {}
+
+    with contextmanager(serve_in_thread)(app) as base_url:
+
+        def complete_held() -> None:
+            body = {"model": GPT, "prompt": PROMPT, "max_tokens": 2}
+            completion["done"] = httpx.post(f"{base_url}/v1/completions", json=body, timeout=60)
+
+        worker = threading.Thread(target=complete_held)
+        worker.start()
+        try:
+            assert models.lm.generating.wait(30), "the completion did not start"
+            # answered while the generation is held: it does not run on the event loop
+            listed = httpx.get(f"{base_url}/v1/models", timeout=30)
+            still_generating = worker.is_alive()
+        finally:
+            models.lm.release.set()
+            worker.join(timeout=60)
+    assert listed.status_code == 200 and still_generating
+    assert completion["done"].status_code == 200
 
 
 class BrokenLM(nn.Module):

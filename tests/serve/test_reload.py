@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -9,6 +8,7 @@ import pytest
 
 from forgeml.serve import ServeOptions
 from forgeml.tracking import promote
+from tests._wait import wait_until
 from tests.serve.conftest import LiveServer, adult_records, open_home
 
 pytestmark = pytest.mark.slow
@@ -38,16 +38,17 @@ def test_a_moved_alias_is_swapped_in_under_load_without_failing_a_request(
                 )
                 answers.append((response.status_code, version, first))
 
+    def served_by(version: str) -> int:
+        return sum(answer[1] == version for answer in answers)
+
     senders = [threading.Thread(target=send) for _ in range(2)]
     try:
         for sender in senders:
             sender.start()
-        time.sleep(1.0)
+        wait_until(lambda: len(answers) >= 20, 60, "answers from v1 under load")
         promote(workspace, "adult-mlp", 2, "production", "accuracy", force=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any(a[1] == "2" for a in answers):
-            time.sleep(0.1)
-        time.sleep(1.0)  # keep the load on after the swap
+        # under load through the swap, and on after it
+        wait_until(lambda: served_by("2") >= 20, 60, "answers from v2 after the swap")
     finally:
         stop.set()
         for sender in senders:

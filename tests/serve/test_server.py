@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from forgeml.serve import ModelRepository, ServeOptions, build_app, create_app
 from forgeml.serve.metrics import ServerMetrics
+from tests._wait import wait_until
 from tests.serve.conftest import LiveServer, adult_records, open_home
 from tests.train.conftest import copy_home, trained_text_template
 
@@ -437,15 +437,14 @@ def test_request_log_holds_sampled_requests_with_redacted_fields(server: LiveSer
     records = adult_records(2, offset=50)
     httpx.post(f"{server.url}/v1/models/adult-mlp:predict", json={"instances": records})
     log_path = server.app.state.request_log.path
-    deadline = time.monotonic() + 10
-    entries: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        if log_path.exists():
-            entries = [orjson.loads(line) for line in log_path.read_bytes().splitlines()]
-            if any(_is_logged(entry, records) for entry in entries):
-                break
-        time.sleep(0.1)
-    entry = next(entry for entry in entries if _is_logged(entry, records))
+
+    def logged() -> list[dict[str, Any]]:
+        # whole lines only: the writer may be halfway through one
+        lines = log_path.read_bytes().split(b"\n")[:-1] if log_path.exists() else []
+        return [e for e in map(orjson.loads, lines) if _is_logged(e, records)]
+
+    wait_until(logged, what="the request's log entry")
+    entry = logged()[0]
     assert entry["version"] == "adult-mlp@v1"
     assert all(row["sex"] == "[REDACTED]" for row in entry["instances"])
     assert entry["instances"][0]["occupation"] is not None

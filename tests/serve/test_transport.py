@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 from typing import Any
 
 import httpx
@@ -77,13 +78,23 @@ async def _small(request: Request) -> JSONResponse:
     return JSONResponse({"echo": (await request.body()).decode()})
 
 
-async def _stream(request: Request) -> StreamingResponse:
-    async def events() -> Any:
-        for i in range(3):
-            yield f"data: {i}\n\n"
-            await asyncio.sleep(0.05)
+class _Acked:
+    """An event stream whose next event waits until the client said it got the last one.
 
-    return StreamingResponse(events(), media_type="text/event-stream")
+    A server that held the stream back until its end would never hear of the first event.
+    """
+
+    def __init__(self, events: int) -> None:
+        self.received = [threading.Event() for _ in range(events)]
+        self.heard: list[bool] = []
+
+    async def respond(self, request: Request) -> StreamingResponse:
+        async def events() -> Any:
+            for i, received in enumerate(self.received):
+                yield f"data: {i}\n\n"
+                self.heard.append(await asyncio.to_thread(received.wait, 10))
+
+        return StreamingResponse(events(), media_type="text/event-stream")
 
 
 @pytest.fixture
@@ -96,27 +107,35 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Any:
         real_flush(self)
 
     monkeypatch.setattr(transport.CoalescingTransport, "flush", counted)
-    app = Starlette(routes=[Route("/small", _small, methods=["POST"]), Route("/sse", _stream)])
+    acked = _Acked(3)
+    app = Starlette(
+        routes=[Route("/small", _small, methods=["POST"]), Route("/sse", acked.respond)]
+    )
     running = ServerThread(app)
-    yield running, flushes
+    yield running, flushes, acked
     running.stop()
 
 
 def test_a_real_server_answers_in_one_write_and_streams_chunk_by_chunk(server: Any) -> None:
-    running, flushes = server
+    running, flushes, acked = server
     with httpx.Client(base_url=running.url) as client:
         for i in range(3):  # keep-alive: one connection, three requests
             assert client.post("/small", content=f"r{i}").json() == {"echo": f"r{i}"}
         assert flushes == [2, 2, 2]  # head and body, gathered into one write each time
         flushes.clear()
+        text = ""
         with client.stream("GET", "/sse") as response:
-            chunks = list(response.iter_text())
-        assert "".join(chunks) == "data: 0\n\ndata: 1\n\ndata: 2\n\n"
-        assert len(flushes) >= 3  # the events went out as they came, not at the end
+            for chunk in response.iter_text():
+                text += chunk
+                for i in range(text.count("\n\n")):
+                    acked.received[i].set()
+        assert text == "data: 0\n\ndata: 1\n\ndata: 2\n\n"
+        assert acked.heard == [True, True, True]  # each event went out as it came
+        assert len(flushes) >= 3
 
 
 def test_a_connection_closed_by_the_server_still_gets_its_answer(server: Any) -> None:
-    running, _ = server
+    running, *_ = server
     host, port = running.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         body = b"bye"

@@ -28,7 +28,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +77,7 @@ class ProcessTreeSampler:
         *,
         gpus: Sequence[int] | None = None,
         baseline: AttemptUsage | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Start following `pid`.
 
@@ -86,6 +87,8 @@ class ProcessTreeSampler:
                 GPU NVML sees, an empty sequence none (no NVML call at all).
             baseline: use recorded before a control-plane restart; memory and GPU time
                 continue from it, and no figure goes below it.
+            clock: monotonic seconds between samples, over which memory and GPU time are
+                integrated (wall and CPU time are the kernel's own counters).
 
         Raises:
             ProcessLookupError: no process `pid`.
@@ -105,8 +108,9 @@ class ProcessTreeSampler:
         self._peak_gb = self._baseline.peak_memory_gb
         self._cpu = self._baseline.cpu_seconds
         self._wall = max(self._baseline.wall_seconds, time.time() - self._started)
+        self._clock = clock
         reading = self._read_tree()
-        self._last_at = time.monotonic()
+        self._last_at = clock()
         self._last_gb = reading.rss / _GB
         self._last_busy = self._busy_gpus(reading.pids)
         self._update(reading)
@@ -114,7 +118,7 @@ class ProcessTreeSampler:
     def sample(self) -> AttemptUsage:
         """The use so far, cumulative since the root process started."""
         reading = self._read_tree()
-        now = time.monotonic()
+        now = self._clock()
         elapsed, self._last_at = now - self._last_at, now
         memory_gb = reading.rss / _GB
         self._memory_gb_seconds += (self._last_gb + memory_gb) / 2 * elapsed
