@@ -597,7 +597,7 @@ def _mode_by_hash(values: pl.Series, hashes: pl.Series) -> Any:
     which includes every value that could beat it (ties too).
     """
     counts = hashes.rename("hash").value_counts(name="count")
-    threshold = int(counts.get_column("count").max())
+    threshold = int(counts.select(pl.col("count").max()).item())
     while threshold > 1:
         chosen = counts.filter(pl.col("count") >= threshold).get_column("hash")
         rows = values.filter(hashes.is_in(chosen.implode()))
