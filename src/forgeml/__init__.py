@@ -1,8 +1,8 @@
 """forgeml: an AI training platform in one Python package.
 
 The SDK mirrors the CLI: `forgeml.data` holds the dataset operations
-(`add`, `derive`, `rebuild`, `catalog.resolve`, `catalog.read_frame`, `run_query`) and
-`forgeml.open_workspace()` opens the store the environment describes.
+(`add`, `derive`, `rebuild`, `catalog.resolve`, `catalog.read_frame`, `catalog.profile_of`,
+`run_query`) and `forgeml.open_workspace()` opens the store the environment describes.
 """
 
 from forgeml.core.workspace import Workspace, open_workspace

@@ -87,6 +87,7 @@ def check_show(out: Any) -> None:
     assert out["schema"]["age"] == "Int64"
     assert out["recipe"]["op"] == "ingest"
     assert out["profile"]["rows"] == 60
+    assert out["profile"]["column_stats"]["age"]["nulls"] == 0
 
 
 def check_head(out: Any) -> None:

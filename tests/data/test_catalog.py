@@ -13,7 +13,7 @@ from forgeml.core.errors import (
 )
 from forgeml.core.store import DatasetVersion
 from forgeml.core.workspace import Workspace
-from forgeml.data import catalog, pipeline
+from forgeml.data import catalog, pipeline, quality
 from forgeml.data._frame import SPLIT_COLUMN, SPLIT_NAMES
 from tests.data.conftest import (
     add,
@@ -250,3 +250,51 @@ def test_deriving_twice_records_once(any_workspace: Workspace, small_csv: Path) 
     assert not again.main.created
     assert again.main.version.id == first.main.version.id
     assert snapshot_store(any_workspace) == before
+
+
+def test_a_profile_is_computed_on_first_use_and_stored(
+    workspace: Workspace, small_csv: Path
+) -> None:
+    added = add(workspace, "small", small_csv).version
+    split = pipeline.derive(workspace, "split", "small", {"stratify": "label"}).main.version
+    assert not catalog.is_profiled(added)
+    assert not catalog.is_profiled(split)
+    before = snapshot_store(workspace)
+
+    profile = catalog.profile_of(workspace, added)
+
+    expected = quality.profile(catalog.read_frame(workspace, added), "label")
+    assert profile == expected
+    assert profile["label_balance"] and profile["rows"] == added.rows == 120
+    assert snapshot_store(workspace).blobs == before.blobs
+    stored = resolve(workspace, "small@v1")
+    assert catalog.is_profiled(stored)
+    assert stored.profile == expected
+    assert catalog.profile_of(workspace, stored) is stored.profile
+
+
+def test_a_derived_profile_reuses_its_profiled_parent(
+    workspace: Workspace, small_csv: Path
+) -> None:
+    add(workspace, "small", small_csv)
+    catalog.profile_of(workspace, resolve(workspace, "small@v1"))
+    split = pipeline.derive(workspace, "split", "small", {"seed": 3}).main.version
+
+    profile = catalog.profile_of(workspace, resolve(workspace, split.ref))
+
+    parent = resolve(workspace, "small@v1").profile
+    assert profile["column_stats"] == parent["column_stats"]
+    assert profile["splits"] == {"train": 96, "validation": 12, "test": 12}
+    assert resolve(workspace, split.ref).profile == profile
+
+
+def test_a_profile_stored_by_another_reader_first_is_kept(
+    workspace: Workspace, small_csv: Path
+) -> None:
+    stale = add(workspace, "small", small_csv).version
+    first = catalog.profile_of(workspace, resolve(workspace, "small@v1"))
+
+    again = catalog.profile_of(workspace, stale)  # still holds the pending profile
+
+    assert again == first
+    assert resolve(workspace, "small@v1").profile == first

@@ -16,7 +16,7 @@ from datasketch import MinHash
 from forgeml.core.configfile import parse_model
 from forgeml.core.errors import ConfigError, InvalidDataError, MissingColumnError
 from forgeml.data._dedup import near_duplicate_keep, shingles, signatures
-from forgeml.data.clean import CleanParams, apply
+from forgeml.data.clean import CleanParams, _mode_by_hash, apply
 
 FULLWIDTH = "\uff26\uff55\uff4c\uff4c"  # "Full" in full-width letters
 NUMERIC = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
@@ -247,6 +247,29 @@ def test_text_mode_is_the_most_frequent_then_smallest(values: list[str | None], 
 
     assert out.report["imputed"]["s"]["value"] == mode
     assert out.frame["s"].to_list() == [mode if v is None else v for v in values]
+
+
+@pytest.mark.parametrize(
+    ("values", "hashes", "mode"),
+    [
+        (["b", "a", "c", "b", "c"], [7, 7, 7, 7, 7], "b"),
+        (["x", "y", "z", "z", "y"], [1, 1, 2, 2, 1], "y"),
+        (["q", "r", "s"], [5, 5, 6], "q"),
+        (["m", "n", "n", "o", "o", "o"], [3, 4, 4, 3, 3, 3], "o"),
+    ],
+    ids=[
+        "all collide",
+        "collision outranks a tie",
+        "collision, all once",
+        "a rare value collides with the mode",
+    ],
+)
+def test_text_mode_is_exact_when_hashes_collide(
+    values: list[str], hashes: list[int], mode: str
+) -> None:
+    found = _mode_by_hash(pl.Series(values), pl.Series(hashes, dtype=pl.UInt64))
+
+    assert found == mode
 
 
 def test_default_strategy_with_overrides_and_drop() -> None:

@@ -168,7 +168,7 @@ def show(
         "schema": version.schema,
         "recipe": version.recipe,
         "report": version.report,
-        "profile": version.profile,
+        "profile": catalog.profile_of(workspace, version),
         "children": children,
     }
     if as_json:
@@ -227,7 +227,7 @@ def diff(
     workspace = _workspace()
     with workspace.store.session() as session:
         a, b = catalog.resolve(session, ref_a), catalog.resolve(session, ref_b)
-    changes = quality.diff(a.profile, b.profile)
+    changes = quality.diff(catalog.profile_of(workspace, a), catalog.profile_of(workspace, b))
     if as_json:
         print_json({"from": a.ref, "to": b.ref, **changes})
         return

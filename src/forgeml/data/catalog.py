@@ -4,6 +4,12 @@ A version is one canonical Parquet blob in the artifact store (its digest is the
 version's identity) plus a row in the metadata store with its schema, quality profile,
 recipe and parents. Recording a version is one transaction with its audit event, so a
 failure leaves the store as it was.
+
+The quality profile is a pure function of the blob (and the label column), so it is not
+computed on the critical path of `add` / `derive`: a version is recorded with a pending
+profile that names its label, and `profile_of` computes the statistics from the verified
+blob on first use and stores them in one transaction (a concurrent reader that stored them
+first wins, and both see the same). Rows, schema and digest are recorded at once.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from forgeml.core.ids import Ref, new_id, parse_ref, validate_name
 from forgeml.core.store import Dataset, DatasetVersion, FeatureSpecVersion, LineageEdge
 from forgeml.core.workspace import Workspace
 from forgeml.data import quality
-from forgeml.data._frame import SPLIT_COLUMN, SPLIT_NAMES
+from forgeml.data._frame import SPLIT_COLUMN, SPLIT_NAMES, require_columns
+
+_PENDING = "pending"  # the key that marks a profile not computed yet
 
 
 @dataclass
@@ -168,7 +176,7 @@ def _existing(session: Session, name: str, digest: str) -> DatasetVersion | None
 
 @dataclass
 class Prepared:
-    """A new version's blob stored and its profile computed, ready to record."""
+    """A new version's blob stored and described, ready to record."""
 
     new: NewVersion
     digest: str
@@ -179,32 +187,66 @@ class Prepared:
 
 
 def prepare(workspace: Workspace, new: NewVersion, frame: pl.DataFrame | None = None) -> Prepared:
-    """Store the blob and profile it, outside any transaction (this is the slow part).
-
-    Statistics of columns unchanged from a parent are copied from the parent's profile.
+    """Store the blob, outside any transaction; its profile stays pending (see `profile_of`).
 
     Args:
         workspace: where the blob goes.
         new: the version to prepare. Its file is moved into the store when it is one of the
             store's temporary files (`local_tempfile`): do not use it afterwards.
-        frame: the rows already in memory, if the caller has them (saves a read).
+        frame: the rows already in memory, if the caller has them; otherwise only the
+            file's Parquet metadata is read (rows and schema), never its rows.
+
+    Raises:
+        MissingColumnError: `new.label` is not a column (nothing is stored then).
     """
     validate_name(new.name, "dataset name")
     if frame is None:
-        frame = pl.read_parquet(new.path)
-    # profile first: it validates the label, and a failure must not leave a stored blob
-    label = new.label or quality.guess_label(frame.columns)
-    known = [parent.profile for parent in new.parents if parent.profile]
-    profile = quality.profile(frame, label, known=known)
+        schema = pl.read_parquet_schema(new.path)
+        rows = int(pl.scan_parquet(new.path).select(pl.len()).collect().item())
+    else:
+        schema, rows = dict(frame.schema), frame.height
+    # checked before the blob is stored: a failure must not leave a stored blob
+    if new.label is not None:
+        require_columns(pl.DataFrame(schema=schema), [new.label], "The label")
+    label = new.label or quality.guess_label(list(schema))
     size_bytes = new.path.stat().st_size
     return Prepared(
         new=new,
         digest=workspace.artifacts.put_file(new.path, move=True),
-        rows=frame.height,
+        rows=rows,
         size_bytes=size_bytes,
-        schema={name: str(dtype) for name, dtype in frame.schema.items()},
-        profile=profile,
+        schema={name: str(dtype) for name, dtype in schema.items()},
+        profile={_PENDING: True, "label": label},
     )
+
+
+def is_profiled(version: DatasetVersion) -> bool:
+    """Whether the version's quality profile has been computed and stored."""
+    return not version.profile.get(_PENDING, False)
+
+
+def profile_of(workspace: Workspace, version: DatasetVersion) -> dict[str, Any]:
+    """The version's quality profile (see `quality.profile`), computed on first use.
+
+    A pending profile is computed from the version's blob (its digest verified), reusing
+    the statistics of unchanged columns from any parent whose profile is stored, then
+    stored with the version in one transaction; `version.profile` is updated too.
+    """
+    if is_profiled(version):
+        return version.profile
+    label = version.profile.get("label")
+    known = [edge.parent.profile for edge in version.parent_edges if is_profiled(edge.parent)]
+    computed = quality.profile(read_frame(workspace, version), label, known=known)
+    with workspace.store.session() as session:
+        row = session.get(DatasetVersion, version.id)
+        if row is None:
+            raise NotFoundError(f"Dataset version {version.ref} no longer exists.")
+        if is_profiled(row):
+            computed = row.profile  # a concurrent reader stored it first: keep one answer
+        else:
+            row.profile = computed
+    version.profile = computed
+    return computed
 
 
 def record(workspace: Workspace, session: Session, prepared: Prepared) -> Recorded:

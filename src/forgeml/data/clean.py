@@ -582,19 +582,31 @@ _STATISTICS = {
 
 
 def _text_mode(values: pl.Series) -> Any:
-    """The most frequent value of a String column, ties to the smallest (as `_STATISTICS`).
-
-    Equal values hash alike, so only values whose hash repeats can occur more than once:
-    on free text, where most values are unique, this skips most of the string group-by.
-    """
+    """The most frequent value of a String column, ties to the smallest (as `_STATISTICS`)."""
     values = values.drop_nulls()
-    repeated = values.hash(seed=0).is_duplicated()
-    if not repeated.any():
-        return values.min()  # every value once: all tie
-    counts = values.filter(repeated).to_frame("value").group_by("value").len(name="count")
-    best = counts.top_k(1, by=["count", "value"], reverse=[False, True]).row(0, named=True)
-    # A hash collision can repeat a hash without repeating a value: then all still tie.
-    return best["value"] if best["count"] > 1 else values.min()
+    return _mode_by_hash(values, values.hash(seed=0)) if len(values) else None
+
+
+def _mode_by_hash(values: pl.Series, hashes: pl.Series) -> Any:
+    """`_text_mode` of null-free `values`, counting their `hashes` and few strings.
+
+    Equal values hash alike, so a value occurs at most as often as its hash: counting the
+    u64 hashes bounds every value's count, and only the rows of the most frequent hashes
+    are grouped by value. When a collision made a hash look more frequent than any of its
+    values, every hash at least as frequent as the best exact count is grouped again,
+    which includes every value that could beat it (ties too).
+    """
+    counts = hashes.rename("hash").value_counts(name="count")
+    threshold = int(counts.select(pl.col("count").max()).item())
+    while threshold > 1:
+        chosen = counts.filter(pl.col("count") >= threshold).get_column("hash")
+        rows = values.filter(hashes.is_in(chosen.implode()))
+        exact = rows.to_frame("value").group_by("value").len(name="count")
+        best = exact.top_k(1, by=["count", "value"], reverse=[False, True]).row(0, named=True)
+        if best["count"] == threshold:
+            return best["value"]
+        threshold = best["count"]
+    return values.min()  # every value once: all tie
 
 
 def _fill_values(fit: pl.DataFrame, rules: dict[str, MissingRule]) -> dict[str, Any]:
