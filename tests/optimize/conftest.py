@@ -33,3 +33,11 @@ def adult_workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worksp
 def text_workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     """A copy of the trained text workspace (sst2-minilm@v1, pydoc-gpt@v1)."""
     yield from _open(trained_text_template(tmp_path_factory), tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def kg_workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    """A copy of the WordNet verbs workspace (wn-rotate@v1, its ONNX export @v2)."""
+    from tests.train._kg_home import wordnet_trained_template
+
+    yield from _open(wordnet_trained_template(tmp_path_factory), tmp_path_factory)

@@ -61,8 +61,9 @@ def export_verified(work: Work, module: nn.Module, dest: Path) -> tuple[Path, Re
     }
     write_bundle(work.source, dest, description)
     tolerance = work.request.tolerance
+    cap = family.onnx.rows_cap(description, work.request.verify_rows) if family.onnx else None
     diff, rows = max_abs_difference(
-        module, OnnxModel(dest), work.split, work.request.verify_rows, family
+        module, OnnxModel(dest), work.split, work.request.verify_rows, family, cap
     )
     if not diff <= tolerance:
         raise OptimizationError(

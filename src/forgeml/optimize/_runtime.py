@@ -2,7 +2,9 @@
 
 `LoadedModel.module` presents either runtime as a module returning logits, so
 `forgeml.train.evaluate.evaluate` scores an ONNX graph exactly as it scores the PyTorch
-model it came from (same splits, same metrics, same code).
+model it came from (same splits, same metrics, same code). A family with its own objective
+(`ModelFamily.objective`, read from the bundle's model.json) is scored by that objective's
+`evaluate_served` instead, on the family's serving module or the ONNX graph of it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from forgeml.optimize.latency import LatencyStats, measure
 from forgeml.optimize.session import OnnxModel, is_onnx_bundle, read_description
 
 if TYPE_CHECKING:
+    from forgeml.train.models import ModelFamily
+    from forgeml.train.models._family import Objective
     from forgeml.train.task import SplitData, TaskData
 
 EVAL_BATCH = 64
@@ -56,6 +60,8 @@ class LoadedModel:
 
     bundle_dir: Path
     module: nn.Module  # the PyTorch model, or an OnnxModule around the graph
+    family: ModelFamily
+    objective: Objective | None = None  # the family's own evaluation; None: the task's
 
     @property
     def runtime(self) -> str:
@@ -74,7 +80,13 @@ class LoadedModel:
         )
 
     def score(self, task: TaskData, split: SplitData) -> dict[str, float]:
-        """Float metrics of the model on `split` (accuracy, loss, ... as training reports)."""
+        """Float metrics of the model on `split` (accuracy, loss, ... as training reports;
+        the objective's served metrics for a family with its own objective)."""
+        if self.objective is not None:
+            served = self.module
+            if not isinstance(served, OnnxModule):
+                served = self.family.serving_module(served)
+            return self.objective.evaluate_served(served.eval(), task, split)
         from forgeml.train.evaluate import evaluate, scalar_metrics
 
         results = evaluate(
@@ -82,6 +94,12 @@ class LoadedModel:
         )
         metrics, _ = scalar_metrics(results)
         return {name: value for name, value in metrics.items() if "/" not in name}
+
+    def primary_metric(self, task: TaskData) -> str:
+        """The metric a comparison leads with: the objective's, else the task's."""
+        if self.objective is not None:
+            return self.objective.served_metric
+        return primary_metric(task)
 
     def latency(self, split: SplitData, batch_size: int, repeats: int) -> LatencyStats:
         """Forward-pass latency on the first `batch_size` rows of `split`."""
@@ -100,9 +118,14 @@ class LoadedModel:
         return measure(forward, batch_size, repeats)
 
     def latency_table(self, split: SplitData, repeats: int) -> dict[str, dict[str, float]]:
-        """p50 and p99 milliseconds at each of `LATENCY_BATCHES`, keyed `batch_N`."""
+        """p50 and p99 milliseconds at each of `LATENCY_BATCHES`, keyed `batch_N`; a batch
+        above the family's `OnnxExport.max_rows` is timed at that many rows instead."""
+        export = self.family.onnx
+        description = read_description(self.bundle_dir)
+        sizes = [size if export is None else export.rows_cap(description, size)
+                 for size in LATENCY_BATCHES]  # fmt: skip
         table = {}
-        for size in LATENCY_BATCHES:
+        for size in dict.fromkeys(sizes):
             stats = self.latency(split, size, repeats)
             table[f"batch_{size}"] = {"p50_ms": stats.p50_ms, "p99_ms": stats.p99_ms}
         return table
@@ -110,14 +133,19 @@ class LoadedModel:
 
 def load_model(bundle_dir: Path, threads: int | None = None) -> LoadedModel:
     """Load a bundle: ONNX Runtime when its weights are an ONNX graph, else PyTorch."""
+    from forgeml.train.models import family_of
+
     module: nn.Module
     if is_onnx_bundle(bundle_dir):
         module = OnnxModule(OnnxModel(bundle_dir, threads))
     else:
         module = load_torch_module(bundle_dir)
-    return LoadedModel(Path(bundle_dir), module)
+    description = read_description(bundle_dir)
+    family = family_of(description)
+    objective = family.training_objective(description["model"].get("params") or {})
+    return LoadedModel(Path(bundle_dir), module, family, objective)
 
 
 def primary_metric(task: TaskData) -> str:
-    """The metric a comparison leads with: accuracy, RMSE or perplexity."""
+    """The metric a comparison of the task's models leads with: accuracy, RMSE or perplexity."""
     return {"classification": "accuracy", "regression": "rmse"}.get(task.task, "perplexity")

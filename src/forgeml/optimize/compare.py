@@ -26,7 +26,7 @@ class ModelProfile:
     parent: str | None
     runtime: str  # "torch" or "onnx"
     split: str
-    metric: str  # accuracy, rmse or perplexity
+    metric: str  # accuracy, rmse, perplexity, or the family objective's (tail_mrr)
     value: float | None
     size_bytes: int
     latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)  # batch_N -> p50/p99
@@ -56,7 +56,7 @@ def profile_models(
         NotFoundError: an unknown model version.
     """
     from forgeml.optimize._inputs import split_of, training_config
-    from forgeml.optimize._runtime import load_model, primary_metric
+    from forgeml.optimize._runtime import load_model
     from forgeml.tracking import download_bundle, get_model_version
     from forgeml.train.data import load_task_data
 
@@ -77,7 +77,7 @@ def profile_models(
             rows = split_of(task, split, record.ref)
             bundle = download_bundle(workspace, record, Path(scratch) / str(index))
             model = load_model(bundle, threads)
-            metric = primary_metric(task)
+            metric = model.primary_metric(task)
             profiles.append(
                 ModelProfile(
                     ref=record.ref,

@@ -155,19 +155,20 @@ def max_abs_difference(
     split: SplitData,
     rows: int,
     family: ModelFamily | None = None,
+    cap: int | None = None,
 ) -> tuple[float, int]:
-    """Largest |PyTorch - ONNX| over every output on the first `rows` rows of `split`.
+    """Largest |PyTorch - ONNX| over every output on the first `rows` rows of `split`,
+    `_VERIFY_BATCH` rows per call, or `cap` where fewer (`OnnxExport.max_rows`).
 
     Returns:
         The difference and the number of rows compared.
     """
     target, outputs = exportable(module, family)
     count = min(rows, len(split))
+    batch = _VERIFY_BATCH if cap is None else max(1, min(_VERIFY_BATCH, cap))
     worst = 0.0
-    for start in range(0, count, _VERIFY_BATCH):
-        inputs = {
-            name: t[start : min(start + _VERIFY_BATCH, count)] for name, t in split.inputs.items()
-        }
+    for start in range(0, count, batch):
+        inputs = {name: t[start : min(start + batch, count)] for name, t in split.inputs.items()}
         with torch.inference_mode():
             expected = target(**inputs)
         expected = expected if isinstance(expected, tuple) else (expected,)

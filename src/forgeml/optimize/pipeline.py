@@ -92,7 +92,8 @@ class Work:
     handle: RunHandle
 
     def scores(self, model: LoadedModel) -> dict[str, float]:
-        """Metrics on the evaluation and test splits, named as training names them."""
+        """Metrics on the evaluation and test splits, named as training names them (a
+        family with its own objective: its served metrics, `LoadedModel.score`)."""
         metrics: dict[str, float] = {}
         for prefix, split in (("", self.task.eval), ("test_", self.task.test)):
             if split is not None and len(split):
@@ -101,15 +102,13 @@ class Work:
 
     def compare(self, before: LoadedModel, after: LoadedModel) -> dict[str, Any]:
         """Size, latency and metrics of the model before and after the change."""
-        from forgeml.optimize._runtime import primary_metric
-
         metrics = {"before": self.scores(before), "after": self.scores(after)}
         repeats = self.request.latency_repeats
         latency = {
             "before": before.latency_table(self.split, repeats),
             "after": after.latency_table(self.split, repeats),
         }
-        key = ("test_" if self.split_name == "test" else "") + primary_metric(self.task)
+        key = ("test_" if self.split_name == "test" else "") + after.primary_metric(self.task)
         old, new = metrics["before"].get(key), metrics["after"].get(key)
         return {
             "runtime": {"before": before.runtime, "after": after.runtime},

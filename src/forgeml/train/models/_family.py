@@ -68,6 +68,13 @@ class OnnxExport:
     dynamic_axes: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
     # rewrites the exported file in place (operator fusions); returns fused operator counts
     optimize: Callable[[Path, nn.Module], dict[str, int]] | None = None
+    # the most rows one call of the graph should take, from the bundle's model.json, where
+    # the graph's temporaries grow with rows x what the model holds; None: any batch
+    max_rows: Callable[[Mapping[str, Any]], int] | None = None
+
+    def rows_cap(self, description: Mapping[str, Any], rows: int) -> int:
+        """`rows`, or fewer (at least 1) where `max_rows` says a call should take fewer."""
+        return rows if self.max_rows is None else max(1, min(rows, self.max_rows(description)))
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,13 @@ class Objective(Protocol):
     The loop keeps everything else (optimiser, schedule, accumulation, checkpoints, logging);
     a family whose loss is not a function of `model(**inputs)` and the targets (a graph's
     negative sampling) brings these two instead of cross-entropy and `evaluate`.
+
+    `forgeml optimize` and `models compare` score a model as it is served, in PyTorch or
+    ONNX Runtime, by `evaluate_served`, and lead with its `served_metric`; the task's
+    classification metrics (and confusion matrix) are never computed for such a family.
     """
+
+    served_metric: str  # the metric of `evaluate_served` a comparison leads with
 
     def loss(
         self, model: nn.Module, inputs: dict[str, torch.Tensor], targets: torch.Tensor
@@ -107,6 +120,13 @@ class Objective(Protocol):
 
     def evaluate(self, model: nn.Module, data: TaskData, split: SplitData) -> dict[str, float]:
         """Float metrics of `model` on `split`, one of `data`'s splits."""
+        ...
+
+    def evaluate_served(
+        self, served: nn.Module, data: TaskData, split: SplitData
+    ) -> dict[str, float]:
+        """Float metrics on `split` of `served`, which maps the family's `inputs` (keyword
+        tensors) to its serving output: the family's serving module or its ONNX graph."""
         ...
 
 

@@ -7,10 +7,27 @@ Each takes long id tensors with a dynamic batch dimension, so one graph serves a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 from torch import nn
 
 from forgeml.train.models.kg._embedding import KGEmbedding
+
+_EXPORT_FLOATS = 1 << 25  # 128 MB: one float32 [rows, entities, width] temporary of the graph
+
+
+def export_rows(description: Mapping[str, Any]) -> int:
+    """Rows one call of the exported `forward` should take: its [rows, entities, width]
+    temporaries (several at once) stay near `_EXPORT_FLOATS` floats each.
+
+    `description` is the bundle's model.json: the vocabulary (`tokenizer`) and `dim`; the
+    width is bounded by RotatE's, 2 x dim (TransE's is dim).
+    """
+    entities = len((description.get("tokenizer") or {}).get("entities") or ()) or 1
+    width = 2 * int(description["model"]["params"].get("dim", 200))
+    return max(1, _EXPORT_FLOATS // (entities * width))
 
 
 class TripleScores(nn.Module):

@@ -18,7 +18,7 @@ from forgeml.core.configfile import parse_model
 from forgeml.train.models._family import ModelFamily, OnnxExport
 from forgeml.train.models.kg._codec import triple_answers, triple_requests
 from forgeml.train.models.kg._embedding import KGParams, RotatE, TransE, graph_size
-from forgeml.train.models.kg._export import ServedTailScores
+from forgeml.train.models.kg._export import ServedTailScores, export_rows
 from forgeml.train.models.kg._objective import NegativeSamplingObjective, NegativeSamplingParams
 from forgeml.train.models.mlp import PARAMS_SOURCE
 from forgeml.train.task import TaskData
@@ -57,7 +57,7 @@ def _family(name: str, builder: Any) -> ModelFamily:
         output_module=ServedTailScores,
         requests=triple_requests,
         answers=triple_answers,
-        onnx=OnnxExport(),
+        onnx=OnnxExport(max_rows=export_rows),
         objective=negative_sampling,
     )
 

@@ -22,10 +22,18 @@ from torch.nn import functional as F  # noqa: N812  (the PyTorch convention)
 
 from forgeml.core.errors import ConfigError
 from forgeml.train.models.kg._embedding import KGEmbedding, Predict
-from forgeml.train.models.kg._ranking import KnownTriples, evaluate_ranking
+from forgeml.train.models.kg._ranking import (
+    KnownTriples,
+    evaluate_ranking,
+    filtered_tail_ranks,
+    ranking_metrics,
+)
 from forgeml.train.models.kg._sampling import NegativeBatch, negative_batches
-from forgeml.train.models.kg._triples import triple_ids
+from forgeml.train.models.kg._triples import TripleVocab, triple_ids
 from forgeml.train.task import SplitData, TaskData
+
+# scores one call of a served module computes when `evaluate_served` ranks with it
+_SERVED_SCORES = 1 << 18
 
 
 class NegativeSamplingParams(BaseModel):
@@ -129,7 +137,14 @@ class NegativeSamplingObjective:
     Evaluation is the filtered ranking of `evaluate_ranking`: metrics `mrr`, `mr`,
     `hits_at_1`, `hits_at_3`, `hits_at_10`, filtering the known triples of every split the
     run has.
+
+    A served module (the family's serving module, or its ONNX export) ranks tails only:
+    `evaluate_served` reports the filtered tail ranking, `tail_mrr`, `tail_mr`,
+    `tail_hits_at_1`, `_3`, `_10`, the figures `forgeml optimize` and `models compare`
+    hold side by side for the PyTorch model and its export.
     """
+
+    served_metric = "tail_mrr"
 
     def __init__(self, sampling: NegativeSamplingParams, eval_batch: int = 16) -> None:
         self.sampling = sampling
@@ -167,17 +182,35 @@ class NegativeSamplingObjective:
         """Filtered MRR, MR and Hits@1/3/10 of `split`, predicting tails and heads."""
         embedding = _embedding_of(model)
         metrics = evaluate_ranking(
-            embedding, triple_ids(split), self._known_triples(data, embedding), self.eval_batch
+            embedding, triple_ids(split), self._known_triples(data), self.eval_batch
         )
         return metrics.as_dict()
 
-    def _known_triples(self, data: TaskData, model: KGEmbedding) -> KnownTriples:
+    def evaluate_served(
+        self, served: torch.nn.Module, data: TaskData, split: SplitData
+    ) -> dict[str, float]:
+        """Filtered `tail_` MRR, MR and Hits@1/3/10 of `split` by the served scores.
+
+        `served(head=..., relation=...)` returns every entity's score as the tail [B, E].
+        An ONNX graph of `forward` holds a [B, E, width] temporary, so few triples go to
+        one call: about `_SERVED_SCORES` scores, whatever the graph's size.
+        """
+        known = self._known_triples(data)
+        entities = len(TripleVocab.from_task(data).entities)
+        rows = max(1, min(self.eval_batch, _SERVED_SCORES // max(1, entities)))
+
+        def scorer(head: torch.Tensor, relation: torch.Tensor) -> torch.Tensor:
+            scores: torch.Tensor = served(head=head, relation=relation)
+            return scores
+
+        ranks = filtered_tail_ranks(scorer, triple_ids(split), known, rows)
+        return {f"tail_{name}": value for name, value in ranking_metrics(ranks).as_dict().items()}
+
+    def _known_triples(self, data: TaskData) -> KnownTriples:
         if self._known is None or self._known[0] != id(data):
             splits = [s for s in (data.train, data.eval, data.test) if s is not None and len(s)]
-            known = KnownTriples(
-                [triple_ids(s) for s in splits], int(model.relation.num_embeddings)
-            )
-            self._known = (id(data), known)
+            relations = len(TripleVocab.from_task(data).relations)
+            self._known = (id(data), KnownTriples([triple_ids(s) for s in splits], relations))
         return self._known[1]
 
 

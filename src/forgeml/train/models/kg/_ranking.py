@@ -14,7 +14,7 @@ ranks E/2 and not 1.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -72,6 +72,9 @@ class KnownTriples:
         return rows, index.answers[torch.repeat_interleave(start, counts) + within]
 
 
+TailScorer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (head, relation) -> [B, E]
+
+
 def filtered_ranks(
     model: KGEmbedding,
     triples: torch.Tensor,
@@ -80,12 +83,38 @@ def filtered_ranks(
     batch_size: int = 16,
 ) -> torch.Tensor:
     """The filtered rank (float [N]) of the true `predict` side of each triple [N, 3]."""
+
+    def scores_of(anchor: torch.Tensor, relation: torch.Tensor) -> torch.Tensor:
+        return model.score_all(anchor, relation, predict)
+
+    return _ranks(scores_of, triples, known, predict, batch_size)
+
+
+def filtered_tail_ranks(
+    scorer: TailScorer, triples: torch.Tensor, known: KnownTriples, batch_size: int = 16
+) -> torch.Tensor:
+    """The filtered rank (float [N]) of each triple's tail among `scorer`'s scores.
+
+    `scorer(head, relation)` returns every entity's score as the tail [B, E]: a model's
+    served module or its ONNX graph, which rank tails only. At most `batch_size` triples
+    go to one call, so the work is the triples' count times the entities'.
+    """
+    return _ranks(scorer, triples, known, "tail", batch_size)
+
+
+def _ranks(
+    scores_of: TailScorer,
+    triples: torch.Tensor,
+    known: KnownTriples,
+    predict: Predict,
+    batch_size: int,
+) -> torch.Tensor:
     ranks = []
     with torch.inference_mode():
         for batch in triples.split(batch_size):
             head, relation, tail = batch.unbind(dim=1)
             anchor, truth = (head, tail) if predict == "tail" else (tail, head)
-            scores = model.score_all(anchor, relation, predict)
+            scores = scores_of(anchor, relation).float()
             true_scores = scores.gather(1, truth.unsqueeze(1))
             rows, entities = known.answers(anchor, relation, predict)
             scores[rows, entities] = -torch.inf  # the other true answers, and this one
