@@ -62,7 +62,7 @@ def run(quick: bool, only: set[str]) -> dict[str, Any]:
             prepare(home)
             if "serving" in only:
                 rounds, seconds = (1, 1.0) if quick else (5, 3.0)
-                figures["serving"] = serving_figure(home, scratch, rounds, seconds, not quick)
+                figures["serving"] = serving_figure(home, scratch, rounds, seconds)
             if "gateway" in only:
                 plan = [(1, 1, 1.0), (8, 1, 1.0)] if quick else [(1, 7, 2.5), (8, 5, 4.0)]
                 figures["gateway"] = gateway_figure(home, scratch, plan)
@@ -100,15 +100,24 @@ def ratios(figures: dict[str, Any]) -> dict[str, Any]:
         found["trainer_vs_lightning_log_every_step"] = trainer["ratios"]["lightning_log_every_step"]
         found["trainer_goal_met"] = trainer["goal_met"]
     for peer, result in figures.get("serving", {}).get("peers", {}).items():
+        if "error" in result:
+            found[f"serving_{peer}_error"] = result["error"]
         for kind, per_kind in result.items() if "error" not in result else ():
             for point in ("c1", "c16"):
                 found[f"serving_{kind}_{point}_rate_vs_{peer}"] = per_kind[point]["rate_ratio"]
             found[f"serving_{kind}_p50_c1_{peer}_over_forgeml"] = (
                 per_kind["c1"][peer]["p50_ms"] / per_kind["c1"]["forgeml"]["p50_ms"]
             )
-    serving_ratios = [v for k, v in found.items() if k.startswith("serving_") and "_rate_vs_" in k]
+            sustained = per_kind["sustained"]
+            found[f"serving_{kind}_sustained_rate_vs_{peer}"] = sustained["forgeml"]["rate"] / max(
+                sustained[peer]["rate"], 1e-9
+            )
+    serving_ratios = [v for k, v in found.items() if k.startswith("serving_") and "c1_rate" in k]
+    serving_ratios += [v for k, v in found.items() if k.startswith("serving_") and "c16_rate" in k]
     if serving_ratios:
         found["serving_goal_met"] = min(serving_ratios) >= 3.0
+    if "litellm_error" in figures.get("gateway", {}):
+        found["gateway_litellm_error"] = figures["gateway"]["litellm_error"]
     gateway = figures.get("gateway", {}).get("ratios", {})
     found.update({f"gateway_{k}": v for k, v in gateway.items()})
     if "c1_added_p50_under_a_tenth" in gateway:
@@ -117,12 +126,18 @@ def ratios(figures: dict[str, Any]) -> dict[str, Any]:
         )
     if "c8_forgeml_rate_lost" in gateway:
         found["gateway_rate_goal_met"] = gateway["c8_forgeml_rate_lost"] <= 0.05
+    data = figures.get("data", {})
+    if "error" in data:
+        found["data_error"] = data["error"]
+    if "ratios" in data:
+        found.update({f"data_{name}": value for name, value in data["ratios"].items()})
+        found.update({f"data_{name}_goal_met": met for name, met in data["goals_met"].items()})
     return found
 
 
 def report(figures: dict[str, Any]) -> None:
     """Print the figures as tables."""
-    from peers_report import gateway_lines, serving_lines
+    from peers_report import gateway_lines, headline_lines, serving_lines
 
     load = figures["load_average_1min"]
     print(f"load average (1 min): {load['start']:.1f} at the start, {load['end']:.1f} at the end")
@@ -138,6 +153,7 @@ def report(figures: dict[str, Any]) -> None:
         data = figures["data"]
         shown = data.get("error") or json.dumps(data.get("ratios", data.get("targets", "")))
         print(f"\ndata pipeline (benchmarks/data_pipeline.py): {shown}")
+    print("\n".join(["", *headline_lines(figures["ratios"])]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,7 +63,13 @@ def gateway_lines(figure: dict[str, Any]) -> list[str]:
     ratios = figure["ratios"]
     for label in ("c1", "c8"):
         key = f"{label}_added_p50_forgeml_over_litellm"
-        if key in ratios:
+        if key in ratios and ratios[key] is None:
+            theirs = ratios[f"{label}_litellm_added_p50_ms"]
+            lines.append(
+                f"  {label}: LiteLLM added no measurable p50 ({theirs:.2f} ms), so no share "
+                "(goal < 0.1)"
+            )
+        elif key in ratios:
             lines.append(
                 f"  {label}: forgeml adds {ratios[key]:.3f}x what LiteLLM adds (goal < 0.1)"
             )
@@ -73,4 +79,36 @@ def gateway_lines(figure: dict[str, Any]) -> list[str]:
         lines.append(
             f"  c8: forgeml's gateway loses {lost:.1f}% of the direct rate (goal <= 5%: {met})"
         )
+    return lines
+
+
+# the issue's goals, per headline ratio of `peers.ratios`: key suffix -> (goal text, met)
+def _at_least(goal: float) -> tuple[str, Any]:
+    return f">= {goal:g}x", lambda value: value >= goal
+
+
+def headline_lines(ratios: dict[str, Any]) -> list[str]:
+    """Each headline ratio beside its goal, met or not (no goal: reported only)."""
+    goals: dict[str, tuple[str, Any]] = {
+        "trainer_vs_lightning_defaults": _at_least(1.5),
+        "data_vs_pandas": _at_least(3.0),
+        "data_vs_polars": _at_least(0.8),
+        "data_ingest_vs_pandas": _at_least(1.0),
+        "gateway_c8_forgeml_rate_lost": ("<= 5%", lambda value: value <= 0.05),
+    }
+    lines = ["headline (forgeml / peer unless said otherwise):"]
+    for key, value in ratios.items():
+        if key.endswith(("_goal_met", "_under_a_tenth")) or isinstance(value, bool):
+            continue
+        if key.endswith("_error"):
+            lines.append(f"  {key:52} cannot run here: {value}")
+            continue
+        goal, met = goals.get(key, ("", None))
+        if "_c1_rate_vs_" in key or "_c16_rate_vs_" in key:
+            goal, met = _at_least(3.0)
+        if key.endswith("_added_p50_forgeml_over_litellm"):
+            goal, met = "< 0.1x", lambda v: v is not None and v < 0.1
+        shown = "n/a" if value is None else f"{value:.3f}"
+        verdict = "" if met is None else ("met" if met(value) else "NOT met")
+        lines.append(f"  {key:52} {shown:>9} {goal:>7} {verdict}")
     return lines

@@ -180,10 +180,9 @@ def _point(server: Server, kind: str, concurrency: int, seconds: float) -> dict[
     return measure(url, body, server.headers, concurrency, seconds)
 
 
-def serving_figure(
-    home: Path, scratch: Path, rounds: int, seconds: float, sustained: bool
-) -> dict[str, Any]:
-    """forgeml serve against each peer server: rates and p50 at concurrency 1 and 16.
+def serving_figure(home: Path, scratch: Path, rounds: int, seconds: float) -> dict[str, Any]:
+    """forgeml serve against each peer server: rates and p50 at concurrency 1 and 16, and
+    the highest sustained open-loop rate (probes of `seconds` each).
 
     The peers start together (Ray Serve and BentoML take tens of seconds each) and stay up
     while each is measured against forgeml, so every pair of points runs beside the same
@@ -209,7 +208,7 @@ def serving_figure(
             if missing:
                 figure["peers"][peer] = {"error": missing}
             elif peer in started:
-                figure["peers"][peer] = _paired(ours, started[peer], rounds, seconds, sustained)
+                figure["peers"][peer] = _paired(ours, started[peer], rounds, seconds)
     finally:
         for server in started.values():
             stop(server.process)
@@ -218,9 +217,7 @@ def serving_figure(
     return figure
 
 
-def _paired(
-    ours: Server, theirs: Server, rounds: int, seconds: float, sustained: bool
-) -> dict[str, Any]:
+def _paired(ours: Server, theirs: Server, rounds: int, seconds: float) -> dict[str, Any]:
     """Each (model, concurrency) point on both servers, alternating who goes first."""
     points: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     for index in range(rounds):
@@ -237,10 +234,9 @@ def _paired(
             sides = {s.name: _medians(points[(kind, concurrency, s.name)]) for s in (ours, theirs)}
             rate_ratio = sides[ours.name]["rps"] / max(sides[theirs.name]["rps"], 1e-9)
             per_kind[f"c{concurrency}"] = {**sides, "rate_ratio": rate_ratio}
-        if sustained:
-            per_kind["sustained"] = {
-                s.name: _sustained(s, kind, points, seconds) for s in (ours, theirs)
-            }
+        per_kind["sustained"] = {
+            s.name: _sustained(s, kind, points, seconds) for s in (ours, theirs)
+        }
         result[kind] = per_kind
     return result
 
