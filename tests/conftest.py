@@ -10,6 +10,7 @@ import pytest
 
 from forgeml.core.config import Settings, get_settings
 from forgeml.core.workspace import Workspace
+from tests._wait import Gate
 
 # the one place that finds ../shared (data sets and schemas too large to ship); tests take
 # the `shared` or `shared_data` fixture, which skips when it is missing
@@ -30,6 +31,16 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data folder {SHARED_DATA} is missing")
     return SHARED_DATA
+
+
+@pytest.fixture
+def gate(tmp_path: Path) -> Iterator[Gate]:
+    """A gate that jobs wait at until the test releases them; closed (all let through) after."""
+    gate = Gate(tmp_path / "gate")
+    try:
+        yield gate
+    finally:
+        gate.close()
 
 
 @pytest.fixture

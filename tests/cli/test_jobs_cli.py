@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._wait import wait_until
+from tests._wait import Gate, wait_until
 from tests.cli.conftest import assert_cli_error, assert_ok, json_out
 from tests.conftest import CliResult
 
@@ -144,17 +144,16 @@ def servers() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 @pytest.mark.slow
 def test_killing_the_server_mid_job_loses_nothing(
-    tmp_path: Path, server_env: dict[str, str], servers: list[subprocess.Popen[bytes]]
+    tmp_path: Path,
+    server_env: dict[str, str],
+    servers: list[subprocess.Popen[bytes]],
+    gate: Gate,
 ) -> None:
     log = tmp_path / "server.log"
     servers.append(_start_server(server_env, log))
     lease = tmp_path / "home" / "scheduler.json"
     _wait(lease.exists)
-    flag = tmp_path / "go"
-    code = (
-        f"import os,time\nwhile not os.path.exists({str(flag)!r}): time.sleep(0.05)\n"
-        "print('finished')"
-    )
+    code = f"{gate.wait_code}\nprint('finished')"
     submitted = _forgeml(server_env, "jobs", "submit", "--json", "--", PY, "-c", code)
     assert submitted.returncode == 0, submitted.stderr
     job_id = str(json.loads(submitted.stdout)["job_id"])
@@ -166,7 +165,7 @@ def test_killing_the_server_mid_job_loses_nothing(
     # its lease is stale now: a submit would run in the foreground, a new server may start
     servers.append(_start_server(server_env, log))
     _wait(lambda: json.loads(lease.read_text())["pid"] == servers[1].pid)
-    flag.touch()
+    gate.release()
     _wait(lambda: _job(server_env, job_id)["state"] == "SUCCEEDED")
     detail = _job(server_env, job_id)
     assert len(detail["attempts"]) == 1  # type: ignore[arg-type]

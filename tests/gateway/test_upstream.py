@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from forgeml.gateway._upstream import BrokenAnswerError, NotConnectedError, Origin, Pool
-from tests._wait import FakeClock, wait_until_async
+from tests._wait import FakeClock, FakeClockLoop, wait_until_async
 
 HEAD = b"POST /v1/models/m:predict HTTP/1.1\r\ncontent-type: application/json\r\n"
 SSE_HEAD = (
@@ -166,8 +166,6 @@ def test_an_interim_100_continue_is_not_taken_for_the_answer() -> None:
         n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
         writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        await writer.drain()
-        await asyncio.sleep(0.05)
         return await _ok(b"x-final: yes\r\n")(n, reader, writer)
 
     async def run() -> tuple[int, list[tuple[str, str]], bytes]:
@@ -231,20 +229,40 @@ def test_a_stream_cut_mid_answer_is_an_error() -> None:
 
 
 def test_a_stream_may_outlast_the_timeout_but_not_fall_silent_past_it() -> None:
-    async def slow_stream(
-        n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> bool:
-        writer.write(SSE_HEAD)
-        # the gaps are the behaviour: 24 of 0.05 s outlast the 1 s timeout, and each is far
-        # inside it, so a loaded machine cannot stretch one past it
-        for _ in range(24):
-            await asyncio.sleep(0.05)
-            writer.write(b"9\r\ndata: x\n\n\r\n")
-            await writer.drain()
-        await reader.read()  # then silence
-        return False
+    # the loop's clock moves only when the test advances it: each silence between chunks is
+    # exactly as long as the test says, however slowly the machine runs
+    clock, chunk = FakeClock(), b"9\r\ndata: x\n\n\r\n"
 
-    assert _streamed_until(slow_stream, 1.0, TimeoutError) == [b"data: x\n\n"] * 24
+    async def run() -> list[bytes]:
+        more: asyncio.Queue[bytes] = asyncio.Queue()
+
+        async def stream(
+            n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        ) -> bool:
+            writer.write(SSE_HEAD)
+            for _ in range(5):
+                writer.write(await more.get())
+                await writer.drain()
+            await reader.read()  # then silence
+            return False
+
+        pool, received = _pool(), []
+        async with _serving(Server(stream)) as server:
+            streamed = await pool.send(server.url, HEAD, b"{}", timeout_s=1.0)
+            more.put_nowait(chunk)
+            with pytest.raises(TimeoutError):
+                async for data in streamed.chunks():
+                    received.append(data)
+                    if len(received) < 5:
+                        clock.advance(0.75)  # four silences inside the 1 s, 3 s in all
+                        more.put_nowait(chunk)
+                    else:
+                        clock.advance(1.0)  # the fifth reaches it
+        pool.close()
+        return received
+
+    with asyncio.Runner(loop_factory=lambda: FakeClockLoop(clock)) as runner:
+        assert runner.run(run()) == [b"data: x\n\n"] * 5
 
 
 def test_bytes_after_an_answer_nobody_asked_for_retire_the_connection() -> None:

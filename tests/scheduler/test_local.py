@@ -13,6 +13,7 @@ from forgeml.scheduler.executors import create_executor
 from forgeml.scheduler.executors.base import AttemptHandle, AttemptStatus, LaunchRequest
 from forgeml.scheduler.executors.local import LocalExecutor
 from forgeml.scheduler.model import Resources
+from tests._wait import Gate
 from tests.scheduler.conftest import wait_for
 
 PY = sys.executable
@@ -130,18 +131,15 @@ def test_terminate_kills_after_the_grace(tmp_path: Path) -> None:
     assert finish(executor, handle).exit_code == -signal.SIGKILL
 
 
-def test_a_new_executor_adopts_a_live_attempt_and_reads_its_exit(tmp_path: Path) -> None:
+def test_a_new_executor_adopts_a_live_attempt_and_reads_its_exit(
+    tmp_path: Path, gate: Gate
+) -> None:
     first = LocalExecutor(cpus=[0])
-    flag = tmp_path / "go"
-    code = (
-        f"import os,time,sys\nwhile not os.path.exists({str(flag)!r}): time.sleep(0.05)\n"
-        "sys.exit(7)"
-    )
-    handle = first.launch(request(tmp_path, code))
+    handle = first.launch(request(tmp_path, f"import sys\n{gate.wait_code}\nsys.exit(7)"))
     restarted = LocalExecutor(cpus=[0])  # the control plane came back without its memory
     assert restarted.adopt(handle)
     assert restarted.poll(handle).running
-    flag.touch()
+    gate.release()
     assert finish(restarted, handle).exit_code == 7
     pid = int(handle.external_id.split(":")[0])
     assert psutil.Process(pid).ppid() != os.getpid()  # detached: not the control plane's child

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from forgeml.scheduler.executors.base import AttemptHandle, AttemptStatus, LaunchRequest
 from forgeml.scheduler.executors.ray import RayExecutor, RayUnavailableError
 from forgeml.scheduler.model import Resources
+from tests._wait import Gate, wait_until
 
 pytest.importorskip("ray")
 
@@ -72,16 +72,14 @@ def _head_port() -> int:
     return port
 
 
-def _wait_for_head(head: subprocess.Popen[bytes], log: Path, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _wait_for_head(head: subprocess.Popen[bytes], log: Path) -> None:
+    def started() -> bool:
         text = log.read_text(errors="replace") if log.exists() else ""
-        if "Ray runtime started" in text:
-            return
-        if head.poll() is not None:
+        if head.poll() is not None and "Ray runtime started" not in text:
             pytest.fail(f"`ray start --head` exited with {head.returncode}:\n{text[-3000:]}")
-        time.sleep(0.5)
-    pytest.fail("the Ray head did not start within 180 s")
+        return "Ray runtime started" in text
+
+    wait_until(started, 180, "the Ray head starting", interval=0.5)
 
 
 def _stop_head(head: subprocess.Popen[bytes]) -> None:
@@ -172,27 +170,38 @@ def _request(
     )
 
 
-def _wait(executor: RayExecutor, handle: AttemptHandle, timeout: float = 120.0) -> AttemptStatus:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = executor.poll(handle)
-        if not status.running:
-            return status
-        time.sleep(0.2)
-    executor.terminate(handle, 0.0)
-    pytest.fail(f"attempt {handle.external_id} still running after {timeout} s")
+def _wait(executor: RayExecutor, handle: AttemptHandle) -> AttemptStatus:
+    seen: list[AttemptStatus] = []
+
+    def ended() -> bool:
+        seen.append(executor.poll(handle))
+        return not seen[-1].running
+
+    try:
+        wait_until(ended, 120, f"attempt {handle.external_id} ending", interval=0.2)
+    except AssertionError:
+        executor.terminate(handle, 0.0)
+        raise
+    return seen[-1]
 
 
 def _wait_for_output(
     executor: RayExecutor, handle: AttemptHandle, log: Path, count: int, text: str
 ) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    def printed() -> bool:
         assert executor.poll(handle).running
-        if log.read_text().count(text) >= count:
-            return
-        time.sleep(0.2)
-    pytest.fail(f"'{text}' did not appear {count} times in {log}")
+        return log.read_text().count(text) >= count
+
+    wait_until(printed, 120, f"'{text}' {count} times in {log}", interval=0.2)
+
+
+def _refused(handle: AttemptHandle) -> bool:
+    """Whether Ray has tried to place the attempt's placement group and found no room."""
+    import ray
+
+    group = ray.util.get_placement_group(handle.external_id.rpartition(":")[0])
+    table = ray.util.placement_group_table(group)
+    return table["stats"]["scheduling_state"] in ("NO_RESOURCES", "INFEASIBLE")
 
 
 def test_two_worker_gang_job_all_reduces_over_gloo(executor: RayExecutor, tmp_path: Path) -> None:
@@ -289,7 +298,8 @@ def test_gang_that_does_not_fit_starts_no_worker(executor: RayExecutor, tmp_path
     request = _request(tmp_path, "print('ran')", cpus=1.5)
     handle = executor.launch(request)
 
-    time.sleep(2)
+    # no worker can start before its bundle is placed, and Ray has refused to place them
+    wait_until(lambda: _refused(handle), 60, "Ray refusing the placement group")
     assert executor.poll(handle).running
     executor.terminate(handle, grace_seconds=5.0)
     status = executor.poll(handle)
@@ -299,12 +309,11 @@ def test_gang_that_does_not_fit_starts_no_worker(executor: RayExecutor, tmp_path
 
 
 def test_restarted_control_plane_adopts_the_attempt_and_reads_on(
-    executor: RayExecutor, tmp_path: Path
+    executor: RayExecutor, tmp_path: Path, gate: Gate
 ) -> None:
-    script = """
-    import time
+    script = f"""
     print("before", flush=True)
-    time.sleep(3)
+    {gate.wait_code}
     print("after", flush=True)
     """
     request = _request(tmp_path, script)
@@ -313,6 +322,7 @@ def test_restarted_control_plane_adopts_the_attempt_and_reads_on(
 
     restarted = RayExecutor(executor.address)  # knows nothing but the handle
     assert restarted.adopt(handle)
+    gate.release(2)  # both workers print on only once the attempt is adopted
     status = _wait(restarted, handle)
 
     log = request.log_path.read_text()

@@ -18,6 +18,7 @@ from forgeml.scheduler.executors.local import LocalExecutor
 from forgeml.scheduler.jobs import cancel, events_of, find_job
 from forgeml.scheduler.model import JobState
 from forgeml.scheduler.service import Scheduler
+from tests._wait import Gate
 from tests.scheduler.conftest import (
     job_spec,
     python_job,
@@ -114,15 +115,9 @@ def test_cancel_a_running_job(sched_workspace: Workspace) -> None:
     assert attempts(sched_workspace, job_id)[0].state == "CANCELLED"
 
 
-def _until(flag: Path) -> str:
-    """A job's code that runs until the test creates `flag`."""
-    return f"import os, time\nwhile not os.path.exists({str(flag)!r}): time.sleep(0.05)"
-
-
-def test_gang_starts_all_workers_or_none(sched_workspace: Workspace) -> None:
+def test_gang_starts_all_workers_or_none(sched_workspace: Workspace, gate: Gate) -> None:
     scheduler = scheduler_for(sched_workspace)
-    flag = sched_workspace.settings.home / "go"
-    blocker = submit_local(sched_workspace, python_job(_until(flag)))
+    blocker = submit_local(sched_workspace, python_job(gate.wait_code))
     scheduler.cycle()
     gang = submit_local(
         sched_workspace,
@@ -133,7 +128,7 @@ def test_gang_starts_all_workers_or_none(sched_workspace: Workspace) -> None:
     scheduler.cycle()
     assert state_of(sched_workspace, gang) == "PENDING"  # one CPU free: not half a gang
     assert state_of(sched_workspace, blocker) == "RUNNING"
-    flag.touch()
+    gate.release()
     assert run_to_end(scheduler, gang) == JobState.SUCCEEDED
     (attempt,) = attempts(sched_workspace, gang)
     assert attempt.nodes == ["local", "local"]
@@ -184,15 +179,16 @@ def test_preemption_requeues_the_victim_which_resumes(sched_workspace: Workspace
     assert "started at 0" not in resumed and "done from 2" in resumed
 
 
-def test_a_restarted_scheduler_adopts_a_running_attempt(sched_workspace: Workspace) -> None:
-    flag = sched_workspace.settings.home / "go"
-    job_id = submit_local(sched_workspace, python_job(_until(flag)))
+def test_a_restarted_scheduler_adopts_a_running_attempt(
+    sched_workspace: Workspace, gate: Gate
+) -> None:
+    job_id = submit_local(sched_workspace, python_job(gate.wait_code))
     first = scheduler_for(sched_workspace)
     wait_for(lambda: state_of(sched_workspace, job_id) == "RUNNING", step=first.cycle)
     second = scheduler_for(sched_workspace)  # the control plane restarted
     second.startup()
     assert state_of(sched_workspace, job_id) == "RUNNING"
-    flag.touch()
+    gate.release()
     assert run_to_end(second, job_id) == JobState.SUCCEEDED
     assert len(attempts(sched_workspace, job_id)) == 1
 
