@@ -98,6 +98,7 @@ def ratios(figures: dict[str, Any]) -> dict[str, Any]:
     if "ratios" in trainer:
         found["trainer_vs_lightning_defaults"] = trainer["ratios"]["lightning_defaults"]
         found["trainer_vs_lightning_log_every_step"] = trainer["ratios"]["lightning_log_every_step"]
+        found["trainer_vs_lightning_fused_adamw"] = trainer["ratios"]["lightning_fused_adamw"]
         found["trainer_goal_met"] = trainer["goal_met"]
     for peer, result in figures.get("serving", {}).get("peers", {}).items():
         if "error" in result:

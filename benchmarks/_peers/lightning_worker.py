@@ -10,10 +10,12 @@ loop gathers them. Everything else is the `Trainer`'s default (progress bar, mod
 checkpoint at each epoch's end) with its `MLFlowLogger` on an SQLite store, as forgeml's
 tracking uses one.
 
-Each stdin line is a JSON object {"log_every_n_steps": N, "tracking_uri": URI, "root": DIR,
-"weights": FILE}; the answer is one JSON line on stdout: the wall and CPU seconds of
-`trainer.fit` (the MLflow run is created before the clock starts, as forgeml's side starts
-its run untimed), after the final weights are written to FILE (safetensors).
+Each stdin line is a JSON object {"log_every_n_steps": N, "fused": true | null,
+"tracking_uri": URI, "root": DIR, "weights": FILE} ("fused": AdamW's fused kernel, as
+forgeml's optimiser asks for; null: torch's default, what a Lightning user writes); the
+answer is one JSON line on stdout: the wall and CPU seconds of `trainer.fit` (the MLflow run
+is created before the clock starts, as forgeml's side starts its run untimed), after the
+final weights are written to FILE (safetensors).
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def whole(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch
     return batch  # already one batch: nothing to collate
 
 
-def lightning_module(model: torch.nn.Module) -> Any:
+def lightning_module(model: torch.nn.Module, fused: bool | None) -> Any:
     import lightning as L  # noqa: N812 (Lightning's own alias)
 
     class MLPModule(L.LightningModule):
@@ -83,7 +85,7 @@ def lightning_module(model: torch.nn.Module) -> Any:
             return loss
 
         def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.AdamW(self.parameters(), lr=LR, weight_decay=0.0)
+            return torch.optim.AdamW(self.parameters(), lr=LR, weight_decay=0.0, fused=fused)
 
     return MLPModule()
 
@@ -93,7 +95,7 @@ def fit_once(initial: torch.nn.Module, rows: Rows, steps: int, request: dict[str
     from lightning.pytorch.loggers import MLFlowLogger
     from safetensors.torch import save_file
 
-    module = lightning_module(copy.deepcopy(initial))
+    module = lightning_module(copy.deepcopy(initial), request.get("fused"))
     # its own generator: each epoch's iterator draws a seed, which from the global generator
     # would shift the dropout stream away from forgeml's
     loader = torch.utils.data.DataLoader(
