@@ -19,8 +19,9 @@ pytestmark = pytest.mark.slow
 def test_serve_answers_under_its_name_and_stops_cleanly_on_sigterm(served_home: Path) -> None:
     port = free_port()
     command = forgeml_command(
-        "serve", "adult-mlp@v2", "--port", str(port), "--name", "adult", "--max-batch-size", "8"
-    )
+        "serve", "adult-mlp@v2", "--port", str(port), "--name", "adult", "--max-batch-size", "8",
+        "--latency-objective-ms", "250",
+    )  # fmt: skip
     process = subprocess.Popen(
         command, env=subprocess_env(served_home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
@@ -32,14 +33,14 @@ def test_serve_answers_under_its_name_and_stops_cleanly_on_sigterm(served_home: 
         assert response.status_code == 200 and response.json()["model_version"] == "2"
         assert httpx.get(f"{url}/v2/models/adult-mlp").status_code == 404
         # `forgeml serve` owns its process: the loaded heap is frozen out of collections
-        metrics = httpx.get(f"{url}/metrics").text
-        frozen = next(
-            sample.value
-            for family in text_string_to_metric_families(metrics)
+        samples = {
+            (sample.name, sample.labels.get("model")): sample.value
+            for family in text_string_to_metric_families(httpx.get(f"{url}/metrics").text)
             for sample in family.samples
-            if sample.name == "forgeml_gc_frozen_objects"
-        )
-        assert frozen > 10_000
+        }
+        assert samples[("forgeml_gc_frozen_objects", None)] > 10_000
+        # the alert rule's threshold, under the served name
+        assert samples[("forgeml_latency_objective_seconds", "adult")] == 0.25
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=60)
@@ -56,6 +57,11 @@ def test_serve_answers_under_its_name_and_stops_cleanly_on_sigterm(served_home: 
         (["adult-mlp@v1", "--port", "0"], 2, "Invalid --port 0"),
         (["adult-mlp@v1", "adult-small@v1", "--name", "x", "--port", "{port}"], 2, "--name"),
         (["adult-mlp@v1", "--max-batch-size", "0", "--port", "{port}"], 2, "--max-batch-size"),
+        (
+            ["adult-mlp@v1", "--latency-objective-ms", "0", "--port", "{port}"],
+            2,
+            "--latency-objective-ms",
+        ),
         (["adult-mlp@v1", "--runtime", "onnx", "--port", "{port}"], 1, "no ONNX export"),
     ],
 )

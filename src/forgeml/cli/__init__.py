@@ -96,6 +96,7 @@ COMMANDS = (
         "forgeml.cli.keys:app",
         "API keys for the gateway: stored as salted hashes, scoped to deployments.",
     ),
+    LazyCommand("monitor", "forgeml.cli.monitor:app", "Monitoring: alert rules, dashboards."),
 )
 # a command that ends with this code was interrupted (typer turns Ctrl-C into it)
 _INTERRUPTED = 130

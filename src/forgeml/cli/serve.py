@@ -47,6 +47,9 @@ def serve(
     reload_interval: Annotated[float, typer.Option(help=_help("reload_interval_s"))] = _FIELDS[
         "reload_interval_s"
     ].default,
+    latency_objective_ms: Annotated[
+        float, typer.Option(help=_help("latency_objective_ms"))
+    ] = _FIELDS["latency_objective_ms"].default,
     log_sample_rate: Annotated[float, typer.Option(help=_help("log_sample_rate"))] = _FIELDS[
         "log_sample_rate"
     ].default,
@@ -65,6 +68,7 @@ def serve(
         "max_body_bytes": max_body_bytes,
         "freeze_heap": freeze_heap,
         "reload_interval_s": reload_interval,
+        "latency_objective_ms": latency_objective_ms,
         "log_sample_rate": log_sample_rate,
         "log_redact": log_redact or [],
         "log_path": log_path,

@@ -8,6 +8,7 @@
 | `forgeml_batch_size` | histogram (rows per forward pass) | model |
 | `forgeml_inference_seconds` | histogram (one forward pass) | model |
 | `forgeml_queue_depth` | gauge (requests waiting for a batch) | model |
+| `forgeml_latency_objective_seconds` | gauge (the p99 the model should meet) | model |
 | `forgeml_gc_pause_seconds` | histogram (the collector stopping the process) | generation |
 | `forgeml_gc_frozen_objects` | gauge (objects exempt from collection, `freeze_heap`) | |
 
@@ -71,6 +72,12 @@ class ServerMetrics:
             ["model"],
             registry=self.registry,
         )
+        self.objective = Gauge(
+            "forgeml_latency_objective_seconds",
+            "The p99 request latency the model should meet (the alert rule's threshold).",
+            ["model"],
+            registry=self.registry,
+        )
 
         self.gc_pause = Histogram(
             "forgeml_gc_pause_seconds",
@@ -106,6 +113,10 @@ class ServerMetrics:
     def track_queue(self, model: str, depth: Callable[[], int]) -> None:
         """Report `depth()` as the queue depth of `model` at every scrape."""
         self.queue_depth.labels(model).set_function(depth)
+
+    def set_objective(self, model: str, seconds: float) -> None:
+        """The p99 latency `model` should meet."""
+        self.objective.labels(model).set(seconds)
 
     def observe_batch(self, model: str, rows: int, seconds: float) -> None:
         """Record one forward pass of `rows` rows that took `seconds`."""

@@ -57,6 +57,13 @@ class ServeOptions(BaseModel):
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
         description="Name to serve the model under (one model only; default its registered name).",
     )
+    latency_objective_ms: float = Field(
+        default=500.0,
+        gt=0,
+        le=600_000,
+        description="The p99 latency each served model should meet, in ms; exported as "
+        "forgeml_latency_objective_seconds for the shipped alert rule to compare with.",
+    )
     log_sample_rate: float = Field(
         default=0.0, ge=0, le=1, description="Share of requests written to the request log."
     )

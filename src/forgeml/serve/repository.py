@@ -59,6 +59,7 @@ class ServedModel:
             observe=lambda rows, seconds: metrics.observe_batch(name, rows, seconds),
         )
         metrics.track_queue(name, lambda: self.batcher.depth)
+        metrics.set_objective(name, options.latency_objective_ms / 1000)
 
     def ready_model(self) -> LoadedModel:
         """The current version.

@@ -1,0 +1,1 @@
+"""Layer 5, operations: what watches models after they ship (metrics, alerts, drift)."""
