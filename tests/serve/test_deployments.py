@@ -106,7 +106,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
 
 @pytest.fixture(scope="module")
 def deployed(workspace: Workspace) -> deployments.Deployment:
-    return deployments.deploy(workspace, NAME, "adult-mlp@v1", replicas=2, ready_timeout=120)
+    return deployments.deploy(
+        workspace, NAME, "adult-mlp@v1", replicas=2, latency_objective_ms=300, ready_timeout=120
+    )
 
 
 @pytest.mark.slow
@@ -123,6 +125,9 @@ def test_deploy_starts_two_ready_replicas_that_answer_predict_and_v2(
         predict(replica.url)
         assert httpx.get(f"{replica.url}/v2/models/{NAME}/ready", timeout=5).status_code == 200
         assert httpx.get(f"{replica.url}/v2/models/{NAME}", timeout=5).status_code == 200
+        # the deployment's objective reaches every replica, for the shipped alert rule
+        metrics = httpx.get(f"{replica.url}/metrics", timeout=5).text
+        assert f'forgeml_latency_objective_seconds{{model="{NAME}"}} 0.3' in metrics
     log = deployments.log_dir(workspace, NAME) / "r1-primary-1.log"
     assert log.is_file()
     assert deployments.get_deployment(workspace, NAME) == deployed
@@ -138,7 +143,7 @@ def test_the_same_spec_again_is_refused_and_starts_nothing(
 ) -> None:
     before = sorted(server_pids(NAME))
     with pytest.raises(AlreadyExistsError, match="already runs this spec"):
-        deployments.deploy(workspace, NAME, "adult-mlp@v1", replicas=2)
+        deployments.deploy(workspace, NAME, "adult-mlp@v1", replicas=2, latency_objective_ms=300)
     assert sorted(server_pids(NAME)) == before
     assert deployments.get_deployment(workspace, NAME).revision == 1
 
@@ -297,6 +302,7 @@ def test_delete_stops_every_replica_and_marks_it_deleted(workspace: Workspace) -
         ({"canary": "adult-small@v1", "canary_weight": 150}, ConfigError, "0 to 100"),
         ({"canary_weight": 20}, ConfigError, "needs a canary model"),
         ({"runtime": "tensorrt"}, ConfigError, "torch or onnx"),
+        ({"latency_objective_ms": 0}, ConfigError, "more than 0 ms"),
         ({"name": "../escape"}, InvalidNameError, "Invalid deployment name"),
         ({"shadow": "adult-mlp@nosuchalias"}, NotFoundError, "no alias"),
     ],
@@ -340,6 +346,7 @@ def test_spec_json_matches_the_gateway_contract() -> None:
         "runtime": "torch",
         "max_batch_size": None,
         "max_wait_ms": None,
+        "latency_objective_ms": None,
     }
     assert spec.plan() == [
         ("primary", "a@v2"),

@@ -95,6 +95,9 @@ def create(
     runtime: Annotated[str, typer.Option(help="torch or onnx.")] = "torch",
     max_batch_size: Annotated[int | None, typer.Option(help="Server batch limit.")] = None,
     max_wait_ms: Annotated[float | None, typer.Option(help="Server batching wait.")] = None,
+    latency_objective_ms: Annotated[
+        float | None, typer.Option(help="p99 each replica should meet, in ms (default 500).")
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Restart even if NAME already runs this spec.")
     ] = False,
@@ -117,6 +120,7 @@ def create(
         runtime=runtime,
         max_batch_size=max_batch_size,
         max_wait_ms=max_wait_ms,
+        latency_objective_ms=latency_objective_ms,
         force=force,
         ready_timeout=timeout,
         drain_seconds=drain,

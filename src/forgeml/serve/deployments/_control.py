@@ -41,6 +41,7 @@ def deploy(
     runtime: str = "torch",
     max_batch_size: int | None = None,
     max_wait_ms: float | None = None,
+    latency_objective_ms: float | None = None,
     force: bool = False,
     ready_timeout: float = 120.0,
     drain_seconds: float = 5.0,
@@ -59,6 +60,8 @@ def deploy(
         runtime: "torch" or "onnx" (the model needs a model.onnx).
         max_batch_size: The servers' dynamic-batching limit (default: theirs).
         max_wait_ms: The servers' batching wait (default: theirs).
+        latency_objective_ms: The p99 each replica should meet, exported for the alert rule
+            (default: the servers', 500 ms).
         force: Restart the replicas even if `name` already runs exactly this spec.
         ready_timeout: Seconds the new replicas have to answer `/v2/health/ready`.
         drain_seconds: Seconds old replicas keep serving after the records switch.
@@ -83,6 +86,7 @@ def deploy(
         runtime=runtime,
         max_batch_size=max_batch_size,
         max_wait_ms=max_wait_ms,
+        latency_objective_ms=latency_objective_ms,
     )
     return apply_spec(workspace, name, spec, force, ready_timeout, drain_seconds)
 
@@ -232,6 +236,8 @@ def _server_args(name: str, spec: DeploymentSpec, model: str) -> list[str]:
         args += ["--max-batch-size", str(spec.max_batch_size)]
     if spec.max_wait_ms is not None:
         args += ["--max-wait-ms", f"{spec.max_wait_ms:g}"]
+    if spec.latency_objective_ms is not None:
+        args += ["--latency-objective-ms", f"{spec.latency_objective_ms:g}"]
     return args
 
 

@@ -42,6 +42,9 @@ class DeploymentSpec(BaseModel):
     runtime: Runtime = Field(default="torch", description="Model-server runtime.")
     max_batch_size: int | None = Field(default=None, ge=1, description="Server batch limit.")
     max_wait_ms: float | None = Field(default=None, ge=0, description="Server batching wait.")
+    latency_objective_ms: float | None = Field(
+        default=None, gt=0, description="The p99 each replica should meet (alert threshold)."
+    )
 
     def plan(self) -> list[tuple[str, str]]:
         """`(role, model)` of every replica: primaries, then canaries, then the shadow."""
@@ -112,6 +115,7 @@ def build_spec(
     runtime: str = "torch",
     max_batch_size: int | None = None,
     max_wait_ms: float | None = None,
+    latency_objective_ms: float | None = None,
 ) -> DeploymentSpec:
     """Validate the options and resolve every model reference to NAME@vN.
 
@@ -131,6 +135,10 @@ def build_spec(
         raise ConfigError(f"The max batch size must be at least 1, not {max_batch_size}.")
     if max_wait_ms is not None and max_wait_ms < 0:
         raise ConfigError(f"The max wait must be 0 ms or more, not {max_wait_ms}.")
+    if latency_objective_ms is not None and latency_objective_ms <= 0:
+        raise ConfigError(
+            f"The latency objective must be more than 0 ms, not {latency_objective_ms}."
+        )
     weight = DEFAULT_CANARY_WEIGHT if canary_weight is None else canary_weight
     return DeploymentSpec(
         model=resolve_model(workspace, model_ref),
@@ -145,4 +153,5 @@ def build_spec(
         runtime="onnx" if runtime == "onnx" else "torch",
         max_batch_size=max_batch_size,
         max_wait_ms=max_wait_ms,
+        latency_objective_ms=latency_objective_ms,
     )
