@@ -7,15 +7,17 @@ import json
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
+from prometheus_client import Metric
 
 from forgeml.gateway._responses import GatewayMetrics
 from forgeml.monitor.assets import RULES_FILE, dashboard_text, rules_text
+from forgeml.scheduler.metrics import SchedulerCollector
 from forgeml.serve.metrics import ServerMetrics
 from tests.conftest import CliResult
 
@@ -34,15 +36,20 @@ SUFFIXES = {
 }
 
 
-def _exported(registry: CollectorRegistry) -> set[str]:
-    return {
-        family.name + suffix
-        for family in registry.collect()
-        for suffix in SUFFIXES.get(family.type, ("",))
-    }
+def _exported(families: Iterable[Metric]) -> set[str]:
+    return {family.name + suffix for family in families for suffix in SUFFIXES[family.type]}
 
 
-EXPORTED = _exported(ServerMetrics().registry) | _exported(GatewayMetrics().registry)
+def _families() -> list[Metric]:
+    """Every family a forgeml process exports: servers, gateways, the scheduler."""
+    registries = (ServerMetrics().registry, GatewayMetrics().registry)
+    return [
+        *(family for registry in registries for family in registry.collect()),
+        *SchedulerCollector(store=None).describe(),  # type: ignore[arg-type] # no store read
+    ]
+
+
+EXPORTED = _exported(_families())
 
 
 def _promtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -111,11 +118,7 @@ def test_rules_and_dashboard_name_only_exported_metrics() -> None:
 
 
 def test_the_dashboard_covers_every_exported_metric_family() -> None:
-    families = {
-        family.name
-        for metrics in (ServerMetrics(), GatewayMetrics())
-        for family in metrics.registry.collect()
-    }
+    families = {family.name for family in _families()}
     named = " ".join(_dashboard_exprs())
     assert {family for family in families if family not in named} == set()
 

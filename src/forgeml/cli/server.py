@@ -6,9 +6,13 @@ import contextlib
 import logging
 import signal
 import threading
-from typing import Annotated
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
 
 
 def server(
@@ -34,6 +38,17 @@ def server(
     gateway_host: Annotated[str, typer.Option(help="Interface the gateway listens on.")] = (
         "127.0.0.1"
     ),
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Serve the scheduler's Prometheus metrics (queues, jobs, cost) on this port.",
+            min=1,
+            max=65535,
+        ),
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="Interface the metrics listen on.")] = (
+        "127.0.0.1"
+    ),
 ) -> None:
     """Run the scheduler until SIGTERM/Ctrl-C; running jobs survive a restart and are re-adopted."""
     from forgeml.core.workspace import open_workspace
@@ -53,17 +68,45 @@ def server(
         if gateway_port is not None
         else contextlib.nullcontext(None)
     )
-    with hold_lease(workspace.settings, chosen.name), gateway as gateway_url:
+    with (
+        hold_lease(workspace.settings, chosen.name),
+        gateway as gateway_url,
+        _metrics(workspace, metrics_host, metrics_port) as metrics_url,
+    ):
         scheduler = Scheduler(
             workspace, chosen, grace_seconds=grace, policy_options=_policy_options(min_runtime)
         )
         logging.info(
-            "forgeml server: %s executor, %d node(s), home %s%s",
+            "forgeml server: %s executor, %d node(s), home %s%s%s",
             chosen.name, len(scheduler.nodes), workspace.settings.home.resolve(),
             f", gateway on {gateway_url}" if gateway_url else "",
+            f", metrics on {metrics_url}/metrics" if metrics_url else "",
         )  # fmt: skip
         scheduler.serve_forever(interval or workspace.settings.scheduler_interval, stop)
     logging.info("forgeml server stopped; running jobs keep running")
+
+
+@contextlib.contextmanager
+def _metrics(workspace: Workspace, host: str, port: int | None) -> Iterator[str | None]:
+    """The scheduler's /metrics on `host:port` while the server runs (None: not served)."""
+    if port is None:
+        yield None
+        return
+    from prometheus_client import start_http_server
+
+    from forgeml.core.errors import UsageError
+    from forgeml.scheduler.metrics import scheduler_registry
+
+    try:
+        server, thread = start_http_server(port, host, scheduler_registry(workspace.store))
+    except OSError as error:
+        raise UsageError(f"Cannot serve metrics on {host}:{port}: {error.strerror}.") from None
+    try:
+        yield f"http://{host}:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
 
 
 def _policy_options(min_runtime: float | None) -> object:

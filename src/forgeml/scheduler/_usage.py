@@ -190,7 +190,7 @@ class ProcessTreeSampler:
     def _busy_gpus(self, pids: frozenset[int]) -> int:
         if not self._gpu_handles:
             return 0
-        nvml = _nvml()
+        nvml = nvml_module()
         busy = 0
         for handle in self._gpu_handles:
             try:
@@ -248,7 +248,7 @@ _nvml_lock = threading.Lock()
 _nvml_state: dict[str, Any] = {}
 
 
-def _nvml() -> Any:
+def nvml_module() -> Any:
     """The initialised `pynvml` module, or None without the library, a driver or a GPU."""
     with _nvml_lock:
         if "module" not in _nvml_state:
@@ -265,7 +265,7 @@ def _nvml() -> Any:
 def _gpu_handles(gpus: Sequence[int] | None) -> list[Any]:
     if gpus is not None and len(gpus) == 0:
         return []
-    nvml = _nvml()
+    nvml = nvml_module()
     if nvml is None:
         return []
     try:
