@@ -14,6 +14,7 @@ def test_migrations_create_every_table(backend_url: str) -> None:
     tables = set(inspect(store.engine).get_table_names())
     assert {"datasets", "dataset_versions", "dataset_lineage", "feature_specs"} <= tables
     assert {"audit_events", "alembic_version"} <= tables
+    assert {"pipeline_runs", "pipeline_step_runs", "pipeline_cache"} <= tables
     with store.engine.connect() as connection:
         assert connection.scalar(text("SELECT version_num FROM alembic_version")) == HEAD_REVISION
     store.dispose()
