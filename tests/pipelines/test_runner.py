@@ -226,3 +226,16 @@ steps:
     assert steps["a"]["error"] == "Step 'a' reads missing.txt, which does not exist."
     assert steps["a"]["job_id"] is None
     assert steps["b"]["state"] == "SUCCEEDED"
+
+
+def test_a_pipeline_runs_and_reruns_cached_on_each_metadata_backend(
+    any_workspace: Workspace, tmp_path: Path
+) -> None:
+    path = write_pipeline(tmp_path, FAILING)
+
+    first = steps_by_name(run(any_workspace, path))
+    second = steps_by_name(run(any_workspace, path))
+
+    assert first["sibling"]["state"] == "SUCCEEDED" and not first["sibling"]["cached"]
+    assert second["sibling"]["cached"] and second["after-sibling"]["cached"]
+    assert second["after-broken"]["state"] == "SKIPPED"
