@@ -12,7 +12,7 @@ from tests.train.conftest import ADULT_CONFIG, copy_adult_home
 
 Cli = Callable[..., CliResult]
 
-# a few steps of the Adult example, then a command step that names the model it made
+# a few steps of the Adult example, its ONNX export, and a command step naming the model
 PIPELINE = f"""
 name: adult
 params:
@@ -26,6 +26,10 @@ steps:
       - max_steps=${{params.steps}}
       - schedule.warmup_steps=0
       - early_stopping=null
+  - name: onnx
+    kind: optimize
+    model: ${{steps.train.model}}
+    mode: onnx
   - name: announce
     kind: command
     argv: [PYTHON, -c, "open('model.txt', 'w').write('${{steps.train.model}}')"]
@@ -34,7 +38,7 @@ steps:
 
 
 @pytest.mark.slow
-def test_a_train_step_registers_a_model_that_a_later_step_reads_and_reruns_cached(
+def test_train_and_optimize_steps_register_models_later_steps_read_and_rerun_cached(
     cli: Cli,
     tmp_path: Path,
     tmp_path_factory: pytest.TempPathFactory,
@@ -50,7 +54,9 @@ def test_a_train_step_registers_a_model_that_a_later_step_reads_and_reruns_cache
     train = first["steps"][0]
     assert train["state"] == "SUCCEEDED" and "@v" in train["outputs"]["model"]
     assert (tmp_path / "model.txt").read_text() == train["outputs"]["model"]
-    assert [s["cached"] for s in second["steps"]] == [True, True]
+    onnx = first["steps"][1]
+    assert onnx["state"] == "SUCCEEDED" and onnx["outputs"]["parent"] == train["outputs"]["model"]
+    assert [s["cached"] for s in second["steps"]] == [True, True, True]
     assert second["steps"][0]["outputs"] == train["outputs"]
     models = json_out(cli("models", "list", "--json"))
-    assert len(models) == 1  # the cached re-run trained nothing
+    assert len(models) == 2  # the trained one and its ONNX child; the re-run made none

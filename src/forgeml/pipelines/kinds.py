@@ -149,7 +149,7 @@ class OptimizeKind:
     name = "optimize"
 
     def outputs(self, step: StepBase) -> frozenset[str]:
-        return frozenset({"model", "run_id"})
+        return frozenset({"model", "parent", "run_id"})
 
     def inputs(self, workspace: Workspace, step: StepBase, base: Path) -> dict[str, str]:
         from forgeml.tracking.registry import get_model_version
