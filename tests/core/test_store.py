@@ -6,6 +6,7 @@ import pytest
 from sqlalchemy import inspect, select, text
 
 from forgeml.core.store import AuditEvent, open_store
+from forgeml.core.store import _engine as store_module
 from forgeml.core.store._engine import HEAD_REVISION, StoreUnavailableError
 
 
@@ -14,6 +15,7 @@ def test_migrations_create_every_table(backend_url: str) -> None:
     tables = set(inspect(store.engine).get_table_names())
     assert {"datasets", "dataset_versions", "dataset_lineage", "feature_specs"} <= tables
     assert {"audit_events", "alembic_version"} <= tables
+    assert {"pipeline_runs", "pipeline_step_runs", "pipeline_cache"} <= tables
     with store.engine.connect() as connection:
         assert connection.scalar(text("SELECT version_num FROM alembic_version")) == HEAD_REVISION
     store.dispose()
@@ -24,6 +26,30 @@ def test_reopening_is_idempotent(backend_url: str) -> None:
     store = open_store(backend_url)
     with store.session() as session:
         assert session.scalars(select(AuditEvent)).all() == []
+    store.dispose()
+
+
+def test_a_store_at_the_previous_revision_is_migrated_to_head(backend_url: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    if backend_url.startswith("sqlite:///"):
+        Path(backend_url.removeprefix("sqlite:///")).parent.mkdir(parents=True)
+    engine = create_engine(backend_url)
+    config = Config()
+    config.set_main_option(
+        "script_location", str(Path(store_module.__file__).parents[1] / "migrations")
+    )
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0004")
+    assert "pipeline_runs" not in inspect(engine).get_table_names()
+    engine.dispose()
+
+    store = open_store(backend_url)
+
+    assert "pipeline_cache" in inspect(store.engine).get_table_names()
     store.dispose()
 
 

@@ -92,6 +92,11 @@ COMMANDS = (
         "Deploy a model as a named set of model-server processes, and manage deployments.",
     ),
     LazyCommand(
+        "pipelines",
+        "forgeml.cli.pipelines:app",
+        "Pipelines: YAML DAGs of steps run as jobs, cached by content.",
+    ),
+    LazyCommand(
         "keys",
         "forgeml.cli.keys:app",
         "API keys for the gateway: stored as salted hashes, scoped to deployments.",

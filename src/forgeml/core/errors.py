@@ -150,3 +150,7 @@ class UpstreamTimeoutError(ForgemlError):
     """A replica did not answer within the gateway's timeout."""
 
     http_status = 504
+
+
+class CommandFailedError(ForgemlError):
+    """A command a job runs (a pipeline's command step) exited non-zero or could not start."""

@@ -10,6 +10,11 @@ from forgeml.core.store._models import (
     FeatureSpecVersion,
     LineageEdge,
 )
+from forgeml.core.store._pipelines import (
+    PipelineCacheRecord,
+    PipelineRunRecord,
+    PipelineStepRunRecord,
+)
 from forgeml.core.store._runs import ModelVersionRecord, RunRecord
 from forgeml.core.store._serving import (
     ApiKeyRecord,
@@ -35,6 +40,9 @@ __all__ = [
     "KeyUsageRecord",
     "LineageEdge",
     "ModelVersionRecord",
+    "PipelineCacheRecord",
+    "PipelineRunRecord",
+    "PipelineStepRunRecord",
     "QueueRecord",
     "RunRecord",
     "Store",

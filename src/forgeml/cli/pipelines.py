@@ -1,0 +1,117 @@
+"""`forgeml pipelines run|list|show|graph`: YAML DAGs of steps, each a cached scheduler job."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from forgeml.cli._output import print_json, print_table, say, when
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
+
+app = typer.Typer(
+    help="Pipelines: YAML DAGs of steps run as jobs, cached by content.", no_args_is_help=True
+)
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+FileArg = Annotated[Path, typer.Argument(help="The pipeline file (YAML).")]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", help="Override a key: --set params.lr=0.1 or --set steps.NAME.key=value."
+    ),
+]
+
+
+def _workspace() -> Workspace:
+    from forgeml.core.workspace import open_workspace
+
+    return open_workspace()
+
+
+@app.command("run")
+def run(file: FileArg, overrides: SetOption = None, as_json: JsonFlag = False) -> None:
+    """Run a pipeline: unchanged steps come from the cache, the others run as jobs."""
+    from forgeml.core.errors import ForgemlError
+    from forgeml.pipelines import load_pipeline, run_pipeline
+
+    pipeline = load_pipeline(file, overrides or [])  # nothing is recorded when it is invalid
+    summary = run_pipeline(_workspace(), pipeline)
+    if as_json:
+        print_json(summary)
+    else:
+        _print_run(summary)
+    if summary["state"] != "SUCCEEDED":
+        raise ForgemlError(
+            f"Pipeline run {summary['id'][:12]} failed: {summary['error']} "
+            f"See `forgeml pipelines show {summary['id'][:12]}`."
+        )
+
+
+@app.command("list")
+def list_(
+    limit: Annotated[int, typer.Option(help="At most this many (newest first).")] = 100,
+    as_json: JsonFlag = False,
+) -> None:
+    """List pipeline runs, newest first."""
+    from forgeml.pipelines import list_runs, run_summary
+
+    runs = [run_summary(run, steps=False) for run in list_runs(_workspace(), limit)]
+    if as_json:
+        print_json(runs)
+        return
+    rows = [
+        (r["id"][:12], r["name"], r["state"], f"{r['cached_steps']}/{r['total_steps']}",
+         when(r["created_at"]), _seconds(r["seconds"]))
+        for r in runs
+    ]  # fmt: skip
+    print_table("pipeline runs", ["run", "name", "state", "cached", "started", "seconds"], rows)
+
+
+@app.command("show")
+def show(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Run id, id prefix, or name.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """A run's steps: state, cached or not, times, outputs and errors."""
+    from forgeml.pipelines import find_run, run_summary
+
+    summary = run_summary(find_run(_workspace(), run_ref))
+    if as_json:
+        print_json(summary)
+        return
+    _print_run(summary)
+
+
+@app.command("graph")
+def graph(file: FileArg, overrides: SetOption = None) -> None:
+    """Draw a pipeline file's DAG as text: each step under the steps it needs."""
+    from forgeml.pipelines import load_pipeline
+    from forgeml.pipelines.graph import render_text
+
+    pipeline = load_pipeline(file, overrides or [])
+    sys.stdout.write(render_text(pipeline.needs, pipeline.kinds) + "\n")
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
+
+
+def _outputs(outputs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in outputs.items() if k != "digests")
+
+
+def _print_run(summary: dict[str, Any]) -> None:
+    say(
+        f"[bold]{summary['name']}[/bold] run {summary['id']}: {summary['state']} "
+        f"({summary['cached_steps']}/{summary['total_steps']} steps cached)"
+    )
+    rows = [
+        (s["name"], s["kind"], s["state"], "yes" if s["cached"] else "", _seconds(s["seconds"]),
+         _outputs(s["outputs"]) or (s["error"] or ""))
+        for s in summary["steps"]
+    ]  # fmt: skip
+    print_table("steps", ["step", "kind", "state", "cached", "seconds", "outputs / error"], rows)

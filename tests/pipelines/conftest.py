@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from forgeml.core.config import Settings
+from forgeml.core.store import (
+    AuditEvent,
+    JobRecord,
+    PipelineCacheRecord,
+    PipelineRunRecord,
+    PipelineStepRunRecord,
+)
+from forgeml.core.workspace import Workspace
+from forgeml.pipelines import load_pipeline, run_pipeline
+
+PY = sys.executable
+
+
+@pytest.fixture
+def pipe_workspace(tmp_path: Path) -> Iterator[Workspace]:
+    """A workspace whose local cluster is 2 CPUs, no GPU, 4 GB."""
+    settings = Settings(
+        home=tmp_path / "home",
+        user="tester",
+        scheduler_cpus=2,
+        scheduler_gpus=0,
+        scheduler_memory_gb=4,
+    )
+    workspace = Workspace(settings)
+    try:
+        yield workspace
+    finally:
+        workspace.close()
+
+
+def write_pipeline(folder: Path, text: str, name: str = "pipeline.yaml") -> Path:
+    path = folder / name
+    path.write_text(text.replace("PYTHON", PY), encoding="utf-8")
+    return path
+
+
+def run(workspace: Workspace, path: Path, *overrides: str) -> dict[str, Any]:
+    return run_pipeline(workspace, load_pipeline(path, overrides), output=lambda _: None)
+
+
+def steps_by_name(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {step["name"]: step for step in summary["steps"]}
+
+
+def row_counts(workspace: Workspace) -> dict[str, int]:
+    """How many rows each table a pipeline run writes to holds."""
+    tables = (AuditEvent, JobRecord, PipelineRunRecord, PipelineStepRunRecord, PipelineCacheRecord)
+    with workspace.store.session() as session:
+        return {
+            table.__tablename__: session.scalar(select(func.count()).select_from(table)) or 0
+            for table in tables
+        }
