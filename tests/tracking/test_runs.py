@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import forgeml
+from forgeml.core.code import git_commit
 from forgeml.core.errors import InvalidNameError, NotFoundError, UsageError
 from forgeml.core.store import Dataset, DatasetVersion, RunRecord
 from forgeml.core.workspace import Workspace
@@ -23,7 +24,7 @@ from forgeml.tracking import (
     resume_run,
     start_run,
 )
-from forgeml.tracking._context import config_params, git_commit
+from forgeml.tracking._context import config_params
 from forgeml.tracking._mlflow import MAX_PARAM_VALUE_LENGTH, open_client, sanitize_key
 from tests.data.conftest import assert_one_sentence
 from tests.tracking.conftest import audit_actions

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import subprocess
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.orm import Session
 
 from forgeml.core.artifacts import file_digest
+from forgeml.core.code import git_commit
 from forgeml.core.ids import json_digest, sha256_bytes
 from forgeml.core.store import PipelineCacheRecord
 from forgeml.pipelines.kinds import get_kind, params_of
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from forgeml.pipelines.steps import StepBase
 
 KEY_SCHEMA = 1  # bumped when what goes into a key changes: old entries then never match
-_GIT_TIMEOUT_S = 5
 
 
 @dataclass(frozen=True)
@@ -120,23 +119,6 @@ def packages_digest() -> str:
         if name:
             lines.add(f"{name.lower()}=={dist.version}")
     return sha256_bytes("\n".join(sorted(lines)).encode())
-
-
-def git_commit(cwd: Path) -> str | None:
-    """The commit checked out in `cwd`'s git repository, or None outside one."""
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=_GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else None
 
 
 def lookup(session: Session, key: str) -> dict[str, Any] | None:

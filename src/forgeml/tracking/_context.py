@@ -5,10 +5,8 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import platform
-import subprocess
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forgeml.tracking._mlflow import (
@@ -23,28 +21,10 @@ if TYPE_CHECKING:
 
     from forgeml.core.store import DatasetVersion
 
-_GIT_TIMEOUT_S = 5
 _ELLIPSIS = "..."
 # how a forgeml dataset version shows in MLflow's dataset inputs
 DATASET_SOURCE_TYPE = "forgeml"
 DATASET_CONTEXT = "training"
-
-
-def git_commit(cwd: Path | None = None) -> str | None:
-    """The commit checked out in `cwd`'s git repository, or None when there is none."""
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=_GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else None
 
 
 def environment() -> dict[str, Any]:

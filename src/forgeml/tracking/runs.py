@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import forgeml
+from forgeml.core.code import git_commit
 from forgeml.core.errors import NotFoundError, UsageError
 from forgeml.core.ids import validate_name
 from forgeml.core.store import DatasetVersion, RunRecord
@@ -144,7 +145,7 @@ def _tags(
     from mlflow.utils import mlflow_tags
 
     tags = {mlflow_tags.MLFLOW_USER: workspace.actor, "forgeml.version": forgeml.__version__}
-    if commit := _context.git_commit():
+    if commit := git_commit():
         tags[mlflow_tags.MLFLOW_GIT_COMMIT] = commit
     if version is not None:
         tags["forgeml.dataset"] = version.ref
