@@ -34,6 +34,23 @@ def shared_data() -> Path:
 
 
 @pytest.fixture
+def sched_workspace(tmp_path: Path) -> Iterator[Workspace]:
+    """A workspace whose local cluster is 2 CPUs, no GPU, 4 GB."""
+    settings = Settings(
+        home=tmp_path / "home",
+        user="tester",
+        scheduler_cpus=2,
+        scheduler_gpus=0,
+        scheduler_memory_gb=4,
+    )
+    workspace = Workspace(settings)
+    try:
+        yield workspace
+    finally:
+        workspace.close()
+
+
+@pytest.fixture
 def gate(tmp_path: Path) -> Iterator[Gate]:
     """A gate that jobs wait at until the test releases them; closed (all let through) after."""
     gate = Gate(tmp_path / "gate")

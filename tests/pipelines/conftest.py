@@ -1,14 +1,12 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
-from forgeml.core.config import Settings
 from forgeml.core.store import (
     AuditEvent,
     JobRecord,
@@ -23,20 +21,9 @@ PY = sys.executable
 
 
 @pytest.fixture
-def pipe_workspace(tmp_path: Path) -> Iterator[Workspace]:
-    """A workspace whose local cluster is 2 CPUs, no GPU, 4 GB."""
-    settings = Settings(
-        home=tmp_path / "home",
-        user="tester",
-        scheduler_cpus=2,
-        scheduler_gpus=0,
-        scheduler_memory_gb=4,
-    )
-    workspace = Workspace(settings)
-    try:
-        yield workspace
-    finally:
-        workspace.close()
+def pipe_workspace(sched_workspace: Workspace) -> Workspace:
+    """A workspace whose local cluster is 2 CPUs, no GPU, 4 GB (the scheduler tests')."""
+    return sched_workspace
 
 
 def write_pipeline(folder: Path, text: str, name: str = "pipeline.yaml") -> Path:

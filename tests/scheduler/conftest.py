@@ -1,36 +1,15 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-
-from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
 from forgeml.scheduler.jobs import find_job, parse_spec, submit
 from forgeml.scheduler.model import JobSpec, JobState
 from tests._wait import wait_until
 
 PY = sys.executable
-
-
-@pytest.fixture
-def sched_workspace(tmp_path: Path) -> Iterator[Workspace]:
-    """A workspace whose local cluster is 2 CPUs, no GPU, 4 GB."""
-    settings = Settings(
-        home=tmp_path / "home",
-        user="tester",
-        scheduler_cpus=2,
-        scheduler_gpus=0,
-        scheduler_memory_gb=4,
-    )
-    workspace = Workspace(settings)
-    try:
-        yield workspace
-    finally:
-        workspace.close()
 
 
 def job_spec(command: list[str], **fields: Any) -> JobSpec:
