@@ -21,6 +21,8 @@ from forgeml.data.augment import AugmentParams
 from forgeml.data.clean import CleanParams
 from forgeml.data.features import FeatureSpecConfig
 from forgeml.data.validate import Expectations
+from forgeml.pipelines import load_pipeline
+from forgeml.pipelines.steps import PipelineSpec
 from forgeml.tracking.tuning import TuneOptions
 from forgeml.train.config import TrainConfig, apply_overrides, load_config
 from forgeml.train.hpo import SearchSpace, to_overrides
@@ -42,6 +44,7 @@ CONFIG_MODELS: dict[str, type[BaseModel]] = {
     "features.yaml": FeatureSpecConfig,
     "augment.yaml": AugmentParams,
     "tune.yaml": TuneOptions,  # a training config with `tune` and `search` sections
+    "adult-data.yaml": PipelineSpec,  # checked whole by `load_pipeline`
 }
 EXAMPLE_CONFIGS = sorted(EXAMPLES.rglob("*.yaml"))
 TRAIN_CONFIGS = [path for path in EXAMPLE_CONFIGS if CONFIG_MODELS.get(path.name) is TrainConfig]
@@ -65,6 +68,7 @@ def test_every_example_has_a_readme_with_commands() -> None:
     assert [f.name for f in folders] == [
         "adult",
         "digits",
+        "pipelines",
         "sst2",
         "sst2-rnn",
         "tinygpt",
@@ -83,6 +87,9 @@ def test_every_example_config_validates_against_its_model(path: Path) -> None:
 
     if model is TuneOptions:
         _check_tune_config(path)
+        return
+    if model is PipelineSpec:
+        assert load_pipeline(path, []).spec.steps  # kinds, keys, references, no cycle
         return
     parsed = load_config(str(path)) if model is TrainConfig else load_yaml_model(path, model)
 
@@ -332,6 +339,17 @@ def test_the_adult_example_runs_as_its_readme_says(readme: Any) -> None:
     assert json_out(done.cli("models", "show", "adult-mlp-tuned", "--json"))["version"] == 1
     augmented = json_out(done.cli("data", "show", "adult@v5", "--json"))
     assert (augmented["op"], augmented["parents"]) == ("augment", ["adult@v4"])
+
+
+@pytest.mark.slow
+def test_the_pipelines_example_runs_as_its_readme_says(readme: Any) -> None:
+    done = readme({}).run(EXAMPLES / "pipelines")
+
+    runs = json_out(done.cli("pipelines", "list", "--json"))  # newest first
+    assert [run["state"] for run in runs] == ["SUCCEEDED"] * 3
+    assert [run["cached_steps"] for run in runs] == [2, 3, 0]  # the new seed re-ran the split
+    split = json_out(done.cli("data", "show", "adult@v4", "--json"))
+    assert (split["op"], split["parents"]) == ("split", ["adult@v2"])
 
 
 @pytest.mark.slow
