@@ -150,3 +150,7 @@ class UpstreamTimeoutError(ForgemlError):
     """A replica did not answer within the gateway's timeout."""
 
     http_status = 504
+
+
+class EmptyWindowError(InvalidDataError):
+    """Drift was asked to compare a window (or a reference) that holds no rows."""
