@@ -92,6 +92,11 @@ COMMANDS = (
         "Deploy a model as a named set of model-server processes, and manage deployments.",
     ),
     LazyCommand(
+        "monitor",
+        "forgeml.cli.monitor:app",
+        "Watch models after they ship: data and prediction drift.",
+    ),
+    LazyCommand(
         "keys",
         "forgeml.cli.keys:app",
         "API keys for the gateway: stored as salted hashes, scoped to deployments.",
