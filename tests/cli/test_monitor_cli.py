@@ -61,6 +61,26 @@ def test_an_older_population_is_flagged_in_age(
     assert payload["drifted_columns"] == ["age"]
 
 
+def test_a_prediction_column_is_judged_apart_from_the_features(adult: Cli) -> None:
+    payload = json_out(
+        adult(
+            "monitor", "drift", "--reference", "adult", "--current", "adult-test",
+            "--prediction", "Y", "--json",
+        )
+    )  # fmt: skip
+    table = adult(
+        "monitor", "drift", "--reference", "adult", "--current", "adult-test", "--prediction", "Y"
+    )
+
+    assert payload["prediction"]["column"] == "Y"
+    assert payload["prediction"]["drifted"]
+    assert "Y" not in _columns(payload)
+    assert payload["drifted_columns"] == []
+    # the table folds long cells at the captured console's 80 columns
+    first_cells = [line.split("│")[1].strip() for line in table.stdout.splitlines() if "│" in line]
+    assert "Y(prediction)" in "".join(first_cells)
+
+
 def test_the_splits_of_one_version_do_not_drift(adult: Cli) -> None:
     assert_ok(adult("data", "split", "adult", "--stratify", "Y", "--seed", "0"))
 

@@ -96,16 +96,20 @@ def _row(result: ColumnDrift) -> list[Any]:
         effect,
         missing,
         "[bold red]yes[/bold red]" if result.drifted else "no",
-        result.note or "",
     ]
 
 
 def _print_report(old: str, new: str, report: DriftReport) -> None:
-    headers = ["column", "kind", "test", "statistic", "p-value", "effect", "missing"]
-    rows = [_row(result) for result in report.columns]
+    headers = ["column", "kind", "test", "statistic", "p-value", "effect", "missing", "drifted"]
+    results = list(report.columns)
     if report.prediction is not None:
-        rows.append(_row(report.prediction.model_copy(update={"column": "(prediction)"})))
-    print_table(f"drift of {new} against {old}", [*headers, "drifted", "note"], rows)
+        label = f"{report.prediction.column} (prediction)"
+        results.append(report.prediction.model_copy(update={"column": label}))
+    rows = [_row(result) for result in results]
+    if any(result.note for result in results):  # the column only where something needs it
+        headers.append("note")
+        rows = [[*row, result.note or ""] for row, result in zip(rows, results, strict=True)]
+    print_table(f"drift of {new} against {old}", headers, rows)
     share = f"{len(report.drifted_columns)} of {len(report.columns)} columns"
     verdict = "yes" if report.drifted else "no"
     say(f"drifted: {share} ({report.drifted_share:.0%}); dataset drift: {verdict}")
