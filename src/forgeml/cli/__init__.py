@@ -97,11 +97,15 @@ COMMANDS = (
         "Pipelines: YAML DAGs of steps run as jobs, cached by content.",
     ),
     LazyCommand(
+        "monitor",
+        "forgeml.cli.monitor:app",
+        "Watch models after they ship: drift, alert rules, dashboards.",
+    ),
+    LazyCommand(
         "keys",
         "forgeml.cli.keys:app",
         "API keys for the gateway: stored as salted hashes, scoped to deployments.",
     ),
-    LazyCommand("monitor", "forgeml.cli.monitor:app", "Monitoring: alert rules, dashboards."),
 )
 # a command that ends with this code was interrupted (typer turns Ctrl-C into it)
 _INTERRUPTED = 130

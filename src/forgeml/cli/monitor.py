@@ -1,10 +1,118 @@
-"""`forgeml monitor`: what forgeml gives a team's own Prometheus and Grafana."""
+"""`forgeml monitor ...`: drift between dataset versions; the alert rules and dashboard."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="Monitoring: alert rules, dashboards.")
+from forgeml.cli._output import print_json, print_table, say, step
+
+if TYPE_CHECKING:
+    from forgeml.monitor.drift import ColumnDrift, DriftReport
+
+app = typer.Typer(
+    help="Watch models after they ship: drift, alert rules, dashboards.", no_args_is_help=True
+)
+
+
+def _split_names(columns: str | None) -> list[str] | None:
+    if columns is None:
+        return None
+    from forgeml.core.errors import UsageError
+
+    names = [name.strip() for name in columns.split(",") if name.strip()]
+    if not names:
+        raise UsageError("--columns names no column: give a comma-separated list such as a,b.")
+    return names
+
+
+@app.command("drift")
+def drift(
+    reference: Annotated[
+        str,
+        typer.Option(help="The reference dataset version (NAME, NAME@vN or NAME@<digest>)."),
+    ],
+    current: Annotated[str, typer.Option(help="The dataset version to check against it.")],
+    columns: Annotated[
+        str | None, typer.Option(help="Only these feature columns, comma-separated.")
+    ] = None,
+    reference_split: Annotated[
+        str | None, typer.Option(help="Only this split of the reference: train, validation, test.")
+    ] = None,
+    current_split: Annotated[
+        str | None, typer.Option(help="Only this split of the current version.")
+    ] = None,
+    prediction: Annotated[
+        str | None, typer.Option(help="A column of both versions holding predictions.")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="YAML of drift thresholds (alpha, psi_threshold, ...; see the docs)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+) -> None:
+    """Compare two dataset versions column by column: PSI, KS, chi-square, Wasserstein, JS.
+
+    A column drifts only when its p-value is below alpha AND an effect size passes a threshold.
+    """
+    from forgeml.core.configfile import load_yaml_model
+    from forgeml.core.workspace import open_workspace
+    from forgeml.data import catalog
+    from forgeml.monitor.drift import DriftConfig, build_reference, detect_drift
+
+    names = _split_names(columns)
+    settings = load_yaml_model(config, DriftConfig) if config else DriftConfig()
+    workspace = open_workspace()
+    with workspace.store.session() as session:
+        old, new = catalog.resolve(session, reference), catalog.resolve(session, current)
+    with step(f"comparing {new.ref} with {old.ref}"):
+        profile = build_reference(
+            catalog.read_frame(workspace, old, reference_split), prediction=prediction
+        )
+        report = detect_drift(
+            profile, catalog.read_frame(workspace, new, current_split), settings, names
+        )
+    if as_json:
+        print_json({"reference": old.ref, "current": new.ref, **report.model_dump(mode="json")})
+        return
+    _print_report(old.ref, new.ref, report)
+
+
+def _number(value: float | None, spec: str = ".3g") -> str:
+    return "" if value is None else format(value, spec)
+
+
+def _row(result: ColumnDrift) -> list[Any]:
+    effect = f"{result.effect} {_number(result.effect_size)}" if result.effect else ""
+    missing = f"{result.missing.reference:.1%} -> {result.missing.current:.1%}"
+    return [
+        result.column,
+        result.kind,
+        result.test,
+        _number(result.statistic),
+        _number(result.p_value, ".2e"),
+        effect,
+        missing,
+        "[bold red]yes[/bold red]" if result.drifted else "no",
+    ]
+
+
+def _print_report(old: str, new: str, report: DriftReport) -> None:
+    headers = ["column", "kind", "test", "statistic", "p-value", "effect", "missing", "drifted"]
+    results = list(report.columns)
+    if report.prediction is not None:
+        label = f"{report.prediction.column} (prediction)"
+        results.append(report.prediction.model_copy(update={"column": label}))
+    rows = [_row(result) for result in results]
+    if any(result.note for result in results):  # the column only where something needs it
+        headers.append("note")
+        rows = [[*row, result.note or ""] for row, result in zip(rows, results, strict=True)]
+    print_table(f"drift of {new} against {old}", headers, rows)
+    share = f"{len(report.drifted_columns)} of {len(report.columns)} columns"
+    verdict = "yes" if report.drifted else "no"
+    say(f"drifted: {share} ({report.drifted_share:.0%}); dataset drift: {verdict}")
 
 
 @app.command()

@@ -154,3 +154,7 @@ class UpstreamTimeoutError(ForgemlError):
 
 class CommandFailedError(ForgemlError):
     """A command a job runs (a pipeline's command step) exited non-zero or could not start."""
+
+
+class EmptyWindowError(InvalidDataError):
+    """Drift was asked to compare a window (or a reference) that holds no rows."""

@@ -1,1 +1,5 @@
-"""Layer 5, operations: what watches models after they ship (metrics, alerts, drift)."""
+"""Layer 5, operations: watching models after they ship.
+
+`forgeml.monitor.drift` compares live or newer data with a model's reference profile;
+`forgeml.monitor.assets` holds the Prometheus alert rules and Grafana dashboard forgeml ships.
+"""

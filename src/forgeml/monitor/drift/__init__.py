@@ -1,0 +1,40 @@
+"""Data and prediction drift: a reference profile, per-feature tests, a report.
+
+    reference = build_reference(train_frame, prediction="predicted")
+    report = detect_drift(reference, window_frame)
+    report.drifted_columns, report.columns[0].p_value, report.columns[0].effect_size
+
+A column drifts only when its test (KS for numeric columns, chi-square for categorical
+ones) has a p-value below `DriftConfig.alpha` AND an effect size (PSI, Wasserstein in
+reference standard deviations, Jensen-Shannon distance) reaches its threshold; a column
+whose share of missing values moves is flagged too.
+"""
+
+from forgeml.monitor.drift._config import DriftConfig, ReferenceOptions
+from forgeml.monitor.drift._detect import detect_drift
+from forgeml.monitor.drift._reference import (
+    CategoricalReference,
+    NumericReference,
+    ReferenceProfile,
+    build_reference,
+)
+from forgeml.monitor.drift._report import ColumnDrift, DriftReport, MissingShareCheck
+from forgeml.monitor.drift._statistics import chi_square, js_distance, ks, psi, wasserstein
+
+__all__ = [
+    "CategoricalReference",
+    "ColumnDrift",
+    "DriftConfig",
+    "DriftReport",
+    "MissingShareCheck",
+    "NumericReference",
+    "ReferenceOptions",
+    "ReferenceProfile",
+    "build_reference",
+    "chi_square",
+    "detect_drift",
+    "js_distance",
+    "ks",
+    "psi",
+    "wasserstein",
+]
