@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,postgres,ray,kubernetes,gpu]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,postgres,ray,kubernetes,gpu,argo]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,4 +1,4 @@
-"""`forgeml pipelines run|list|show|graph`: YAML DAGs of steps, each a cached scheduler job."""
+"""`forgeml pipelines run|list|show|graph|export`: YAML DAGs of steps, each a cached job."""
 
 from __future__ import annotations
 
@@ -33,12 +33,22 @@ def _workspace() -> Workspace:
 
 
 @app.command("run")
-def run(file: FileArg, overrides: SetOption = None, as_json: JsonFlag = False) -> None:
+def run(
+    file: FileArg,
+    overrides: SetOption = None,
+    step: Annotated[
+        str | None,
+        typer.Option(help="Run only this step and the steps it needs (an exported task)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
     """Run a pipeline: unchanged steps come from the cache, the others run as jobs."""
     from forgeml.core.errors import ForgemlError
     from forgeml.pipelines import load_pipeline, run_pipeline
 
     pipeline = load_pipeline(file, overrides or [])  # nothing is recorded when it is invalid
+    if step is not None:
+        pipeline = pipeline.up_to(step)
     summary = run_pipeline(_workspace(), pipeline)
     if as_json:
         print_json(summary)
@@ -115,3 +125,37 @@ def _print_run(summary: dict[str, Any]) -> None:
         for s in summary["steps"]
     ]  # fmt: skip
     print_table("steps", ["step", "kind", "state", "cached", "seconds", "outputs / error"], rows)
+
+
+@app.command()
+def export(
+    file: FileArg,
+    image: Annotated[str, typer.Option(help="The container image with forgeml installed.")],
+    format_: Annotated[
+        str, typer.Option("--format", help="What to export to: argo (an Argo Workflow).")
+    ] = "argo",
+    overrides: SetOption = None,
+    secret: Annotated[
+        str | None,
+        typer.Option(help="Kubernetes secret holding FORGEML_DB_URL, FORGEML_ARTIFACTS_URL..."),
+    ] = None,
+    namespace: Annotated[str | None, typer.Option(help="The workflow's namespace.")] = None,
+    workdir: Annotated[
+        str, typer.Option(help="Folder of the pipeline file inside the containers.")
+    ] = "/forgeml",
+    service_account: Annotated[
+        str | None, typer.Option(help="Service account the workflow's pods run as.")
+    ] = None,
+) -> None:
+    """Print the pipeline as an Argo Workflow: one task per step, each running the same
+    `forgeml pipelines run FILE --step NAME` (the steps before it come from the shared cache).
+    """
+    from forgeml.core.errors import UsageError
+    from forgeml.pipelines import load_pipeline
+    from forgeml.pipelines.argo import ArgoOptions, workflow_yaml
+
+    if format_ != "argo":
+        raise UsageError(f"Unknown --format '{format_}': the one export format is argo.")
+    pipeline = load_pipeline(file, overrides or [])
+    options = ArgoOptions(image, secret, namespace, workdir, service_account)
+    sys.stdout.write(workflow_yaml(pipeline, overrides or [], options))

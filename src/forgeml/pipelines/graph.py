@@ -61,6 +61,18 @@ def dependents(needs: Mapping[str, Sequence[str]], name: str) -> set[str]:
     return found
 
 
+def ancestors(needs: Mapping[str, Sequence[str]], name: str) -> set[str]:
+    """Every step `name` needs, directly or through others."""
+    found: set[str] = set()
+    stack = list(needs[name])
+    while stack:
+        step = stack.pop()
+        if step not in found:
+            found.add(step)
+            stack.extend(needs[step])
+    return found
+
+
 def render_text(needs: Mapping[str, Sequence[str]], kinds: Mapping[str, str]) -> str:
     """One line per step in run order: its depth, name, kind and what it needs."""
     depth: dict[str, int] = {}

@@ -46,6 +46,24 @@ class Pipeline:
     def kinds(self) -> dict[str, str]:
         return {step.name: step.kind for step in self.spec.steps}
 
+    def up_to(self, name: str) -> Pipeline:
+        """The steps `name` needs, directly or not, and `name` itself: what one task of an
+        exported workflow runs (the steps before it come from the cache).
+
+        Raises:
+            UsageError: the pipeline has no step `name`.
+        """
+        if name not in self.needs:
+            steps = ", ".join(self.needs)
+            raise UsageError(f"There is no step '{name}' in {self.file.name} (its steps: {steps}).")
+        wanted = graph.ancestors(self.needs, name) | {name}
+        spec = self.spec.model_copy(
+            update={"steps": [step for step in self.spec.steps if step.name in wanted]}
+        )
+        needs = {step: before for step, before in self.needs.items() if step in wanted}
+        order = [step for step in self.order if step in wanted]
+        return Pipeline(spec, self.file, needs, order)
+
 
 def load_pipeline(path: str | Path, overrides: Sequence[str] = ()) -> Pipeline:
     """Read, override and validate the pipeline file at `path`.
