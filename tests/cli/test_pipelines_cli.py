@@ -63,6 +63,46 @@ def test_run_list_show_and_graph(cli: Any, tmp_path: Path) -> None:
     ]
 
 
+def test_graph_draws_a_file_or_a_run_with_its_states(cli: Any, tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    path = write_pipeline(tmp_path, PIPELINE)
+    first = _run(cli, path)
+    _run(cli, path, "--set", "params.greeting=bye")  # write and read re-run, alone cached
+
+    run = cli("pipelines", "graph", "tiny", "--out", tmp_path / "run.svg")  # the latest run
+    assert run.code == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "write (command) SUCCEEDED",
+        "  read (command) SUCCEEDED  <- write",
+        "alone (command) SUCCEEDED (cached)",
+    ]
+    svg = ET.parse(tmp_path / "run.svg").getroot()  # well-formed SVG, its labels as text
+    texts = " ".join(
+        "".join(node.itertext()) for node in svg.iter("{http://www.w3.org/2000/svg}text")
+    )
+    assert all(name in texts for name in ("write", "read", "alone", "succeeded (cached)"))
+    older = cli("pipelines", "graph", first["id"][:8], "--out", tmp_path / "first.png")
+    assert older.code == 0 and "alone (command) SUCCEEDED\n" in older.stdout + "\n"
+    assert (tmp_path / "first.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    drawn = cli("pipelines", "graph", path, "--out", tmp_path / "file.png")
+    assert drawn.code == 0 and (tmp_path / "file.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "code"),
+    [
+        (["nosuch"], "No pipeline run 'nosuch'", 1),
+        (["missing.yaml"], "missing.yaml: no such file", 1),
+        (["tiny", "--out", "x.jpg"], "--out x.jpg: draw to a .svg or .png file.", 2),
+    ],
+)
+def test_graph_refuses_what_it_cannot_draw(
+    cli: Any, args: list[str], message: str, code: int
+) -> None:
+    assert_cli_error(cli("pipelines", "graph", *args), message, code=code)
+
+
 def test_set_overrides_a_parameter_and_reruns_what_depends_on_it(cli: Any, tmp_path: Path) -> None:
     path = write_pipeline(tmp_path, PIPELINE)
     _run(cli, path)

@@ -97,13 +97,42 @@ def show(
 
 
 @app.command("graph")
-def graph(file: FileArg, overrides: SetOption = None) -> None:
-    """Draw a pipeline file's DAG as text: each step under the steps it needs."""
+def graph(
+    target: Annotated[str, typer.Argument(help="A pipeline file, or a run (id, prefix, name).")],
+    overrides: SetOption = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Also draw it to this file (.svg or .png).")
+    ] = None,
+) -> None:
+    """Draw a pipeline's DAG as text (a run's with each step's state); --out draws a picture."""
+    from forgeml.core.errors import UsageError
     from forgeml.pipelines import load_pipeline
-    from forgeml.pipelines.graph import render_text
+    from forgeml.pipelines.graph import render_image, render_text
 
-    pipeline = load_pipeline(file, overrides or [])
-    sys.stdout.write(render_text(pipeline.needs, pipeline.kinds) + "\n")
+    if out is not None and out.suffix not in (".svg", ".png"):
+        raise UsageError(f"--out {out}: draw to a .svg or .png file.")
+    states: dict[str, str] | None = None
+    as_file = Path(target)
+    if as_file.is_file() or as_file.suffix in (".yaml", ".yml") or "/" in target:
+        pipeline = load_pipeline(target, overrides or [])
+    else:
+        if overrides:
+            raise UsageError("--set applies to a pipeline file, not to a recorded run.")
+        pipeline, states = _recorded(target)
+    sys.stdout.write(render_text(pipeline.needs, pipeline.kinds, states) + "\n")
+    if out is not None:
+        render_image(pipeline.needs, pipeline.kinds, out, states)
+        typer.echo(f"drew {out}", err=True)
+
+
+def _recorded(ref: str) -> tuple[Any, dict[str, str]]:
+    """A recorded run's pipeline and each step's state ("SUCCEEDED (cached)" when cached)."""
+    from forgeml.pipelines import find_run
+    from forgeml.pipelines.load import recorded_pipeline
+
+    run = find_run(_workspace(), ref)
+    states = {s.name: s.state + (" (cached)" if s.cached else "") for s in run.steps}
+    return recorded_pipeline(run.spec, run.file), states
 
 
 def _seconds(value: float | None) -> str:

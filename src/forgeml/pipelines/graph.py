@@ -5,7 +5,9 @@ Pure functions over `{step: [steps it needs]}` in file order; no I/O.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 
 def find_cycle(needs: Mapping[str, Sequence[str]]) -> list[str] | None:
@@ -73,12 +75,81 @@ def ancestors(needs: Mapping[str, Sequence[str]], name: str) -> set[str]:
     return found
 
 
-def render_text(needs: Mapping[str, Sequence[str]], kinds: Mapping[str, str]) -> str:
-    """One line per step in run order: its depth, name, kind and what it needs."""
+def depths(needs: Mapping[str, Sequence[str]]) -> dict[str, int]:
+    """Each step's depth: 0 for a step that needs nothing, else 1 + its deepest need."""
     depth: dict[str, int] = {}
-    lines = []
     for name in topological_order(needs):
         depth[name] = 1 + max((depth[d] for d in needs[name]), default=-1)
+    return depth
+
+
+def render_text(
+    needs: Mapping[str, Sequence[str]],
+    kinds: Mapping[str, str],
+    states: Mapping[str, str] | None = None,
+) -> str:
+    """One line per step in run order: its depth, name, kind, state (a run's) and needs."""
+    depth = depths(needs)
+    lines = []
+    for name in topological_order(needs):
+        state = f" {states[name]}" if states and name in states else ""
         after = f"  <- {', '.join(needs[name])}" if needs[name] else ""
-        lines.append(f"{'  ' * depth[name]}{name} ({kinds[name]}){after}")
+        lines.append(f"{'  ' * depth[name]}{name} ({kinds[name]}){state}{after}")
     return "\n".join(lines)
+
+
+# a run's step states as colours (a file's steps have none: grey)
+_COLOURS = {"SUCCEEDED": "#b7e4c7", "FAILED": "#f4a6a6", "SKIPPED": "#e0e0e0"}
+
+
+def render_image(
+    needs: Mapping[str, Sequence[str]],
+    kinds: Mapping[str, str],
+    path: Path,
+    states: Mapping[str, str] | None = None,
+) -> None:
+    """Draw the DAG to `path` (.svg or .png, by its suffix), written atomically.
+
+    Steps stand in columns by depth, an arrow from each step to each step that needs it;
+    a run's steps are coloured by state ("SUCCEEDED (cached)" counts as succeeded).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    depth = depths(needs)
+    columns: dict[int, list[str]] = {}
+    for name in topological_order(needs):
+        columns.setdefault(depth[name], []).append(name)
+    where = {
+        name: (column * 3.0, -row * 1.4)
+        for column, names in columns.items()
+        for row, name in enumerate(names)
+    }
+    tallest = max(len(names) for names in columns.values())
+    figure, axis = plt.subplots(figsize=(2.6 * len(columns) + 1, 1.1 * tallest + 1))
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text stays text in the SVG
+        for name, (x, y) in where.items():
+            for need in needs[name]:
+                axis.annotate(
+                    "", xy=(x - 1.0, y), xytext=(where[need][0] + 1.0, where[need][1]),
+                    arrowprops={"arrowstyle": "->", "color": "#555555"},
+                )  # fmt: skip
+            state = (states or {}).get(name, "")
+            colour = _COLOURS.get(state.split(" ")[0], "#dbe9f6")
+            label = f"{name}\n{kinds[name]}" + (f"\n{state.lower()}" if state else "")
+            axis.text(
+                x, y, label, ha="center", va="center", fontsize=9,
+                bbox={"boxstyle": "round,pad=0.4", "facecolor": colour, "edgecolor": "#555555"},
+            )  # fmt: skip
+        xs = [x for x, _ in where.values()]
+        ys = [y for _, y in where.values()]
+        axis.set_xlim(min(xs) - 1.5, max(xs) + 1.5)
+        axis.set_ylim(min(ys) - 1.0, max(ys) + 1.0)
+        axis.axis("off")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.part{path.suffix}")
+        figure.savefig(temp, format=path.suffix.lstrip("."), bbox_inches="tight")
+    plt.close(figure)
+    os.replace(temp, path)

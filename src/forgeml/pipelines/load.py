@@ -88,6 +88,13 @@ def load_pipeline(path: str | Path, overrides: Sequence[str] = ()) -> Pipeline:
     return Pipeline(spec, file, needs, graph.topological_order(needs))
 
 
+def recorded_pipeline(spec: dict[str, Any], file: str) -> Pipeline:
+    """The pipeline a run recorded (its spec as run, overrides applied), for drawing it."""
+    parsed = PipelineSpec.model_validate(spec)
+    needs = _needs(parsed, file)
+    return Pipeline(parsed, Path(file), needs, graph.topological_order(needs))
+
+
 def _apply_override(data: dict[str, Any], item: str) -> None:
     """`params.lr=0.1` or `steps.NAME.key.path=value` (values parsed as YAML)."""
     path, sep, raw = item.partition("=")
