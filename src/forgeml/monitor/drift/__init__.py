@@ -8,10 +8,14 @@ A column drifts only when its test (KS for numeric columns, chi-square for categ
 ones) has a p-value below `DriftConfig.alpha` AND an effect size (PSI, Wasserstein in
 reference standard deviations, Jensen-Shannon distance) reaches its threshold; a column
 whose share of missing values moves is flagged too.
+
+Live: `read_window` takes the latest rows a model server logged, `model_reference` the
+reference of the data a model version was trained on (built once, kept under FORGEML_HOME).
 """
 
 from forgeml.monitor.drift._config import DriftConfig, ReferenceOptions
 from forgeml.monitor.drift._detect import detect_drift
+from forgeml.monitor.drift._live import model_reference, read_window, reference_path
 from forgeml.monitor.drift._reference import (
     CategoricalReference,
     NumericReference,
@@ -35,6 +39,9 @@ __all__ = [
     "detect_drift",
     "js_distance",
     "ks",
+    "model_reference",
     "psi",
+    "read_window",
+    "reference_path",
     "wasserstein",
 ]

@@ -1,0 +1,46 @@
+"""Reading a live window from a model server's request log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from forgeml.core.errors import EmptyWindowError, NotFoundError
+from forgeml.monitor.drift import read_window
+
+
+def _log(path: Path, entries: list[object], tail: bytes = b"") -> Path:
+    path.write_bytes(b"".join(orjson.dumps(entry) + b"\n" for entry in entries) + tail)
+    return path
+
+
+def test_the_window_is_the_latest_rows_of_one_model_oldest_first(tmp_path: Path) -> None:
+    log = _log(
+        tmp_path / "requests.jsonl",
+        [
+            {"model": "adult", "instances": [{"age": 30, "sex": "[REDACTED]"}, {"age": 31}]},
+            {"model": "other", "instances": [{"age": 99}]},
+            {"model": "adult", "instances": [{"age": 32, "sex": "[REDACTED]"}]},
+            "not a record",
+        ],
+        tail=b'{"model": "adult", "instances": [{"age": 3',  # the line being written
+    )
+    window = read_window(log, "adult", 2)
+    assert window["age"].to_list() == [31, 32]
+    assert window.columns == ["age"]  # a redacted field's values are gone: left out
+    assert read_window(log, "adult", 100)["age"].to_list() == [30, 31, 32]
+
+
+def test_a_text_model_s_strings_are_its_text_column(tmp_path: Path) -> None:
+    log = _log(tmp_path / "r.jsonl", [{"model": "sst2", "instances": ["good", "bad"]}])
+    assert read_window(log, "sst2", 10)["text"].to_list() == ["good", "bad"]
+
+
+def test_no_log_or_no_rows_is_one_sentence(tmp_path: Path) -> None:
+    with pytest.raises(NotFoundError, match="--log-sample-rate above 0"):
+        read_window(tmp_path / "none.jsonl", "adult", 10)
+    log = _log(tmp_path / "r.jsonl", [{"model": "other", "instances": [{"age": 1}]}])
+    with pytest.raises(EmptyWindowError, match="holds no rows for model 'adult' yet"):
+        read_window(log, "adult", 10)

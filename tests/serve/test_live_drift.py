@@ -1,0 +1,124 @@
+"""Live drift: a real server's logged requests against its model version's training data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from forgeml.core.config import get_settings
+from forgeml.monitor.drift import read_window
+from forgeml.serve import ServeOptions
+from tests._wait import wait_until
+from tests.cli.conftest import assert_cli_error, json_out
+from tests.serve.conftest import LiveServer, open_home
+
+pytestmark = pytest.mark.slow
+# at 600 rows 9 of 40 random no-drift Adult windows flagged a column (p < 0.05 and an effect
+# over 0.1 happen by chance in a small window); at 2,000, none of 40
+ROWS = 2000
+
+
+@pytest.fixture(scope="module")
+def logged(served_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    log = tmp_path_factory.mktemp("log") / "requests.jsonl"
+    workspace = open_home(served_home)
+    options = ServeOptions(log_sample_rate=1.0, log_path=log, log_redact=["fnlwgt"])
+    live = LiveServer(workspace, ["adult-mlp@v1"], options).start()
+    yield live, log
+    live.stop()
+    workspace.close()
+
+
+def _send(url: str, records: list[dict[str, Any]], log: Path) -> None:
+    with httpx.Client(timeout=30) as client:
+        for start in range(0, len(records), 50):
+            body = {"instances": records[start : start + 50]}
+            response = client.post(f"{url}/v1/models/adult-mlp:predict", json=body)
+            assert response.status_code == 200, response.text
+    last = records[-1]
+    wait_until(
+        lambda: (
+            log.is_file()
+            and read_window(log, "adult-mlp", 1).row(0, named=True)["age"] == last["age"]
+        ),
+        30,
+        "the request log holding the last request",
+    )
+
+
+def _test_split(home: Path) -> list[dict[str, Any]]:
+    """The first ROWS rows of the test split of the data adult-mlp@v1 was trained on."""
+    from forgeml.data import catalog
+    from forgeml.tracking import get_model_version
+
+    workspace = open_home(home)
+    try:
+        version = get_model_version(workspace, "adult-mlp@v1").dataset_version
+        assert version is not None
+        frame = catalog.read_frame(workspace, version, "test").drop("Y", "__split__")
+    finally:
+        workspace.close()
+    assert frame.height >= ROWS
+    return frame.head(ROWS).to_dicts()
+
+
+def _drift(cli: Any, served_home: Path, log: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("FORGEML_HOME", str(served_home))
+    get_settings.cache_clear()
+    args = ["monitor", "drift", "--model", "adult-mlp@v1", "--log", log, "--window", str(ROWS)]
+    return json_out(cli(*args, "--json"))
+
+
+def test_held_out_requests_do_not_drift_and_shifted_ones_do(
+    cli: Any, served_home: Path, logged: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live, log = logged
+    held_out = _test_split(served_home)  # rows the model never saw, cleaned as its data was
+    _send(live.url, held_out, log)
+
+    calm = _drift(cli, served_home, log, monkeypatch)
+    assert calm["reference"] == "adult-mlp@v1" and calm["rows"] == ROWS
+    assert calm["drifted_columns"] == [] and calm["drifted"] is False
+    columns = {column["column"] for column in calm["columns"]}
+    assert {"age", "hours-per-week", "occupation"} <= columns
+    assert "fnlwgt" not in columns  # redacted in the log: its values are gone
+    assert "Y" not in columns  # the target is not a feature
+    kept = served_home / "monitor" / "references" / "adult-mlp" / "v1.json"
+    assert kept.is_file()  # built once, kept beside the model version
+
+    older = [{**r, "age": r["age"] + 25, "hours-per-week": 70} for r in held_out]
+    _send(live.url, older, log)  # the latest window: the same people, older, working longer
+
+    shifted = _drift(cli, served_home, log, monkeypatch)
+    assert set(shifted["drifted_columns"]) == {"age", "hours-per-week"}
+    # 2 of the columns: under the dataset-level share (half), which is its own verdict
+    assert shifted["drifted_share"] == pytest.approx(2 / len(columns))
+
+
+def test_live_drift_refuses_what_it_cannot_compare(
+    cli: Any, served_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORGEML_HOME", str(served_home))
+    get_settings.cache_clear()
+    missing = tmp_path / "none.jsonl"
+    assert_cli_error(
+        cli("monitor", "drift", "--model", "adult-mlp@v1", "--log", missing),
+        f"No request log at {missing}",
+    )
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"model": "someone-else", "instances": [{"age": 1}]}\n{"model": "adult-ml')
+    assert_cli_error(
+        cli("monitor", "drift", "--model", "adult-mlp@v1", "--log", other),
+        "holds no rows for model 'adult-mlp' yet",
+    )
+    assert_cli_error(
+        cli("monitor", "drift", "--model", "adult-mlp@v1", "--reference", "adult"),
+        "leave out --reference",
+        code=2,
+    )
+    assert_cli_error(cli("monitor", "drift"), "Give --reference and --current", code=2)
+    assert_cli_error(cli("monitor", "drift", "--model", "nosuch"), "not registered")
