@@ -51,10 +51,18 @@ def test_onnx_export_of_adult_mlp_is_verified_and_registered_with_its_parent(
 
 
 @pytest.mark.slow
-def test_a_tolerance_breach_fails_and_registers_nothing(adult_workspace: Workspace) -> None:
+def test_a_tolerance_breach_fails_and_registers_nothing(
+    adult_workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forgeml.optimize import _modes
+
     before = len(list_models(adult_workspace))
-    # a 2-layer MLP reproduces to ~1e-7, never to 1e-30
-    with pytest.raises(OptimizationError, match="above the tolerance"):
+    # the export's own difference depends on the CPU's kernels (on some machines ONNX and
+    # PyTorch agree exactly on this MLP), so the comparison reports a breach here
+    monkeypatch.setattr(_modes, "max_abs_difference", lambda *_: (0.25, 64))
+    with pytest.raises(
+        OptimizationError, match=r"up to 0.25 on 64 held-out rows.*above the tolerance"
+    ):
         optimize_model(
             adult_workspace,
             "adult-small@v1",

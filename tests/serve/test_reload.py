@@ -58,6 +58,9 @@ def test_a_moved_alias_is_swapped_in_under_load_without_failing_a_request(
     assert answers and all(status == 200 for status, _, _ in answers)
     versions = [version for _, version, _ in answers]
     assert versions[0] == "1" and versions[-1] == "2"
-    assert len({first for _, version, first in answers if version == "1"}) == 1
+    # one set of weights answered all of v1's: equal but for the last bits, which depend on
+    # how many rows shared each forward (the CPU's kernels block a batch by its size)
+    firsts = [first for _, version, first in answers if version == "1"]
+    assert max(firsts) - min(firsts) < 1e-6
     v1, v2 = (next(a[2] for a in answers if a[1] == v) for v in ("1", "2"))
-    assert v1 != v2  # the answers really come from the other weights
+    assert abs(v1 - v2) > 1e-4  # the answers really come from the other weights
