@@ -19,6 +19,7 @@ from forgeml.core.store import (
 from forgeml.core.workspace import Workspace
 from forgeml.data import pipeline as data_pipeline
 from forgeml.data.ingest import IngestOptions
+from forgeml.pipelines import find_run
 from forgeml.pipelines.triggers import (
     MAX_EVENTS_PER_EVALUATION,
     add_trigger,
@@ -317,3 +318,79 @@ def test_the_server_loop_evaluates_with_its_clock_until_stopped(
 
     (firing,) = list_firings(pipe_workspace)
     assert firing.event == "2026-12-03T12:05:00+00:00" and firing.job_id is not None
+
+
+@pytest.mark.slow
+def test_forgeml_server_runs_the_pipeline_when_a_dataset_gets_a_new_version(
+    tmp_path: Path, hello: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from forgeml.core.config import Settings
+    from tests._wait import wait_until
+
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("FORGEML_DB_URL", "FORGEML_ARTIFACTS_URL")
+    }
+    env |= {"FORGEML_HOME": str(tmp_path / "home"), "FORGEML_USER": "tester"}
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
+    add_version(workspace, tmp_path, rows=40)
+    add_trigger(workspace, "on-small", hello, ["params.greeting=new"], dataset="small")
+    forgeml = str(Path(sys.executable).with_name("forgeml"))
+    with (tmp_path / "server.log").open("wb") as log:
+        server = subprocess.Popen(
+            [forgeml, "server", "--interval", "0.2"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        add_version(workspace, tmp_path, rows=41)
+
+        def job_succeeded() -> bool:
+            with workspace.store.session() as session:
+                states = session.scalars(
+                    select(JobRecord.state).where(JobRecord.name.startswith("on-small@"))
+                ).all()
+            return list(states) == ["SUCCEEDED"]
+
+        wait_until(job_succeeded, 90, "the triggered pipeline's job", 0.2)
+    finally:
+        server.terminate()
+        server.wait(30)
+        workspace.close()
+    assert server.returncode == 0, (tmp_path / "server.log").read_text()
+    reopened = Workspace(Settings(home=tmp_path / "home", user="tester"))
+    try:
+        (firing,) = list_firings(reopened)
+        assert firing.event == "small@v2"
+        job = find_job(reopened, firing.job_id or "")
+        result = read_result(result_path(job_dir(reopened, job.id), job.attempts))
+        assert result is not None
+        run = find_run(reopened, result.outputs["pipeline_run"])
+        assert run.state == "SUCCEEDED"
+    finally:
+        reopened.close()
+    assert (hello.parent / "loud.txt").read_text() == "NEW"
+
+
+@pytest.mark.slow
+def test_a_fired_pipeline_that_fails_fails_its_job_with_the_runs_sentence(
+    pipe_workspace: Workspace, tmp_path: Path
+) -> None:
+    failing = write_pipeline(
+        tmp_path,
+        "name: failing\nsteps:\n  - name: broken\n    kind: command\n"
+        '    argv: [PYTHON, -c, "import sys; sys.exit(3)"]\n',
+        "failing.yaml",
+    )
+    add_trigger(pipe_workspace, "every5", failing, cron="*/5 * * * *", now=T0)
+    (firing,) = evaluate_triggers(pipe_workspace, T0 + timedelta(minutes=5))
+    scheduler = Scheduler(pipe_workspace, LocalExecutor(cpus=[0, 1], gpus=0))
+
+    assert run_to_end(scheduler, firing.job_id or "", timeout=120) == "FAILED"
+
+    job = find_job(pipe_workspace, firing.job_id or "")
+    result = read_result(result_path(job_dir(pipe_workspace, job.id), job.attempts))
+    assert result is not None and result.outcome == Outcome.FAILED
+    assert result.error is not None
+    assert result.error.startswith("Pipeline run ") and "Step broken failed." in result.error

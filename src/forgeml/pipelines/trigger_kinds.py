@@ -14,9 +14,11 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from forgeml.core.errors import ConfigError
+from forgeml.core.errors import ConfigError, NotFoundError
+from forgeml.core.store import Dataset, DatasetVersion
 
 
 class TriggerKind(StrEnum):
@@ -92,11 +94,17 @@ class DatasetSource:
     def due(
         self, session: Session, subject: str, cursor: str, now: datetime, limit: int
     ) -> list[Event]:
-        from forgeml.data.catalog import versions_of
-
-        seen = int(cursor)
-        newer = [v for v in versions_of(session, subject) if v.version > seen][:limit]
-        return [Event(version.ref, str(version.version)) for version in newer]
+        # the server asks every cycle: read only the versions past the cursor
+        dataset = session.scalar(select(Dataset).where(Dataset.name == subject))
+        if dataset is None:
+            raise NotFoundError(f"Dataset '{subject}' of a trigger no longer exists.")
+        numbers = session.scalars(
+            select(DatasetVersion.version)
+            .where(DatasetVersion.dataset_id == dataset.id, DatasetVersion.version > int(cursor))
+            .order_by(DatasetVersion.version)
+            .limit(limit)
+        )
+        return [Event(f"{subject}@v{number}", str(number)) for number in numbers]
 
 
 SOURCES: dict[TriggerKind, EventSource] = {
