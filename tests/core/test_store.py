@@ -16,6 +16,7 @@ def test_migrations_create_every_table(backend_url: str) -> None:
     assert {"datasets", "dataset_versions", "dataset_lineage", "feature_specs"} <= tables
     assert {"audit_events", "alembic_version"} <= tables
     assert {"pipeline_runs", "pipeline_step_runs", "pipeline_cache"} <= tables
+    assert {"pipeline_triggers", "pipeline_firings"} <= tables
     with store.engine.connect() as connection:
         assert connection.scalar(text("SELECT version_num FROM alembic_version")) == HEAD_REVISION
     store.dispose()
@@ -29,7 +30,8 @@ def test_reopening_is_idempotent(backend_url: str) -> None:
     store.dispose()
 
 
-def test_a_store_at_the_previous_revision_is_migrated_to_head(backend_url: str) -> None:
+def _store_at(backend_url: str, revision: str) -> list[str]:
+    """Create the store at `revision` (not head); its tables."""
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine
@@ -43,13 +45,32 @@ def test_a_store_at_the_previous_revision_is_migrated_to_head(backend_url: str) 
     )
     with engine.begin() as connection:
         config.attributes["connection"] = connection
-        command.upgrade(config, "0004")
-    assert "pipeline_runs" not in inspect(engine).get_table_names()
+        command.upgrade(config, revision)
+    tables = inspect(engine).get_table_names()
     engine.dispose()
+    return tables
+
+
+def test_a_store_at_the_previous_revision_is_migrated_to_head(backend_url: str) -> None:
+    assert "pipeline_runs" not in _store_at(backend_url, "0004")
 
     store = open_store(backend_url)
 
     assert "pipeline_cache" in inspect(store.engine).get_table_names()
+    store.dispose()
+
+
+def test_a_store_with_pipelines_gains_triggers_and_firings(backend_url: str) -> None:
+    assert "pipeline_triggers" not in _store_at(backend_url, "0005")
+
+    store = open_store(backend_url)
+
+    tables = inspect(store.engine).get_table_names()
+    assert {"pipeline_runs", "pipeline_triggers", "pipeline_firings"} <= set(tables)
+    unique = inspect(store.engine).get_unique_constraints("pipeline_firings")
+    assert [sorted(constraint["column_names"]) for constraint in unique] == [
+        ["event", "trigger_id"]
+    ]
     store.dispose()
 
 

@@ -1,4 +1,5 @@
-"""`forgeml pipelines run|list|show|graph|export`: YAML DAGs of steps, each a cached job."""
+"""`forgeml pipelines run|list|show|graph|export|trigger`: YAML DAGs of steps, each a cached
+job, run by hand or by a trigger."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from forgeml.cli import _triggers
 from forgeml.cli._output import print_json, print_table, say, when
 
 if TYPE_CHECKING:
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
 app = typer.Typer(
     help="Pipelines: YAML DAGs of steps run as jobs, cached by content.", no_args_is_help=True
 )
+app.add_typer(_triggers.app, name="trigger")
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 FileArg = Annotated[Path, typer.Argument(help="The pipeline file (YAML).")]
 SetOption = Annotated[

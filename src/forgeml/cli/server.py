@@ -1,4 +1,5 @@
-"""`forgeml server`: the long-lived scheduler loop queued jobs wait for."""
+"""`forgeml server`: the long-lived scheduler loop queued jobs wait for, and the pipeline
+triggers it evaluates each cycle."""
 
 from __future__ import annotations
 
@@ -82,8 +83,27 @@ def server(
             f", gateway on {gateway_url}" if gateway_url else "",
             f", metrics on {metrics_url}/metrics" if metrics_url else "",
         )  # fmt: skip
-        scheduler.serve_forever(interval or workspace.settings.scheduler_interval, stop)
+        every = interval or workspace.settings.scheduler_interval
+        with _triggers(workspace, every, stop):
+            scheduler.serve_forever(every, stop)
     logging.info("forgeml server stopped; running jobs keep running")
+
+
+@contextlib.contextmanager
+def _triggers(workspace: Workspace, interval: float, stop: threading.Event) -> Iterator[None]:
+    """Pipeline triggers evaluated every `interval` in a thread of their own while the
+    scheduler loop runs (the scheduler itself knows nothing of pipelines)."""
+    from forgeml.pipelines.triggers import serve_triggers
+
+    thread = threading.Thread(
+        target=serve_triggers, args=(workspace, interval, stop), name="triggers", daemon=True
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(30)
 
 
 @contextlib.contextmanager

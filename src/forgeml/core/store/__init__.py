@@ -12,8 +12,10 @@ from forgeml.core.store._models import (
 )
 from forgeml.core.store._pipelines import (
     PipelineCacheRecord,
+    PipelineFiringRecord,
     PipelineRunRecord,
     PipelineStepRunRecord,
+    PipelineTriggerRecord,
 )
 from forgeml.core.store._runs import ModelVersionRecord, RunRecord
 from forgeml.core.store._serving import (
@@ -41,8 +43,10 @@ __all__ = [
     "LineageEdge",
     "ModelVersionRecord",
     "PipelineCacheRecord",
+    "PipelineFiringRecord",
     "PipelineRunRecord",
     "PipelineStepRunRecord",
+    "PipelineTriggerRecord",
     "QueueRecord",
     "RunRecord",
     "Store",

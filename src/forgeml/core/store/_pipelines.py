@@ -4,6 +4,10 @@ A `pipeline_runs` row is one run of a pipeline file (its resolved spec kept as J
 `pipeline_step_runs` holds one row per step of that run (state, whether it came from the
 cache, its job, its outputs); `pipeline_cache` maps a step's content key (a sha256, see
 `forgeml.pipelines.cache`) to the outputs of the step run that first produced them.
+
+`pipeline_triggers` holds what starts a pipeline by itself (a cron schedule, a new dataset
+version) with its cursor, the last event it handled; `pipeline_firings` holds one row per
+event a trigger fired for, unique per (trigger, event), so an event fires at most once.
 """
 
 from __future__ import annotations
@@ -81,3 +85,36 @@ class PipelineCacheRecord(Base):
     parts: Mapped[dict[str, Any]] = mapped_column(JSON)
     step_run_id: Mapped[str] = mapped_column(ForeignKey("pipeline_step_runs.id"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PipelineTriggerRecord(Base):
+    """A pipeline file (with its overrides) run whenever an event of `kind` happens."""
+
+    __tablename__ = "pipeline_triggers"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    file: Mapped[str] = mapped_column(Text)  # absolute
+    overrides: Mapped[list[str]] = mapped_column(JSON, default=list)
+    # cron or dataset (see forgeml.pipelines.triggers.TriggerKind)
+    kind: Mapped[str] = mapped_column(String(16))
+    # what the kind watches: the cron expression, or the dataset's name
+    subject: Mapped[str] = mapped_column(String(256))
+    # the last event handled, as the kind writes it: a cron slot's ISO time, a version number
+    cursor: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128))
+
+
+class PipelineFiringRecord(Base):
+    """One event a trigger fired for, and the job that runs its pipeline (once submitted)."""
+
+    __tablename__ = "pipeline_firings"
+    __table_args__ = (UniqueConstraint("trigger_id", "event"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    trigger_id: Mapped[str] = mapped_column(ForeignKey("pipeline_triggers.id"), index=True)
+    # the event's key: a cron slot's ISO time, a dataset version's reference
+    event: Mapped[str] = mapped_column(String(256))
+    fired_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    job_id: Mapped[str | None] = mapped_column(String(32))
