@@ -16,7 +16,8 @@ before and after, and (2) py-spy samples the Python threads (`record --subproces
 doing: the model's forward (a frame in `torch/nn/modules`), tokenising, or the server
 itself (HTTP, routing, serialising, the framework); threads py-spy never saw are native
 (torch's intra-op pool in a process that runs the forward: forward; Ray's raylet and GCS:
-the framework). The answer is CPU milliseconds per request by part, beside the rate.
+the framework). The answer is CPU milliseconds per request by part, beside the rate, and
+each process's hottest frames (the innermost frames most of its samples were in).
 
     PYTHONPATH=src .venv/bin/python benchmarks/serving_profile.py [--quick] [--json]
 
@@ -37,7 +38,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -129,20 +130,33 @@ def _part(frames: list[str]) -> str:
     return "server"
 
 
-def _samples(raw: Path) -> dict[tuple[int, int], Counter[str]]:
-    """py-spy's raw stacks: (pid, tid) -> samples per part."""
-    found: dict[tuple[int, int], Counter[str]] = defaultdict(Counter)
+def _samples(raw: Path, found: Samples) -> None:
+    """Add py-spy's raw stacks to `found`: per (pid, tid) samples by part, and per pid the
+    frame each sample was in (its innermost, where the time went)."""
     if not raw.exists():
-        return found
+        return
     for line in raw.read_text(errors="replace").splitlines():
         stack, _, count = line.rpartition(" ")
         processes, thread = _PROCESS.findall(stack), _THREAD.search(stack)
         if not (processes and thread and count.isdigit()):
             continue
         # the stack names each ancestor process first; the sampled one is the last
-        key = (int(processes[-1]), int(thread.group(1), 0))
-        found[key][_part(stack.split(";"))] += int(count)
-    return found
+        pid, frames = int(processes[-1]), stack.split(";")
+        found.parts[(pid, int(thread.group(1), 0))][_part(frames)] += int(count)
+        found.leaves[pid][frames[-1]] += int(count)
+
+
+@dataclass
+class Samples:
+    """What py-spy saw: samples by part per thread, by innermost frame per process."""
+
+    parts: dict[tuple[int, int], Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    leaves: dict[int, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+
+    def hottest(self, pid: int, count: int = 3) -> list[tuple[str, float]]:
+        """The `count` frames most of `pid`'s samples were in, with their shares."""
+        total = sum(self.leaves[pid].values())
+        return [(frame, n / total) for frame, n in self.leaves[pid].most_common(count)]
 
 
 @contextmanager
@@ -181,9 +195,10 @@ def profile(target: Target, seconds: float, scratch: Path) -> dict[str, Any]:
     if rows is not None and target.metrics_url:
         done = _batch_totals(target.metrics_url)
         rows = (done[0] - rows[0]) / max(done[1] - rows[1], 1.0)
-    samples: dict[tuple[int, int], Counter[str]] = {}
+    seen = Samples()
     for raw in raws:
-        samples.update(_samples(raw))
+        _samples(raw, seen)
+    samples = seen.parts
     forward_pids = {pid for (pid, _), parts in samples.items() if parts["forward"]}
     requests = load["requests"]
     by_process: dict[str, Counter[str]] = defaultdict(Counter)
@@ -205,6 +220,7 @@ def profile(target: Target, seconds: float, scratch: Path) -> dict[str, Any]:
         for label, parts in by_process.items()
     }
     totals = {part: sum(p.get(part, 0.0) for p in per_request.values()) for part in PARTS}
+    hottest = {labels.get(pid, str(pid)): seen.hottest(pid) for pid in seen.leaves}
     return {
         "concurrency": target.concurrency,
         "rps": load["rps"],
@@ -213,6 +229,7 @@ def profile(target: Target, seconds: float, scratch: Path) -> dict[str, Any]:
         "mean_batch_rows": rows,
         "cpu_ms_per_request": {**totals, "all": sum(totals.values())},
         "by_process": per_request,
+        "hottest_frames": {label: hottest[label] for label in per_request if label in hottest},
     }
 
 
@@ -348,6 +365,8 @@ def report(figures: dict[str, Any]) -> None:
             ):
                 shown = ", ".join(f"{part} {ms:.2f}" for part, ms in parts.items())
                 print(f"      {label[:60]:60} {shown}")
+                for frame, share in found["hottest_frames"].get(label, []):
+                    print(f"          {share:>5.0%} in {frame[:90]}")
 
 
 def _rows(mean: float | None) -> str:

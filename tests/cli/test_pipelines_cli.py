@@ -95,6 +95,7 @@ def test_graph_draws_a_file_or_a_run_with_its_states(cli: Any, tmp_path: Path) -
         (["nosuch"], "No pipeline run 'nosuch'", 1),
         (["missing.yaml"], "missing.yaml: no such file", 1),
         (["tiny", "--out", "x.jpg"], "--out x.jpg: draw to a .svg or .png file.", 2),
+        (["tiny", "--set", "params.greeting=x"], "--set applies to a pipeline file", 2),
     ],
 )
 def test_graph_refuses_what_it_cannot_draw(

@@ -17,8 +17,8 @@ from tests.cli.conftest import assert_cli_error, json_out
 from tests.serve.conftest import LiveServer, open_home
 
 pytestmark = pytest.mark.slow
-# at 600 rows 9 of 40 random no-drift Adult windows flagged a column (p < 0.05 and an effect
-# over 0.1 happen by chance in a small window); at 2,000, none of 40
+# the CLI's default window: at 600 rows, this held-out window flagged education-num by
+# chance (p < 0.05 and an effect over 0.1 happen in small windows; benchmarks/drift_windows.py)
 ROWS = 2000
 
 

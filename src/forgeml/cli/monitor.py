@@ -59,7 +59,7 @@ def drift(
         int,
         typer.Option(
             help="Live: compare the latest this many logged rows (small windows flag columns "
-            "by chance: 9 of 40 no-drift Adult windows of 600 rows, none of 40 of 2,000).",
+            "by chance more often: benchmarks/drift_windows.py).",
             min=1,
         ),
     ] = 2000,
