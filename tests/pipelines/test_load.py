@@ -130,9 +130,17 @@ steps:
         """
 name: p
 steps:
+  - {name: a, kind: optimize, mode: onnx}
+""",
+        "step 'a': missing required key 'model'.",
+    ),
+    "a train step with neither config nor reproduce": (
+        """
+name: p
+steps:
   - {name: a, kind: train}
 """,
-        "step 'a': missing required key 'config'.",
+        "step 'a': give exactly one of `config` and `reproduce`.",
     ),
     "both derive and add": (
         """

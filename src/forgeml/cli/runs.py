@@ -135,3 +135,38 @@ def _is_number(value: Any) -> bool:
 
 def _fmt(value: Any) -> str:
     return f"{value:.4f}" if _is_number(value) else ""
+
+
+@app.command("reproduce")
+def reproduce(
+    run: Annotated[
+        str, typer.Argument(help="Run id, id prefix or name; or a model version (NAME@ALIAS).")
+    ],
+    data: Annotated[
+        str | None,
+        typer.Option(help="Train on this dataset version instead (e.g. NAME: the newest)."),
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a key of the recorded config (repeatable)."),
+    ] = None,
+    as_json: JsonFlag = False,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Queue the job for `forgeml server`; return at once.")
+    ] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="With a server: stream the job's output until it ends.")
+    ] = False,
+    queue: Annotated[str, typer.Option(help="The scheduler queue to wait in.")] = "default",
+) -> None:
+    """Train again from a run's recorded config, on the data version it read (or --data)."""
+    from forgeml.cli.train import submit_config
+    from forgeml.scheduler.submit import JobOptions
+    from forgeml.tracking.jobs import TrainJobSpec
+    from forgeml.tracking.reproduce import reproduce_config
+
+    workspace = _workspace()
+    config = reproduce_config(workspace, run, data, overrides or [])
+    spec = TrainJobSpec(config=config.model_dump(mode="json"))
+    options = JobOptions(detach=detach, wait=wait, queue=queue)
+    submit_config(workspace, config, spec, as_json, "train", options)

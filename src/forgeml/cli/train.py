@@ -88,8 +88,7 @@ def _run(
     options: JobOptions | None = None,
 ) -> None:
     from forgeml.core.workspace import open_workspace
-    from forgeml.scheduler.contract import JobContext
-    from forgeml.tracking.jobs import TrainJobSpec, submit_training
+    from forgeml.tracking.jobs import TrainJobSpec
 
     workspace = open_workspace()
     config = _load(workspace, config_path, overrides, resume)
@@ -100,6 +99,21 @@ def _run(
     spec = TrainJobSpec(
         config=config.model_dump(mode="json") if config_path is not None else None, resume=resume
     )
+    submit_config(workspace, config, spec, as_json, kind, options)
+
+
+def submit_config(
+    workspace: Workspace,
+    config: TrainConfig,
+    spec: TrainJobSpec,
+    as_json: bool,
+    kind: Literal["train", "finetune"] = "train",
+    options: JobOptions | None = None,
+) -> None:
+    """Train `spec` here when already inside a job, else as a job of its own; print it."""
+    from forgeml.scheduler.contract import JobContext
+    from forgeml.tracking.jobs import submit_training
+
     context = JobContext.from_environ()
     if context is not None:  # already inside a job: train here, not in a job of its own
         _train_here(workspace, spec, context, as_json)

@@ -158,3 +158,11 @@ class CommandFailedError(ForgemlError):
 
 class EmptyWindowError(InvalidDataError):
     """Drift was asked to compare a window (or a reference) that holds no rows."""
+
+
+class GateRejectedError(ForgemlError):
+    """A release gate found that the challenger does not beat the champion."""
+
+
+class CanaryRolledBackError(ForgemlError):
+    """A canary broke a bound of its policy (or got too little traffic) and was rolled back."""

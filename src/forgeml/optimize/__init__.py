@@ -2,10 +2,11 @@
 
 Each optimisation of a registered version is a tracked run that registers a new version
 whose parent is the source (`optimize_model`). `OnnxModel` runs an ONNX bundle (the model
-server's onnx runtime uses it); `profile_models` scores and times versions side by side.
+server's onnx runtime uses it); `profile_models` scores and times versions side by side;
+`score_on_split` scores one on any dataset version's split (what a release gate compares).
 """
 
-from forgeml.optimize.compare import ModelProfile, profile_models
+from forgeml.optimize.compare import ModelProfile, profile_models, score_on_split
 from forgeml.optimize.latency import LatencyStats, measure
 from forgeml.optimize.pipeline import OptimizeRequest, OptimizeResult, optimize_model
 from forgeml.optimize.session import OnnxModel, is_onnx_bundle, read_description
@@ -21,4 +22,5 @@ __all__ = [
     "optimize_model",
     "profile_models",
     "read_description",
+    "score_on_split",
 ]

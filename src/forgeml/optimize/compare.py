@@ -91,3 +91,56 @@ def profile_models(
                 )
             )
     return profiles
+
+
+def score_on_split(
+    workspace: Workspace,
+    ref: str,
+    data: str | None = None,
+    split: str = "test",
+    slices: list[str] | None = None,
+) -> dict[str, float]:
+    """Metrics of model version `ref` on `split` of dataset version `data` (default: the
+    data it was trained on), overall and per value of each `slices` column
+    ("accuracy/sex=Male"), its rows encoded as its own training encoded them.
+
+    Two models scored with the same `data` are compared on the very same rows: what a
+    release gate needs.
+
+    Raises:
+        NotFoundError: an unknown model or dataset version.
+        UsageError: a split the data lacks.
+    """
+    from forgeml.core.artifacts import file_digest
+    from forgeml.optimize._inputs import split_of, training_config
+    from forgeml.optimize._runtime import EVAL_BATCH, load_model
+    from forgeml.tracking import download_bundle, get_model_version
+    from forgeml.train.data import load_task_data
+    from forgeml.train.evaluate import evaluate, scalar_metrics
+
+    record = get_model_version(workspace, ref)
+    config = training_config(workspace, record)
+    with tempfile.TemporaryDirectory(prefix="forgeml-score-") as scratch:
+        bundle = download_bundle(workspace, record, Path(scratch))
+        columns = list(dict.fromkeys([*config.data.slices, *(slices or [])]))
+        fields: dict[str, Any] = {"slices": columns}
+        if data is not None:
+            fields["dataset"] = data
+        spec_file = bundle / "feature_spec.json"
+        if config.data.feature_spec is not None and spec_file.is_file():
+            # the very spec this model was trained with, not the name's newest version
+            name = config.data.feature_spec.partition("@")[0]
+            fields["feature_spec"] = f"{name}@{file_digest(spec_file)}"
+        config = config.model_copy(update={"data": config.data.model_copy(update=fields)})
+        task = load_task_data(workspace, config)
+        rows = split_of(task, split, record.ref)
+        model = load_model(bundle)
+        if model.objective is not None:  # a family scored by its own objective: no slices
+            return model.score(task, rows)
+        import torch
+
+        results = evaluate(
+            model.module, rows, task.task, EVAL_BATCH, task.class_names, device=torch.device("cpu")
+        )
+    metrics, _ = scalar_metrics(results)
+    return metrics

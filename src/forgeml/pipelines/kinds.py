@@ -8,68 +8,25 @@ the methods that need them, so validating a pipeline loads no trainer and no dat
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from forgeml.core.artifacts import file_digest
-from forgeml.core.errors import ConfigError, NotFoundError
+from forgeml.core.errors import ConfigError
+from forgeml.pipelines._kind_base import (
+    SCHEDULING_FIELDS,
+    STEP_MODULE,
+    JobCall,
+    StepKind,
+    file_input,
+    params_of,
+    step_path,
+)
+from forgeml.pipelines.release_kinds import RELEASE_KINDS
 from forgeml.pipelines.steps import CommandStep, DataStep, OptimizeStep, StepBase, TrainStep
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
-
-STEP_MODULE = "forgeml.pipelines.job"  # runs command and data steps (`job.py`)
-# fields that say how a step is scheduled, not what it computes: never in its key
-SCHEDULING_FIELDS = frozenset({"name", "needs", "retries", "timeout", "env"})
-
-
-@dataclass(frozen=True)
-class JobCall:
-    """The job a step runs: `python -m MODULE SPEC_JSON`, of scheduler kind `job_kind`."""
-
-    module: str
-    spec: dict[str, Any]
-    job_kind: str
-    env: dict[str, str] = field(default_factory=dict)
-
-
-class StepKind(Protocol):
-    """One kind of step (see `steps.py` for its spec model)."""
-
-    name: str
-
-    def outputs(self, step: StepBase) -> frozenset[str]:
-        """The names `${steps.NAME.OUTPUT}` may use; known before the step runs."""
-        ...
-
-    def inputs(self, workspace: Workspace, step: StepBase, base: Path) -> dict[str, str]:
-        """Digests of what the step reads (files, dataset and model versions).
-
-        Raises:
-            ForgemlError: an input is missing (one sentence naming it).
-        """
-        ...
-
-    def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
-        """The job that runs the (resolved) step."""
-        ...
-
-
-def _path(base: Path, name: str) -> Path:
-    return (base / name).resolve()
-
-
-def _file_input(base: Path, step: StepBase, name: str) -> str:
-    path = _path(base, name)
-    if not path.is_file():
-        raise NotFoundError(f"Step '{step.name}' reads {name}, which does not exist.")
-    return file_digest(path)
-
-
-def params_of(step: StepBase) -> dict[str, Any]:
-    """The step's parameters as its key sees them (without its scheduling fields)."""
-    return step.model_dump(mode="json", exclude=set(SCHEDULING_FIELDS))
 
 
 class CommandKind:
@@ -81,7 +38,7 @@ class CommandKind:
 
     def inputs(self, workspace: Workspace, step: StepBase, base: Path) -> dict[str, str]:
         assert isinstance(step, CommandStep)
-        return {f"file:{name}": _file_input(base, step, name) for name in step.reads}
+        return {f"file:{name}": file_input(base, step, name) for name in step.reads}
 
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
         # the program runs in the pipeline file's folder: its relative paths mean the same
@@ -98,7 +55,7 @@ class DataKind:
     def inputs(self, workspace: Workspace, step: StepBase, base: Path) -> dict[str, str]:
         assert isinstance(step, DataStep)
         if step.add is not None:
-            return {f"file:{step.add}": _file_input(base, step, step.add)}
+            return {f"file:{step.add}": file_input(base, step, step.add)}
         from forgeml.data import catalog
 
         with workspace.store.session() as session:
@@ -109,7 +66,7 @@ class DataKind:
         assert isinstance(step, DataStep)
         fields = step.model_dump(mode="json")
         if step.add is not None:
-            fields["add"] = str(_path(base, step.add))
+            fields["add"] = str(step_path(base, step.add))
         return JobCall(STEP_MODULE, {"kind": self.name, "step": fields}, "data")
 
 
@@ -119,28 +76,41 @@ class TrainKind:
     def outputs(self, step: StepBase) -> frozenset[str]:
         return frozenset({"model", "run_id"})
 
-    def _config(self, step: StepBase, base: Path) -> Any:
+    def _config(self, workspace: Workspace, step: StepBase, base: Path) -> Any:
         from forgeml.train.config import load_config
 
         assert isinstance(step, TrainStep)
-        return load_config(str(_path(base, step.config)), list(step.overrides))
+        overrides = list(step.overrides)
+        if step.reproduce is not None:
+            from forgeml.tracking.reproduce import reproduce_config
+
+            return reproduce_config(workspace, step.reproduce, step.data, overrides)
+        assert step.config is not None  # the model holds exactly one of the two
+        if step.data is not None:
+            overrides.append(f"data.dataset={step.data}")
+        return load_config(str(step_path(base, step.config)), overrides)
 
     def inputs(self, workspace: Workspace, step: StepBase, base: Path) -> dict[str, str]:
+        from forgeml.core.ids import json_digest
         from forgeml.data import catalog
 
         assert isinstance(step, TrainStep)
-        config = self._config(step, base)
+        config = self._config(workspace, step, base)
         with workspace.store.session() as session:
             version = catalog.resolve(session, config.data.dataset)
-        return {
-            f"file:{step.config}": _file_input(base, step, step.config),
+        # the resolved config is the whole recipe: a file edit or a new champion changes it
+        found = {
+            "config": json_digest(config.model_dump(mode="json")),
             f"dataset:{config.data.dataset}": version.digest,
         }
+        if step.config is not None:
+            found[f"file:{step.config}"] = file_input(base, step, step.config)
+        return found
 
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
         from forgeml.tracking.jobs import TRAIN_MODULE, TrainJobSpec
 
-        config = self._config(step, base)
+        config = self._config(workspace, step, base)
         spec = TrainJobSpec(config=config.model_dump(mode="json"))
         return JobCall(TRAIN_MODULE, spec.model_dump(mode="json"), "train")
 
@@ -187,5 +157,7 @@ def get_kind(name: str) -> StepKind:
     return KINDS[name]
 
 
-for _kind in (CommandKind(), DataKind(), TrainKind(), OptimizeKind()):
+for _kind in (CommandKind(), DataKind(), TrainKind(), OptimizeKind(), *RELEASE_KINDS):
     register_kind(_kind)
+
+__all__ = ["SCHEDULING_FIELDS", "STEP_MODULE", "JobCall", "StepKind", "params_of"]

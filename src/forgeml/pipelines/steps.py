@@ -1,7 +1,8 @@
 """The typed steps of a pipeline file: one pydantic model per kind, a union on `kind`.
 
-A new kind (tune, evaluate, gate, promote, deploy, canary) is one model here, added to
-`Step`, and one record in `kinds.py` (its outputs, inputs and job).
+A new kind is one model here, added to `Step`, and one record in `kinds.py` (or, for the
+release kinds gate, promote, deploy and canary, `release_kinds.py`): its outputs, inputs
+and job.
 """
 
 from __future__ import annotations
@@ -91,13 +92,28 @@ class DataStep(StepBase):
 
 
 class TrainStep(StepBase):
-    """Train a config file (with overrides); its output is the registered model version."""
+    """Train a config file, or reproduce a run's recorded config (with overrides); its
+    output is the registered model version."""
 
     kind: Literal["train"]
-    config: str = Field(description="A train config file (YAML).")
+    config: str | None = Field(None, description="A train config file (YAML).")
+    reproduce: str | None = Field(
+        None,
+        description="Train again from this run's recorded config (a run, or a model "
+        "version NAME@ALIAS whose run it was), as `forgeml runs reproduce` does.",
+    )
+    data: str | None = Field(
+        None, description="The dataset version to train on instead of the config's."
+    )
     overrides: list[str] = Field(
         default_factory=list, description="key.path=value overrides of the config."
     )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TrainStep:
+        if (self.config is None) == (self.reproduce is None):
+            raise ValueError("give exactly one of `config` and `reproduce`")
+        return self
 
 
 class OptimizeStep(StepBase):
@@ -111,7 +127,90 @@ class OptimizeStep(StepBase):
     )
 
 
-Step = Annotated[CommandStep | DataStep | TrainStep | OptimizeStep, Field(discriminator="kind")]
+class GateStep(StepBase):
+    """Let a challenger through only if it beats the champion on the same held-out rows."""
+
+    kind: Literal["gate"]
+    challenger: str = Field(description="The candidate model version (NAME@vN).")
+    champion: str = Field(
+        description="The model it must beat, usually NAME@ALIAS; an alias nobody holds yet "
+        "lets the challenger through."
+    )
+    data: str | None = Field(
+        None,
+        description="Dataset version whose split both are scored on (default: the "
+        "challenger's training data).",
+    )
+    split: Literal["train", "validation", "test"] = "test"
+    metric: str = Field("accuracy", description="The metric that decides.")
+    mode: Literal["max", "min"] = Field("max", description="max: higher is better.")
+    margin: float = Field(0.0, ge=0, description="By how much the challenger must win.")
+    slices: dict[str, float] = Field(
+        default_factory=dict,
+        description="column -> how much the gap of `metric` between the column's values may "
+        "widen (challenger's gap minus champion's), e.g. {sex: 0.02}.",
+    )
+
+
+class PromoteStep(StepBase):
+    """Point an alias at a model version (after a gate step)."""
+
+    kind: Literal["promote"]
+    model: str = Field(description="The model version to promote (NAME@vN).")
+    alias: str = Field("production", description="The alias that moves.")
+
+
+class DeployStep(StepBase):
+    """Deploy a model version as a named deployment (a new revision if it exists)."""
+
+    kind: Literal["deploy"]
+    model: str = Field(description="The model reference (NAME@vN or NAME@ALIAS).")
+    deployment: str = Field(description="The deployment's name.")
+    replicas: int = Field(1, ge=1)
+    runtime: Literal["torch", "onnx"] = "torch"
+
+
+class CanaryBounds(_Strict):
+    """The live measures that roll a canary back; each None is not checked."""
+
+    max_error_rate: float | None = Field(
+        0.01, ge=0, le=1, description="Share of the canary's requests answered with a 5xx."
+    )
+    max_p99_ratio: float | None = Field(
+        None, gt=0, description="The canary's p99 latency over the primary's, at most."
+    )
+    max_p99_ms: float | None = Field(None, gt=0, description="The canary's p99 latency, at most.")
+
+
+class CanaryStep(StepBase):
+    """Run a challenger as a canary of a deployment, watch it, then promote or roll back."""
+
+    kind: Literal["canary"]
+    deployment: str = Field(description="The deployment that gets the canary.")
+    model: str = Field(description="The challenger (NAME@vN).")
+    weight: int = Field(10, ge=1, le=100, description="Percent of the traffic it takes.")
+    seconds: PositiveFloat = Field(60.0, description="How long it is watched.")
+    min_requests: NonNegativeInt = Field(
+        20, description="Requests the canary must answer to be judged (else rolled back)."
+    )
+    poll_seconds: PositiveFloat = Field(2.0, description="Between two looks at the measures.")
+    bounds: CanaryBounds = Field(default_factory=CanaryBounds)
+    alias: str | None = Field(
+        "production", description="The alias that moves to the challenger when it passes."
+    )
+
+
+Step = Annotated[
+    CommandStep
+    | DataStep
+    | TrainStep
+    | OptimizeStep
+    | GateStep
+    | PromoteStep
+    | DeployStep
+    | CanaryStep,
+    Field(discriminator="kind"),
+]
 
 
 class PipelineSpec(_Strict):

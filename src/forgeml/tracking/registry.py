@@ -255,6 +255,7 @@ def promote(
     metric: str,
     mode: Literal["max", "min"] = "max",
     force: bool = False,
+    gate: dict[str, Any] | None = None,
 ) -> Promotion:
     """Point `alias` at `name` version `version` if it beats the current holder on `metric`.
 
@@ -267,6 +268,9 @@ def promote(
         mode: `max` if higher is better, `min` if lower is.
         force: promote even if the candidate does not beat the holder; audited as
             `model.promote.forced` when it overrides the gate.
+        gate: the result of a gate the caller ran instead (a pipeline's gate or canary
+            step, on the same held-out rows or live traffic): it replaces the comparison
+            of stored metrics and is audited with the promotion.
 
     Raises:
         NotFoundError: no such model or version.
@@ -284,11 +288,13 @@ def promote(
     previous_value = _metric(holder, metric) if holder else None
     if holder is not None and holder.version == candidate.version:
         return Promotion(candidate, alias, metric, value, holder.ref, value, False, False)
-    rejection = _gate(candidate, holder, alias, metric, mode, value, previous_value)
+    rejection = None
+    if gate is None:
+        rejection = _gate(candidate, holder, alias, metric, mode, value, previous_value)
     if rejection and not force:
         raise PromotionRejectedError(rejection)
     forced = rejection is not None
-    payload = {
+    payload: dict[str, Any] = {
         "alias": alias,
         "metric": metric,
         "mode": mode,
@@ -297,6 +303,8 @@ def promote(
         "previous_value": previous_value,
         "overridden": rejection,
     }
+    if gate is not None:
+        payload["gate"] = gate
     action = "model.promote.forced" if forced else "model.promote"
     with workspace.store.session() as session:
         workspace.audit(session, action, candidate.ref, payload)

@@ -1,0 +1,235 @@
+"""`python -m forgeml.pipelines.release SPEC_JSON`: a gate, promote, deploy or canary step
+as a scheduler job.
+
+gate: both models scored on the very same rows (`score_on_split`: the held-out split of
+one dataset version, each encoded as its own training encoded it); the challenger passes
+when it beats the champion by the margin and no named slice's gap widens past its bound.
+A rejection fails the step, so the release steps after it do not run.
+promote: the alias moves; the gate's verdict is audited with it (`model.promote`).
+deploy: a new revision of the deployment (replicas started, ready, then recorded).
+canary: the challenger joins the deployment on replicas of its own at `weight` percent;
+its live measures are read from the replicas every `poll_seconds` and judged
+(`canary.judge`): a breach rolls back at once; a clean window promotes (the alias moves,
+replicas serving the alias hot-reload, the canary replicas go). Every decision is an
+audit event with its reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from forgeml.core.errors import CanaryRolledBackError, GateRejectedError, NotFoundError
+from forgeml.pipelines.canary import Measures, judge, read_roles
+from forgeml.pipelines.steps import CanaryStep, DeployStep, GateStep, PromoteStep
+from forgeml.scheduler.contract import JobContext, run_job, spec_argument
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
+
+
+class ReleaseJobSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    step: dict[str, Any]
+
+
+def _slice_gap(metrics: dict[str, float], metric: str, column: str) -> float | None:
+    """Largest minus smallest `metric` over the values of `column` (None: no slices)."""
+    prefix = f"{metric}/{column}="
+    values = [value for name, value in metrics.items() if name.startswith(prefix)]
+    return max(values) - min(values) if len(values) > 1 else None
+
+
+def run_gate(workspace: Workspace, step: GateStep) -> dict[str, Any]:
+    """The gate's verdict (see the module docstring).
+
+    Raises:
+        GateRejectedError: the challenger does not pass.
+        NotFoundError: an unknown challenger or dataset.
+    """
+    from forgeml.optimize import score_on_split
+    from forgeml.tracking import get_model_version
+
+    challenger = get_model_version(workspace, step.challenger)
+    data = step.data
+    if data is None and challenger.dataset_version is not None:
+        data = challenger.dataset_version.ref
+    slices = list(step.slices)
+    scored = score_on_split(workspace, challenger.ref, data, step.split, slices)
+    value = scored.get(step.metric)
+    if value is None:
+        known = ", ".join(sorted(k for k in scored if "/" not in k))
+        raise GateRejectedError(
+            f"Gate '{step.name}': {challenger.ref} has no metric '{step.metric}' on {data} "
+            f"(its metrics: {known})."
+        )
+    try:
+        champion = get_model_version(workspace, step.champion)
+    except NotFoundError:
+        return {
+            "passed": True,
+            "challenger": challenger.ref,
+            "champion": "",
+            "challenger_value": value,
+            "champion_value": None,
+        }
+    held = score_on_split(workspace, champion.ref, data, step.split, slices)
+    base = held.get(step.metric)
+    outputs = {
+        "passed": True,
+        "challenger": challenger.ref,
+        "champion": champion.ref,
+        "challenger_value": value,
+        "champion_value": base,
+    }
+    if base is None or champion.ref == challenger.ref:
+        return outputs
+    gain = value - base if step.mode == "max" else base - value
+    where = f"on {data} ({step.split})"
+    if gain < step.margin:
+        raise GateRejectedError(
+            f"Gate '{step.name}': {challenger.ref} {step.metric} {value:.4f} does not beat "
+            f"{champion.ref}'s {base:.4f} by {step.margin:g} {where}."
+        )
+    for column, bound in step.slices.items():
+        new, old = _slice_gap(scored, step.metric, column), _slice_gap(held, step.metric, column)
+        if new is not None and old is not None and new - old > bound:
+            raise GateRejectedError(
+                f"Gate '{step.name}': the {step.metric} gap across {column} widens from "
+                f"{old:.4f} ({champion.ref}) to {new:.4f} ({challenger.ref}), more than "
+                f"{bound:g} {where}."
+            )
+    return outputs
+
+
+def run_promote(workspace: Workspace, step: PromoteStep) -> dict[str, Any]:
+    """Move the alias to the model (the gate ran as an earlier step)."""
+    from forgeml.tracking import get_model_version, promote
+
+    record = get_model_version(workspace, step.model)
+    done = promote(
+        workspace,
+        record.name,
+        record.version,
+        step.alias,
+        "accuracy",
+        gate={"step": step.name, "by": "pipeline"},
+    )
+    return {"model": record.ref, "alias": step.alias, "previous": done.previous or ""}
+
+
+def run_deploy(workspace: Workspace, step: DeployStep) -> dict[str, Any]:
+    from forgeml.core.errors import AlreadyExistsError
+    from forgeml.serve.deployments import deploy, get_deployment
+
+    try:
+        done = deploy(workspace, step.deployment, step.model, step.replicas, runtime=step.runtime)
+    except AlreadyExistsError:  # already runs exactly this: nothing to do
+        done = get_deployment(workspace, step.deployment)
+    return {"deployment": done.name, "revision": done.revision, "model": done.spec.model}
+
+
+def run_canary(
+    workspace: Workspace,
+    step: CanaryStep,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Run, watch and decide the canary (see the module docstring).
+
+    Raises:
+        CanaryRolledBackError: the canary was rolled back (the step fails with the reason).
+        NotFoundError: an unknown deployment or model.
+    """
+    from forgeml.serve.deployments import CanarySpec, apply_spec, get_deployment
+    from forgeml.serve.deployments._spec import resolve_model
+
+    current = get_deployment(workspace, step.deployment)
+    challenger = resolve_model(workspace, step.model)
+    base_spec = current.spec.model_copy(update={"canary": None})
+    canary = CanarySpec(model=challenger, weight=step.weight, replicas=1)
+    running = apply_spec(
+        workspace, step.deployment, base_spec.model_copy(update={"canary": canary})
+    )
+    _audit(workspace, "deployment.canary.start", step, {"model": challenger, "weight": step.weight})
+    start = read_roles(running.replicas)
+    began = clock()
+    while True:
+        final = clock() - began >= step.seconds
+        now = read_roles(running.replicas)
+        primary = now.get("primary", Measures()).minus(start.get("primary", Measures()))
+        tried = now.get("canary", Measures())
+        verdict = judge(step.bounds, primary, tried, step.min_requests, final)
+        if verdict.action is not None:
+            break
+        sleep(min(step.poll_seconds, max(step.seconds - (clock() - began), 0.0)))
+    measures = {"primary": primary.as_dict(), "canary": tried.as_dict()}
+    if verdict.action == "rollback":
+        apply_spec(workspace, step.deployment, base_spec)
+        _audit(
+            workspace,
+            "deployment.canary.rollback",
+            step,
+            {"model": challenger, "reason": verdict.reason, "measures": measures},
+        )
+        raise CanaryRolledBackError(
+            f"Canary {challenger} on {step.deployment} was rolled back: {verdict.reason}."
+        )
+    outputs = {
+        "decision": "promoted",
+        "model": challenger,
+        "reason": verdict.reason,
+        "measures": measures,
+    }
+    if step.alias is not None:
+        from forgeml.tracking import get_model_version, promote
+
+        record = get_model_version(workspace, challenger)
+        promote(
+            workspace,
+            record.name,
+            record.version,
+            step.alias,
+            "accuracy",
+            gate={"step": step.name, "canary": verdict.reason, "measures": measures},
+        )
+    promoted = base_spec.model_copy(update={"model": challenger})
+    apply_spec(workspace, step.deployment, promoted)
+    _audit(
+        workspace,
+        "deployment.canary.promote",
+        step,
+        {"model": challenger, "reason": verdict.reason, "measures": measures},
+    )
+    return outputs
+
+
+def _audit(workspace: Workspace, action: str, step: CanaryStep, payload: dict[str, Any]) -> None:
+    with workspace.store.session() as session:
+        workspace.audit(session, action, step.deployment, {"step": step.name, **payload})
+
+
+def _body(_context: JobContext | None) -> dict[str, Any]:
+    from forgeml.core.workspace import open_workspace
+
+    spec = ReleaseJobSpec.model_validate(spec_argument())
+    workspace = open_workspace()
+    try:
+        if spec.kind == "gate":
+            return run_gate(workspace, GateStep.model_validate(spec.step))
+        if spec.kind == "promote":
+            return run_promote(workspace, PromoteStep.model_validate(spec.step))
+        if spec.kind == "deploy":
+            return run_deploy(workspace, DeployStep.model_validate(spec.step))
+        return run_canary(workspace, CanaryStep.model_validate(spec.step))
+    finally:
+        workspace.close()
+
+
+if __name__ == "__main__":
+    run_job(_body)
