@@ -61,8 +61,8 @@ steps:
   - {name: a, kind: command, argv: [echo]}
   - {name: b, kind: teleport, argv: [echo]}
 """,
-        "step 'b': key 'kind': unknown step kind 'teleport' (known: command, data, optimize, "
-        "train).",
+        "step 'b': key 'kind': unknown step kind 'teleport' (known: canary, command, data, "
+        "deploy, gate, optimize, promote, train).",
     ),
     "a reference to an unknown step": (
         """
