@@ -87,8 +87,15 @@ def run_gate(workspace: Workspace, step: GateStep) -> dict[str, Any]:
         "challenger_value": value,
         "champion_value": base,
     }
-    if base is None or champion.ref == challenger.ref:
-        return outputs
+    if champion.ref == challenger.ref:
+        raise GateRejectedError(
+            f"Gate '{step.name}': {challenger.ref} already is {step.champion}; nothing to release."
+        )
+    if base is None:
+        raise GateRejectedError(
+            f"Gate '{step.name}': the champion {champion.ref} has no metric '{step.metric}' on "
+            f"{data}, so the challenger cannot be compared with it."
+        )
     gain = value - base if step.mode == "max" else base - value
     where = f"on {data} ({step.split})"
     if gain < step.margin:

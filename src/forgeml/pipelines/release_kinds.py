@@ -26,9 +26,9 @@ def _model_digest(workspace: Workspace, ref: str) -> str:
     return get_model_version(workspace, ref).artifact_digest
 
 
-def _call(step: StepBase, job_kind: str) -> JobCall:
+def _call(step: StepBase) -> JobCall:
     spec = {"kind": step.kind, "step": step.model_dump(mode="json")}
-    return JobCall(RELEASE_MODULE, spec, job_kind)
+    return JobCall(RELEASE_MODULE, spec, "release")
 
 
 class GateKind:
@@ -52,7 +52,7 @@ class GateKind:
         return found
 
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
-        return _call(step, "gate")
+        return _call(step)
 
 
 class PromoteKind:
@@ -66,7 +66,7 @@ class PromoteKind:
         return {f"model:{step.model}": _model_digest(workspace, step.model)}
 
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
-        return _call(step, "promote")
+        return _call(step)
 
 
 class DeployKind:
@@ -80,7 +80,7 @@ class DeployKind:
         return {f"model:{step.model}": _model_digest(workspace, step.model)}
 
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
-        return _call(step, "deploy")
+        return _call(step)
 
 
 class CanaryKind:
@@ -94,7 +94,7 @@ class CanaryKind:
         return {f"model:{step.model}": _model_digest(workspace, step.model)}
 
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
-        return _call(step, "canary")
+        return _call(step)
 
 
 RELEASE_KINDS = (GateKind(), PromoteKind(), DeployKind(), CanaryKind())

@@ -33,7 +33,9 @@ class JobState(StrEnum):
 
 FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
-JobKind = Literal["train", "finetune", "tune", "optimize", "data", "batch-predict", "command"]
+JobKind = Literal[
+    "train", "finetune", "tune", "optimize", "data", "batch-predict", "command", "release"
+]
 
 # Volcano/Kubernetes-style priority classes; a bigger value is more important
 PRIORITY_CLASSES: dict[str, int] = {"low": 0, "normal": 100, "high": 1000, "critical": 10_000}
