@@ -103,7 +103,7 @@ def test_the_gate_scores_both_models_on_the_same_rows(trained: Workspace) -> Non
     passed = run_gate(trained, _gate(challenger=good, champion=poor, slices={"sex": 1.0}))
     with pytest.raises(GateRejectedError, match=r"adult-mlp@v2 accuracy .* does not beat"):
         run_gate(trained, _gate(challenger=poor, champion=good))
-    with pytest.raises(GateRejectedError, match="by 0.5"):
+    with pytest.raises(GateRejectedError, match=r"by 0\.5"):
         run_gate(trained, _gate(challenger=good, champion=poor, margin=0.5))
     first = run_gate(trained, _gate(challenger=good, champion="adult-mlp@nobody"))
 
