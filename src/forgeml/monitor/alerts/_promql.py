@@ -247,7 +247,8 @@ def _call(tree: object) -> Node:
     args = list(tree.args)
     if name in _RANGE_FUNCTIONS:
         matrix = args[0]
-        assert isinstance(matrix, pp.MatrixSelector)  # the parser checks argument types
+        if not isinstance(matrix, pp.MatrixSelector):
+            raise PromQLError(f"{name} is supported over a range selector only, not a subquery")
         return RangeFunction(name, _selector(matrix.vector_selector), matrix.range.total_seconds())
     if name == "histogram_quantile":
         return HistogramQuantile(_compile(args[0]), _compile(args[1]))
