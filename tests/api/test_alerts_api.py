@@ -43,8 +43,9 @@ def _message(status: str = "firing", fingerprint: str = "a1b2c3d4e5f60718") -> d
         "fingerprint": fingerprint,
     }
     return {
-        "version": "4", "groupKey": '{}:{alertname="ForgemlErrorRateHigh"}', "truncatedAlerts": 0,
-        "status": status, "receiver": "forgeml", "groupLabels": {"alertname": "ForgemlErrorRateHigh"},
+        "version": "4", "groupKey": '{}:{alertname="ForgemlErrorRateHigh"}',
+        "truncatedAlerts": 0, "status": status, "receiver": "forgeml",
+        "groupLabels": {"alertname": "ForgemlErrorRateHigh"},
         "commonLabels": alert["labels"], "commonAnnotations": alert["annotations"],
         "externalURL": "http://alertmanager", "alerts": [alert],
     }  # fmt: skip

@@ -3,6 +3,9 @@
 
 ```yaml
 external_url: http://forgeml.example:8080   # optional, put in payloads
+interval_s: 15                              # between evaluations
+rule_files: [my-rules.yml]                  # beside the shipped rules
+targets: [http://127.0.0.1:9100/metrics]    # scraped beside every deployment replica
 channels:
   - {name: ops-log, type: log}
   - {name: hook, type: webhook, url: http://127.0.0.1:9000/hook}
@@ -83,6 +86,12 @@ class AlertConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     external_url: str = ""
     channels: list[ChannelSpec] = Field(default_factory=list)
+    # user rule files (Prometheus' format) evaluated beside the shipped ones; a relative
+    # path is read from the config file's folder
+    rule_files: list[Path] = Field(default_factory=list)
+    # extra /metrics URLs scraped each cycle, beside every ready deployment replica
+    targets: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(default_factory=list)
+    interval_s: float = Field(15.0, gt=0, description="Seconds between evaluations.")
     # notifications older than this are not sent (a channel added later gets no backlog)
     max_age_s: float = Field(3600.0, gt=0)
 
@@ -105,6 +114,7 @@ def load_config(path: Path) -> AlertConfig:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the top level"
         raise ConfigError(f"{path}: {where}: {first['msg']}.") from None
+    config.rule_files = [Path(path).parent / rule for rule in config.rule_files]
     names = [channel.name for channel in config.channels]
     if len(set(names)) != len(names):
         raise ConfigError(f"{path}: channels: two channels share a name.")
