@@ -2,7 +2,7 @@
 
 A cycle: collect samples (in-process registries, replica and extra scrapes) stamped with
 the injected clock's time, evaluate every rule over them and record the transitions
-(`_state.apply_rule`), then deliver what the channels have not sent yet. A rule whose
+(`_state.record_evaluation`), then deliver what the channels have not sent yet. A rule whose
 evaluation fails (say, a many-to-many match in the data) is logged and skipped for that
 cycle; it never stops the others.
 """
@@ -30,7 +30,7 @@ from forgeml.monitor.alerts._collect import (
 from forgeml.monitor.alerts._promql import PromQLError
 from forgeml.monitor.alerts._rules import AlertRule
 from forgeml.monitor.alerts._samples import SampleStore
-from forgeml.monitor.alerts._state import Transition, apply_rule, instances
+from forgeml.monitor.alerts._state import Transition, instances, record_evaluation
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +90,13 @@ class AlertEvaluator:
 
     def evaluate(self, at: float) -> list[Transition]:
         """Evaluate every rule at `at` and record the transitions."""
-        transitions: list[Transition] = []
+        results = []
         for rule in self.rules:
             try:
-                found = instances(rule, self.samples, at, self.external_url)
+                results.append((rule, instances(rule, self.samples, at, self.external_url)))
             except (PromQLError, ArithmeticError) as error:
                 log.warning("alert rule %s (%s) failed: %s", rule.name, rule.file, error)
-                continue
-            transitions += apply_rule(self.workspace, rule, found, at)
-        return transitions
+        return record_evaluation(self.workspace, results, at)
 
     def cycle(self) -> list[Transition]:
         """Collect, evaluate, deliver: one cycle at the clock's time."""

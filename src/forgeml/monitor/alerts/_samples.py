@@ -11,7 +11,7 @@ marker, as Prometheus writes one (prometheus.io/docs/prometheus/latest/querying/
 from __future__ import annotations
 
 import threading
-from collections import deque
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 
 Labels = tuple[tuple[str, str], ...]
@@ -21,6 +21,10 @@ STALE = float("nan")
 """The staleness marker. Stored apart from real NaN samples (see `SampleStore.add`)."""
 
 DEFAULT_RETENTION_S = 35 * 60.0
+
+
+def _time(point: tuple[float, float, bool]) -> float:
+    return point[0]
 
 
 def labels_of(mapping: Mapping[str, str]) -> Labels:
@@ -33,7 +37,9 @@ class SampleStore:
 
     def __init__(self, retention: float = DEFAULT_RETENTION_S) -> None:
         self.retention = retention
-        self._series: dict[Labels, deque[tuple[float, float, bool]]] = {}
+        # per series: (timestamp, value, is a staleness marker), in time order
+        self._series: dict[Labels, list[tuple[float, float, bool]]] = {}
+        self._by_name: dict[str, set[Labels]] = {}
         self._by_source: dict[str, set[Labels]] = {}
         self._lock = threading.Lock()
 
@@ -63,7 +69,10 @@ class SampleStore:
         self.ingest(source, (), timestamp)
 
     def _append(self, labels: Labels, timestamp: float, value: float, *, stale: bool) -> None:
-        points = self._series.setdefault(labels, deque())
+        points = self._series.get(labels)
+        if points is None:
+            points = self._series[labels] = []
+            self._by_name.setdefault(dict(labels).get("__name__", ""), set()).add(labels)
         if points and points[-1][0] >= timestamp:
             return  # out of order or a repeat: Prometheus rejects it too
         points.append((timestamp, value, stale))
@@ -72,17 +81,19 @@ class SampleStore:
         horizon = now - self.retention
         for labels in list(self._series):
             points = self._series[labels]
-            while points and points[0][0] < horizon:
-                points.popleft()
+            if points[0][0] >= horizon:
+                continue
+            del points[: bisect_left(points, horizon, key=_time)]
             if not points:
                 del self._series[labels]
+                self._by_name[dict(labels).get("__name__", "")].discard(labels)
 
     def series(self, name: str | None) -> list[Labels]:
         """The label sets of every series named `name` (every series when None)."""
         with self._lock:
             if name is None:
                 return list(self._series)
-            return [labels for labels in self._series if ("__name__", name) in labels]
+            return list(self._by_name.get(name, ()))
 
     def instant(self, labels: Labels, at: float, lookback: float) -> float | None:
         """The latest sample of `labels` in [at - lookback, at], None if there is none or
@@ -101,11 +112,10 @@ class SampleStore:
         """The samples of `labels` in [start, end] (Prometheus 2.x' closed range), markers
         left out."""
         with self._lock:
-            return [
-                (timestamp, value)
-                for timestamp, value, stale in self._series.get(labels, ())
-                if start <= timestamp <= end and not stale
-            ]
+            points = self._series.get(labels, [])
+            low = bisect_left(points, start, key=_time)
+            high = bisect_right(points, end, key=_time)
+            return [(timestamp, value) for timestamp, value, stale in points[low:high] if not stale]
 
     def __len__(self) -> int:
         with self._lock:

@@ -109,55 +109,68 @@ def resolve(record: AlertRecord, moment: datetime) -> None:
     record.active_key = None
 
 
-def apply_rule(
-    workspace: Workspace, rule: AlertRule, found: list[Instance], at: float
+def record_evaluation(
+    workspace: Workspace, results: list[tuple[AlertRule, list[Instance]]], at: float
 ) -> list[Transition]:
-    """Record one evaluation of `rule` (its `found` instances at `at`) in one transaction.
+    """Record one evaluation at `at` (each rule with the instances it yielded) in one
+    transaction. A rule left out of `results` (its evaluation failed) keeps its alerts as
+    they are, as Prometheus does.
 
     Returns the alerts that started firing or were resolved. A concurrent evaluator that
-    recorded the same alert first makes this one's transaction fail on `active_key`; it is
+    recorded the same alert first makes this transaction fail on `active_key`; it is
     rolled back whole and the next cycle continues from what the other wrote.
     """
     moment = datetime.fromtimestamp(at, UTC)
     transitions: list[Transition] = []
     try:
         with workspace.store.session() as session:
-            active = {
-                record.fingerprint: record
-                for record in session.scalars(
-                    select(AlertRecord).where(
-                        AlertRecord.source == FORGEML,
-                        AlertRecord.rule == rule.name,
-                        AlertRecord.active_key.is_not(None),
-                    )
+            active: dict[str, dict[str, AlertRecord]] = {}
+            for record in session.scalars(
+                select(AlertRecord).where(
+                    AlertRecord.source == FORGEML, AlertRecord.active_key.is_not(None)
                 )
-            }
-            for instance in found:
-                record = active.pop(instance.fingerprint, None)
-                if record is None:
-                    record = _new_record(instance, rule, moment)
-                    session.add(record)
-                record.value = instance.value
-                record.annotations = instance.annotations
-                record.updated_at = moment
-                held = (moment - as_utc(record.started_at)).total_seconds()
-                if record.state == PENDING and held >= rule.hold_s:
-                    fire(session, record, moment)
-                    session.flush()
-                    transitions.append(Transition(record.id, rule.name, FIRING))
-                    _audit(workspace, session, "alert.fire", record)
-            for record in active.values():
-                if record.state == PENDING:
-                    session.delete(record)
-                    continue
-                resolve(record, moment)
-                transitions.append(Transition(record.id, rule.name, RESOLVED))
-                _audit(workspace, session, "alert.resolve", record)
+            ):
+                active.setdefault(record.rule, {})[record.fingerprint] = record
+            for rule, found in results:
+                transitions += _apply_rule(
+                    workspace, session, rule, found, active.get(rule.name, {}), moment
+                )
     except IntegrityError:
-        log.warning(
-            "alert rule %s: another evaluator recorded it first; retried next cycle", rule.name
-        )
+        log.warning("alerts: another evaluator recorded this cycle first; retried next cycle")
         return []
+    return transitions
+
+
+def _apply_rule(
+    workspace: Workspace,
+    session: Session,
+    rule: AlertRule,
+    found: list[Instance],
+    active: dict[str, AlertRecord],
+    moment: datetime,
+) -> list[Transition]:
+    transitions = []
+    for instance in found:
+        record = active.pop(instance.fingerprint, None)
+        if record is None:
+            record = _new_record(instance, rule, moment)
+            session.add(record)
+        record.value = instance.value
+        record.annotations = instance.annotations
+        record.updated_at = moment
+        held = (moment - as_utc(record.started_at)).total_seconds()
+        if record.state == PENDING and held >= rule.hold_s:
+            fire(session, record, moment)
+            session.flush()
+            transitions.append(Transition(record.id, rule.name, FIRING))
+            _audit(workspace, session, "alert.fire", record)
+    for record in active.values():
+        if record.state == PENDING:
+            session.delete(record)
+            continue
+        resolve(record, moment)
+        transitions.append(Transition(record.id, rule.name, RESOLVED))
+        _audit(workspace, session, "alert.resolve", record)
     return transitions
 
 
