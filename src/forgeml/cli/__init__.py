@@ -102,6 +102,11 @@ COMMANDS = (
         "Watch models after they ship: drift, alert rules, dashboards.",
     ),
     LazyCommand(
+        "alerts",
+        "forgeml.cli.alerts:app",
+        "Alerts fired by forgeml server's rules or received from Alertmanager.",
+    ),
+    LazyCommand(
         "keys",
         "forgeml.cli.keys:app",
         "API keys for the gateway: stored as salted hashes, scoped to deployments.",

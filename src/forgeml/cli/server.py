@@ -8,7 +8,8 @@ import logging
 import signal
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -50,6 +51,22 @@ def server(
     metrics_host: Annotated[str, typer.Option(help="Interface the metrics listen on.")] = (
         "127.0.0.1"
     ),
+    alert_config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Alert channels, extra rule files and targets (YAML); without it alerts are "
+            "still evaluated and recorded, and sent nowhere.",
+        ),
+    ] = None,
+    api_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Serve the control-plane API (alerts, Alertmanager's webhook) on this port.",
+            min=1,
+            max=65535,
+        ),
+    ] = None,
+    api_host: Annotated[str, typer.Option(help="Interface the API listens on.")] = "127.0.0.1",
 ) -> None:
     """Run the scheduler until SIGTERM/Ctrl-C; running jobs survive a restart and are re-adopted."""
     from forgeml.core.workspace import open_workspace
@@ -60,6 +77,7 @@ def server(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     workspace = open_workspace()
+    evaluator, alert_interval = _alert_evaluator(workspace, alert_config)
     chosen = create_executor(executor, address=address)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -73,6 +91,7 @@ def server(
         hold_lease(workspace.settings, chosen.name),
         gateway as gateway_url,
         _metrics(workspace, metrics_host, metrics_port) as metrics_url,
+        _api(workspace, api_host, api_port) as api_url,
     ):
         scheduler = Scheduler(
             workspace, chosen, grace_seconds=grace, policy_options=_policy_options(min_runtime)
@@ -83,8 +102,10 @@ def server(
             f", gateway on {gateway_url}" if gateway_url else "",
             f", metrics on {metrics_url}/metrics" if metrics_url else "",
         )  # fmt: skip
+        if api_url:
+            logging.info("forgeml server: API on %s/api/v1", api_url)
         every = interval or workspace.settings.scheduler_interval
-        with _triggers(workspace, every, stop):
+        with _triggers(workspace, every, stop), _alerts(evaluator, alert_interval, stop):
             scheduler.serve_forever(every, stop)
     logging.info("forgeml server stopped; running jobs keep running")
 
@@ -104,6 +125,59 @@ def _triggers(workspace: Workspace, interval: float, stop: threading.Event) -> I
     finally:
         stop.set()
         thread.join(30)
+
+
+def _alert_evaluator(workspace: Workspace, config_file: Path | None) -> tuple[Any, float]:
+    """The embedded alert evaluation (rules, channels) built before anything starts, so a
+    bad rule or config stops the server with one sentence."""
+    from forgeml.monitor.alerts import (
+        AlertConfig,
+        AlertEvaluator,
+        build_channels,
+        load_config,
+        load_rules,
+    )
+    from forgeml.scheduler.metrics import scheduler_registry
+
+    config = load_config(config_file) if config_file is not None else AlertConfig()
+    evaluator = AlertEvaluator(
+        workspace,
+        load_rules(config.rule_files),
+        registries=[scheduler_registry(workspace.store)],
+        targets=config.targets,
+        channels=build_channels(config),
+        external_url=config.external_url,
+        max_age_s=config.max_age_s,
+    )
+    return evaluator, config.interval_s
+
+
+@contextlib.contextmanager
+def _alerts(evaluator: Any, interval: float, stop: threading.Event) -> Iterator[None]:
+    """Alert rules evaluated every `interval` in a thread of their own."""
+    from forgeml.monitor.alerts import serve_alerts
+
+    thread = threading.Thread(
+        target=serve_alerts, args=(evaluator, interval, stop), name="alerts", daemon=True
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+@contextlib.contextmanager
+def _api(workspace: Workspace, host: str, port: int | None) -> Iterator[str | None]:
+    """The control-plane API on `host:port` while the server runs (None: not served)."""
+    if port is None:
+        yield None
+        return
+    from forgeml.api import api_in_thread
+
+    with api_in_thread(workspace, host, port) as url:
+        yield url
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
 """The metadata store: SQLAlchemy models, engines and sessions, migrations."""
 
+from forgeml.core.store._alerts import AlertDeliveryRecord, AlertRecord
 from forgeml.core.store._engine import Store, open_store
 from forgeml.core.store._jobs import JobAttemptRecord, JobEventRecord, JobRecord, QueueRecord
 from forgeml.core.store._models import (
@@ -27,6 +28,8 @@ from forgeml.core.store._serving import (
 )
 
 __all__ = [
+    "AlertDeliveryRecord",
+    "AlertRecord",
     "ApiKeyRecord",
     "AuditEvent",
     "Base",

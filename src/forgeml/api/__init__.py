@@ -1,0 +1,11 @@
+"""The control plane's HTTP API (FastAPI): the seed of issue 15's `forgeml.api`.
+
+For now it serves alerts: `GET /api/v1/alerts`, `GET /api/v1/alerts/{id}`,
+`POST /api/v1/alerts/{id}/ack`, and `POST /api/v1/alertmanager`, the receiver of a real
+Alertmanager's webhook. `forgeml server --api-port PORT` serves it in a thread.
+"""
+
+from forgeml.api._app import create_app
+from forgeml.api._thread import api_in_thread
+
+__all__ = ["api_in_thread", "create_app"]

@@ -1,0 +1,65 @@
+"""Alert routes: list, show, acknowledge, and Alertmanager's webhook receiver."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Query, Request
+
+from forgeml.core.errors import InvalidDataError
+from forgeml.core.workspace import Workspace
+from forgeml.monitor.alerts import (
+    ack_alert,
+    alert_summary,
+    get_alert,
+    list_alerts,
+    parse_message,
+    receive,
+)
+
+router = APIRouter(prefix="/api/v1")
+
+
+def _workspace(request: Request) -> Workspace:
+    workspace: Workspace = request.app.state.workspace
+    return workspace
+
+
+@router.get("/alerts")
+def alerts(
+    request: Request,
+    state: Annotated[str, Query(pattern="^(pending|firing|resolved|all)$")] = "all",
+) -> dict[str, Any]:
+    """Recorded alerts in `state`, newest first."""
+    records = list_alerts(_workspace(request), state)
+    return {"alerts": [alert_summary(record) for record in records]}
+
+
+@router.get("/alerts/{alert_id}")
+def alert(request: Request, alert_id: str) -> dict[str, Any]:
+    """One alert (404 when unknown)."""
+    return alert_summary(get_alert(_workspace(request), alert_id))
+
+
+@router.post("/alerts/{alert_id}/ack")
+def ack(request: Request, alert_id: str) -> dict[str, Any]:
+    """Acknowledge an alert (idempotent: the first acknowledgement stays)."""
+    return alert_summary(ack_alert(_workspace(request), alert_id))
+
+
+@router.post("/alertmanager")
+async def alertmanager(request: Request) -> dict[str, Any]:
+    """Alertmanager's webhook (version 4): record firing alerts, resolve resolved ones.
+
+    A body that is not a version-4 message is refused whole (422) and nothing is recorded.
+    """
+    body = await request.body()
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise InvalidDataError("The body is not JSON.") from None
+    message = parse_message(payload)
+    received = await asyncio.to_thread(receive, _workspace(request), message)
+    return {"status": "ok", **received.__dict__}
