@@ -62,7 +62,7 @@ def test_add_list_firings_and_remove(
     [
         (["--cron", "not cron"], "'not cron' is not a cron expression", 1),
         (["--on-dataset", "nowhere"], "Dataset 'nowhere' does not exist", 1),
-        ([], "exactly one of --cron EXPR and --on-dataset NAME", 2),
+        ([], "exactly one of --cron EXPR, --on-dataset NAME, --on-alert RULE", 2),
         (["--cron", "* * * * *", "--set", "oops"], "--set 'oops' is not of the form", 2),
     ],
 )

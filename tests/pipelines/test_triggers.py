@@ -219,7 +219,7 @@ def test_new_dataset_versions_fire_a_dataset_trigger_once_each(
         ({"cron": "every five minutes"}, "is not a cron expression"),
         ({"cron": "61 * * * *"}, "is not a cron expression"),
         ({"dataset": "nowhere"}, "Dataset 'nowhere' does not exist"),
-        ({}, "exactly one of --cron EXPR and --on-dataset NAME"),
+        ({}, "exactly one of --cron EXPR, --on-dataset NAME, --on-alert RULE"),
         ({"cron": "* * * * *", "dataset": "small"}, "exactly one of"),
     ],
 )

@@ -1,5 +1,5 @@
 """`forgeml pipelines trigger add|list|remove|firings`: pipelines run by `forgeml server` on
-a cron schedule or on each new version of a dataset."""
+a cron schedule, each new version of a dataset, each alert that fires, or each promotion."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
 
 app = typer.Typer(
-    help="Triggers: run a pipeline on a cron schedule or a new dataset version "
-    "(evaluated by `forgeml server`).",
+    help="Triggers: run a pipeline on a cron schedule, a new dataset version, an alert that "
+    "fires or a model promoted (evaluated by `forgeml server`).",
     no_args_is_help=True,
 )
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
@@ -38,17 +38,46 @@ def add(
     dataset: Annotated[
         str | None, typer.Option("--on-dataset", help="Run on each new version of this dataset.")
     ] = None,
+    alert: Annotated[
+        str | None,
+        typer.Option(
+            "--on-alert",
+            help="Run when an alert of these rules fires: 'RULE[,RULE][{label=value,...}]'.",
+        ),
+    ] = None,
+    promoted: Annotated[
+        str | None,
+        typer.Option("--on-promoted", help="Run when MODEL (or MODEL@ALIAS) is promoted."),
+    ] = None,
     overrides: Annotated[
         list[str] | None,
         typer.Option("--set", help="Override a key of the pipeline: --set params.lr=0.1."),
     ] = None,
 ) -> None:
-    """Run the pipeline FILE on each slot of --cron or each new version of --on-dataset."""
+    """Run the pipeline FILE on each slot of --cron, each new version of --on-dataset, each
+    alert of --on-alert that fires, or each promotion of --on-promoted."""
     from forgeml.pipelines.triggers import add_trigger
 
-    trigger = add_trigger(_workspace(), name, file, overrides or [], cron=cron, dataset=dataset)
-    on = f"cron '{trigger.subject}'" if trigger.kind == "cron" else f"dataset {trigger.subject}"
-    say(f"Trigger {trigger.name}: {trigger.file} on {on} (evaluated by `forgeml server`).")
+    trigger = add_trigger(
+        _workspace(),
+        name,
+        file,
+        overrides or [],
+        cron=cron,
+        dataset=dataset,
+        alert=alert,
+        promoted=promoted,
+    )
+    on = {
+        "cron": f"cron '{trigger.subject}'",
+        "dataset": f"dataset {trigger.subject}",
+        "alert": f"alert {trigger.subject}",
+        "promoted": f"promotion of {trigger.subject}",
+    }
+    say(
+        f"Trigger {trigger.name}: {trigger.file} on {on[trigger.kind]} (evaluated by "
+        "`forgeml server`)."
+    )
 
 
 @app.command("list")

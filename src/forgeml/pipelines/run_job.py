@@ -1,9 +1,10 @@
 """`python -m forgeml.pipelines.run_job SPEC_JSON`: one whole pipeline run as a scheduler job.
 
 What a trigger's firing submits (`triggers.py`). The job loads the pipeline file with its
-overrides and runs it (`run_pipeline`: each step a job of its own, or from the cache); its
-`JobResult` (`scheduler/contract.py`) names the pipeline run, and a failed run fails the
-job with the run's own sentence.
+overrides (and, when the file declares a parameter `event`, the event that fired it, e.g.
+`alert:ID` or `adult@v7`) and runs it (`run_pipeline`: each step a job of its own, or
+from the cache); its `JobResult` (`scheduler/contract.py`) names the pipeline run, and a
+failed run fails the job with the run's own sentence.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def run_pipeline_job(spec: PipelineJobSpec) -> dict[str, Any]:
     from forgeml.pipelines import load_pipeline, run_pipeline
 
     pipeline = load_pipeline(spec.file, spec.overrides)
+    if spec.event is not None and "event" in pipeline.spec.params:  # the file asks for it
+        pipeline = load_pipeline(spec.file, [*spec.overrides, f"params.event={spec.event}"])
     if spec.trigger is not None:
         sys.stderr.write(f"trigger {spec.trigger}: event {spec.event}: running {spec.file}\n")
     workspace = open_workspace()

@@ -3,22 +3,24 @@
 A kind turns its trigger's subject (a cron expression, a dataset's name) and cursor (the
 last event handled) into the events due now, oldest first. Each event has a key, unique
 for the trigger (what `pipeline_firings` records once), and the cursor that follows it.
-Alerts firing and models promoted are kinds still to come: one class each, registered in
-`SOURCES`.
+An alert trigger follows the alerts' `fire_seq` (every alert that starts firing gets the
+next number, whether forgeml's evaluator or a real Alertmanager raised it); a promotion
+trigger follows the audit log's sequence of `model.promote` events.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from forgeml.core.errors import ConfigError, NotFoundError
-from forgeml.core.store import Dataset, DatasetVersion
+from forgeml.core.store import AlertRecord, AuditEvent, Dataset, DatasetVersion
 
 
 class TriggerKind(StrEnum):
@@ -26,6 +28,8 @@ class TriggerKind(StrEnum):
 
     CRON = "cron"  # every slot of a cron schedule
     DATASET = "dataset"  # every new version of a dataset
+    ALERT = "alert"  # every alert of the named rules (and labels) that starts firing
+    PROMOTED = "promoted"  # every promotion of a model (to any alias, or the one named)
 
 
 @dataclass(frozen=True)
@@ -107,9 +111,102 @@ class DatasetSource:
         return [Event(f"{subject}@v{number}", str(number)) for number in numbers]
 
 
+_RULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL = re.compile(r'^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"?([^",]*)"?\s*$')
+
+
+def parse_alert_subject(subject: str) -> tuple[list[str], dict[str, str]]:
+    """`RULE[,RULE...][{label=value,...}]` as its rule names and label matchers.
+
+    Raises:
+        ConfigError: not of that form.
+    """
+    head, brace, tail = subject.partition("{")
+    rules = [rule.strip() for rule in head.split(",") if rule.strip()]
+    labels: dict[str, str] = {}
+    if brace:
+        if not tail.endswith("}"):
+            raise ConfigError(f"'{subject}': the label matchers must end with '}}'.")
+        for item in filter(None, (part.strip() for part in tail[:-1].split(","))):
+            match = _LABEL.match(item)
+            if match is None:
+                raise ConfigError(f"'{subject}': '{item}' is not label=value.")
+            labels[match.group(1)] = match.group(2)
+    if not rules or not all(_RULE.match(rule) for rule in rules):
+        raise ConfigError(
+            f"'{subject}' does not name alert rules: give RULE[,RULE...][{{label=value,...}}], "
+            "e.g. 'ForgemlDriftDetected{deployment=adult}'."
+        )
+    return rules, labels
+
+
+class AlertSource:
+    """Every alert of the subject's rules whose labels match that starts firing after the
+    cursor (the last `fire_seq` handled)."""
+
+    def start(self, session: Session, subject: str, now: datetime) -> str:
+        parse_alert_subject(subject)
+        return str(session.scalar(select(func.max(AlertRecord.fire_seq))) or 0)
+
+    def due(
+        self, session: Session, subject: str, cursor: str, now: datetime, limit: int
+    ) -> list[Event]:
+        rules, labels = parse_alert_subject(subject)
+        found = session.scalars(
+            select(AlertRecord)
+            .where(AlertRecord.fire_seq > int(cursor), AlertRecord.rule.in_(rules))
+            .order_by(AlertRecord.fire_seq)
+        )
+        events = []
+        for alert in found:
+            if all(alert.labels.get(k) == v for k, v in labels.items()):
+                events.append(Event(f"alert:{alert.id}", str(alert.fire_seq)))
+                if len(events) == limit:
+                    break
+        return events
+
+
+_PROMOTIONS = ("model.promote", "model.promote.forced")
+
+
+class PromotedSource:
+    """Every promotion of the model `NAME` (or to the alias of `NAME@ALIAS`) recorded in
+    the audit log after the cursor (the last event's sequence number)."""
+
+    def start(self, session: Session, subject: str, now: datetime) -> str:
+        from forgeml.core.ids import validate_name
+
+        validate_name(subject.partition("@")[0], "model name")
+        return str(session.scalar(select(func.max(AuditEvent.seq))) or 0)
+
+    def due(
+        self, session: Session, subject: str, cursor: str, now: datetime, limit: int
+    ) -> list[Event]:
+        name, _, alias = subject.partition("@")
+        found = session.scalars(
+            select(AuditEvent)
+            .where(
+                AuditEvent.seq > int(cursor),
+                AuditEvent.action.in_(_PROMOTIONS),
+                AuditEvent.object_ref.startswith(f"{name}@v"),
+            )
+            .order_by(AuditEvent.seq)
+        )
+        events = []
+        for event in found:
+            if not alias or event.payload.get("alias") == alias:
+                key = f"{event.object_ref}@{event.payload.get('alias')}#{event.seq}"
+                events.append(Event(key, str(event.seq)))
+                if len(events) == limit:
+                    break
+        return events
+
+
 SOURCES: dict[TriggerKind, EventSource] = {
     TriggerKind.CRON: CronSource(),
     TriggerKind.DATASET: DatasetSource(),
+    TriggerKind.ALERT: AlertSource(),
+    TriggerKind.PROMOTED: PromotedSource(),
 }
 
 

@@ -1,4 +1,5 @@
-"""Triggers: a pipeline run by itself on a cron schedule or a new dataset version.
+"""Triggers: a pipeline run by itself on a cron schedule, a new dataset version, an alert
+that fires or a model promoted.
 
 `evaluate_triggers` is what `forgeml server` calls every cycle. Each event fires at most
 once ever: the firing row (unique per trigger and event) and the trigger's new cursor are
@@ -65,22 +66,34 @@ def add_trigger(
     *,
     cron: str | None = None,
     dataset: str | None = None,
+    alert: str | None = None,
+    promoted: str | None = None,
     now: datetime | None = None,
 ) -> PipelineTriggerRecord:
     """Record a trigger that runs the pipeline `file` (with `overrides`) on each event.
 
     A cron trigger fires for the slots after `now` (no back-fill); a dataset trigger for
-    the versions after the latest one there is now.
+    the versions after the latest one there is now; an alert trigger for the alerts that
+    start firing from now on (`RULE[,RULE][{label=value}]`); a promotion trigger for the
+    promotions of a model (`NAME` or `NAME@ALIAS`) from now on.
 
     Raises:
-        UsageError: not exactly one of `cron` and `dataset`, or a bad override.
+        UsageError: not exactly one of `cron`, `dataset`, `alert` and `promoted`, or a bad
+            override.
         InvalidNameError: `name` is not a plain name.
         ConfigError: the pipeline file is invalid, or `cron` is not a cron expression.
         NotFoundError: the file or the dataset does not exist.
         AlreadyExistsError: a trigger is named `name` already.
     """
     validate_name(name, "trigger name")
-    kind, subject = _watched({TriggerKind.CRON: cron, TriggerKind.DATASET: dataset})
+    kind, subject = _watched(
+        {
+            TriggerKind.CRON: cron,
+            TriggerKind.DATASET: dataset,
+            TriggerKind.ALERT: alert,
+            TriggerKind.PROMOTED: promoted,
+        }
+    )
     pipeline = load_pipeline(file, overrides)  # nothing is recorded when it is invalid
     with workspace.store.session() as session:
         taken = session.scalar(
@@ -115,7 +128,10 @@ def _watched(subjects: dict[TriggerKind, str | None]) -> tuple[TriggerKind, str]
     """The one kind given a subject."""
     given = [(kind, subject) for kind, subject in subjects.items() if subject is not None]
     if len(given) != 1:
-        raise UsageError("A trigger takes exactly one of --cron EXPR and --on-dataset NAME.")
+        raise UsageError(
+            "A trigger takes exactly one of --cron EXPR, --on-dataset NAME, --on-alert RULE "
+            "and --on-promoted MODEL."
+        )
     return given[0]
 
 
