@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from forgeml.cli import _policies
 from forgeml.cli._output import print_json, print_table, say, step
 
 if TYPE_CHECKING:
@@ -14,8 +15,11 @@ if TYPE_CHECKING:
     from forgeml.monitor.drift import ColumnDrift, DriftConfig, DriftReport
 
 app = typer.Typer(
-    help="Watch models after they ship: drift, alert rules, dashboards.", no_args_is_help=True
+    help="Watch models after they ship: drift, alert rules, dashboards, and the policies "
+    "that retrain and release them.",
+    no_args_is_help=True,
 )
+app.add_typer(_policies.app, name="policy")
 
 
 def _split_names(columns: str | None) -> list[str] | None:

@@ -1,0 +1,100 @@
+"""What the loop did for a policy, in order: the alert that fired, the firing, each step
+of the pipeline run it started (retrain, gate, canary) and how each ended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from forgeml.core.store import AlertRecord, PipelineRunRecord
+from forgeml.monitor.loop._apply import TRIGGER_PREFIX
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    """One moment of the loop: when, what, and the detail (a reason, a model, an error)."""
+
+    at: datetime
+    what: str
+    detail: str
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def loop_timeline(workspace: Workspace, policy: str) -> list[TimelineEvent]:
+    """Every firing of policy `policy` and what followed it, oldest first.
+
+    Raises:
+        NotFoundError: no such policy is applied.
+    """
+    from forgeml.pipelines.triggers import list_firings
+
+    firings = sorted(list_firings(workspace, f"{TRIGGER_PREFIX}{policy}"), key=lambda f: f.fired_at)
+    events: list[TimelineEvent] = []
+    with workspace.store.session() as session:
+        runs = list(
+            session.scalars(
+                select(PipelineRunRecord)
+                .where(PipelineRunRecord.name == f"{TRIGGER_PREFIX}{policy}")
+                .order_by(PipelineRunRecord.created_at)
+            )
+        )
+        for index, firing in enumerate(firings):
+            if firing.event.startswith("alert:"):
+                alert = session.get(AlertRecord, firing.event.removeprefix("alert:"))
+                if alert is not None and alert.fired_at is not None:
+                    summary = alert.annotations.get("summary", "")
+                    events.append(
+                        TimelineEvent(_utc(alert.fired_at), f"alert {alert.rule} fired", summary)
+                    )
+            events.append(
+                TimelineEvent(
+                    _utc(firing.fired_at),
+                    "loop started",
+                    f"job {firing.job_id or '(not yet submitted)'}",
+                )
+            )
+            until = firings[index + 1].fired_at if index + 1 < len(firings) else None
+            run = next(
+                (
+                    r
+                    for r in runs
+                    if _utc(r.created_at) >= _utc(firing.fired_at)
+                    and (until is None or _utc(r.created_at) < _utc(until))
+                ),
+                None,
+            )
+            if run is not None:
+                events += _steps(run)
+    return sorted(events, key=lambda e: e.at)
+
+
+def _steps(run: PipelineRunRecord) -> list[TimelineEvent]:
+    found = []
+    for step in run.steps:
+        if step.started_at is not None:
+            found.append(TimelineEvent(_utc(step.started_at), f"{step.name} started", step.kind))
+        if step.finished_at is None:
+            continue
+        outputs = step.outputs or {}
+        detail = step.error or ""
+        if step.state == "SUCCEEDED":
+            detail = {
+                "retrain": f"challenger {outputs.get('model')}",
+                "gate": f"{outputs.get('challenger')} {outputs.get('challenger_value')} beats "
+                f"{outputs.get('champion') or 'no champion'} {outputs.get('champion_value')}",
+                "canary": f"{outputs.get('decision')} {outputs.get('model')}: "
+                f"{outputs.get('reason')}",
+            }.get(step.name, "")
+        found.append(
+            TimelineEvent(_utc(step.finished_at), f"{step.name} {step.state.lower()}", detail)
+        )
+    return found
