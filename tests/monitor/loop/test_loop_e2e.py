@@ -102,16 +102,24 @@ def test_alert_to_promoted_challenger_survives_kill_9_of_the_server(
             "annotations": {"summary": "age and hours-per-week drifted"},
             "startsAt": "2026-12-03T12:00:00Z",
         }
-        receive(workspace, parse_message(
-            {"version": "4", "status": "firing", "receiver": "forgeml", "alerts": [alert]}))  # fmt: skip
+        receive(
+            workspace,
+            parse_message(
+                {"version": "4", "status": "firing", "receiver": "forgeml", "alerts": [alert]}
+            ),
+        )
 
         for stage in ("retrain", "canary"):  # SIGKILL the server while each stage runs
             wait_until(lambda s=stage: _step_state(workspace, s) == "RUNNING", 240, stage, 0.1)
             server.kill()
             server.wait(30)
             server = _server(home, log)
-        wait_until(lambda: _step_state(workspace, "canary") in ("SUCCEEDED", "FAILED"), 240,
-                   "the canary's end", 0.2)  # fmt: skip
+        wait_until(
+            lambda: _step_state(workspace, "canary") in ("SUCCEEDED", "FAILED"),
+            240,
+            "the canary's end",
+            0.2,
+        )
     finally:
         if traffic is not None:
             traffic.close()
@@ -129,9 +137,14 @@ def test_alert_to_promoted_challenger_survives_kill_9_of_the_server(
         names = list(
             session.scalars(select(JobRecord.name).where(JobRecord.name.startswith("policy-adult")))
         )
-        runs = session.scalars(select(PipelineRunRecord).where(PipelineRunRecord.name == "policy-adult")).all()  # fmt: skip
+        runs = session.scalars(
+            select(PipelineRunRecord).where(PipelineRunRecord.name == "policy-adult")
+        ).all()
     assert sorted(n for n in names if "@" not in n) == [
-        "policy-adult.canary", "policy-adult.gate", "policy-adult.retrain"]  # fmt: skip
+        "policy-adult.canary",
+        "policy-adult.gate",
+        "policy-adult.retrain",
+    ]
     assert len([n for n in names if "@" in n]) == 1 and len(runs) == 1
     whats = [event.what for event in loop_timeline(workspace, "adult")]
     assert whats[0] == "alert ForgemlDriftDetected fired"
