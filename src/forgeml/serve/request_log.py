@@ -2,7 +2,8 @@
 
 Sampling and redaction are decided on the request path (a random draw and a dict copy);
 serialising and writing happen in a writer thread, so the log never slows a response.
-A record: `{"ts", "model", "version", "protocol", "instances", "outputs"}`, where
+A record: `{"ts", "id", "model", "version", "protocol", "instances", "outputs"}` (`id`:
+the request id, `forgeml.serve.request_ids`), where
 `instances` are the raw rows as sent, with every redacted field's value replaced.
 """
 
@@ -50,13 +51,20 @@ class RequestLog:
             self._thread.start()
 
     def record(
-        self, model: str, version: str, protocol: str, instances: list[Any], outputs: Any
+        self,
+        model: str,
+        version: str,
+        protocol: str,
+        instances: list[Any],
+        outputs: Any,
+        request_id: str = "",
     ) -> None:
         """Queue one request for the log if the sample draw selects it."""
         if self._thread is None or self._random.random() >= self.sample_rate:
             return
         entry = {
             "ts": time.time(),
+            "id": request_id,
             "model": model,
             "version": version,
             "protocol": protocol,

@@ -1,6 +1,7 @@
 """The metadata store: SQLAlchemy models, engines and sessions, migrations."""
 
 from forgeml.core.store._engine import Store, open_store
+from forgeml.core.store._feedback import FeedbackRecord
 from forgeml.core.store._jobs import JobAttemptRecord, JobEventRecord, JobRecord, QueueRecord
 from forgeml.core.store._models import (
     AuditEvent,
@@ -36,6 +37,7 @@ __all__ = [
     "DeploymentReplicaRecord",
     "DeploymentRevisionRecord",
     "FeatureSpecVersion",
+    "FeedbackRecord",
     "JobAttemptRecord",
     "JobEventRecord",
     "JobRecord",
