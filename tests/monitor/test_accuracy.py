@@ -7,106 +7,29 @@ subgroup: a shift in the subgroup mix), whose measured and estimated accuracy bo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import polars as pl
 import pytest
-from sqlalchemy import func, select
 
-from forgeml.core.config import get_settings
-from forgeml.core.store import AuditEvent, FeedbackRecord
-from forgeml.serve import ServeOptions
 from forgeml.serve.feedback import predictions_in_log
-from tests._wait import wait_until
 from tests.cli.conftest import assert_cli_error, json_out
-from tests.serve.conftest import LiveServer, open_home
-from tests.train.conftest import copy_home, trained_adult_template
+from tests.monitor.conftest import label, send, stored, wait_logged
+from tests.serve.conftest import LiveServer
 
 pytestmark = pytest.mark.slow
-CHUNK = 50
 CALM, SHIFTED = 1200, 600
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    template = trained_adult_template(tmp_path_factory)
-    return copy_home(template, tmp_path_factory.mktemp("accuracy") / "home")
-
-
-@pytest.fixture(scope="module")
-def server(home: Path) -> Iterator[LiveServer]:
-    workspace = open_home(home)
-    live = LiveServer(workspace, ["adult-mlp@v1"], ServeOptions(log_sample_rate=1.0)).start()
-    yield live
-    live.stop()
-    workspace.close()
-
-
-@pytest.fixture(scope="module")
-def test_split(home: Path) -> pl.DataFrame:
-    from forgeml.data import catalog
-    from forgeml.tracking import get_model_version
-
-    workspace = open_home(home)
-    try:
-        version = get_model_version(workspace, "adult-mlp@v1").dataset_version
-        assert version is not None
-        return catalog.read_frame(workspace, version, "test").drop("__split__")
-    finally:
-        workspace.close()
-
-
-@pytest.fixture
-def at_home(home: Path, cli: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("FORGEML_HOME", str(home))
-    get_settings.cache_clear()
-    return cli
-
-
-def _send(url: str, frame: pl.DataFrame, prefix: str) -> list[tuple[str, list[Any]]]:
-    """Send `frame` without its label in requests of CHUNK rows; each id and its labels."""
-    sent = []
-    with httpx.Client(timeout=60) as client:
-        for start in range(0, frame.height, CHUNK):
-            part = frame.slice(start, CHUNK)
-            request_id = f"{prefix}-{start}"
-            response = client.post(
-                f"{url}/v1/models/adult-mlp:predict",
-                json={"instances": part.drop("Y").to_dicts()},
-                headers={"x-request-id": request_id},
-            )
-            assert response.status_code == 200, response.text
-            sent.append((request_id, part["Y"].to_list()))
-    return sent
-
-
-def _label(url: str, sent: list[tuple[str, list[Any]]]) -> None:
-    feedback = [{"id": request_id, "label": labels} for request_id, labels in sent]
-    response = httpx.post(f"{url}/v2/models/adult-mlp/feedback", json={"feedback": feedback})
-    assert response.status_code == 200, response.text
-    assert response.json()["recorded"] == sum(len(labels) for _, labels in sent)
-
-
-def _wait_logged(home: Path, request_id: str) -> None:
-    log = home / "logs" / "requests" / "adult-mlp.jsonl"
-    wait_until(
-        lambda: request_id in predictions_in_log(log, "adult-mlp", {request_id}),
-        30,
-        f"the request log holding {request_id}",
-    )
 
 
 def test_estimated_accuracy_follows_the_measured_one_and_both_drop_on_a_shift(
     server: LiveServer, test_split: pl.DataFrame, home: Path, at_home: Any
 ) -> None:
     calm = test_split.head(CALM)
-    sent = _send(server.url, calm, "calm")
-    _label(server.url, sent)
-    _wait_logged(home, sent[-1][0])
+    sent = send(server.url, calm, "calm")
+    label(server.url, sent)
+    wait_logged(home, sent[-1][0])
 
     before = json_out(at_home("monitor", "accuracy", "adult-mlp", "--window", CALM, "--json"))
     assert before["labelled_rows"] == CALM and before["estimated_rows"] == CALM
@@ -118,9 +41,9 @@ def test_estimated_accuracy_follows_the_measured_one_and_both_drop_on_a_shift(
     assert kept.is_file()  # calibrated once, kept beside the model version's reference
 
     married = test_split.slice(CALM).filter(pl.col("marital-status") == "Married-civ-spouse")
-    sent = _send(server.url, married.head(SHIFTED), "married")
-    _label(server.url, sent)
-    _wait_logged(home, sent[-1][0])
+    sent = send(server.url, married.head(SHIFTED), "married")
+    label(server.url, sent)
+    wait_logged(home, sent[-1][0])
 
     args = ["monitor", "accuracy", "adult-mlp", "--window", SHIFTED, "--slice", "sex", "--json"]
     after = json_out(at_home(*args))
@@ -137,35 +60,24 @@ def test_estimated_accuracy_follows_the_measured_one_and_both_drop_on_a_shift(
     assert table.code == 0 and "age=[" in table.stdout and "estimated" in table.stdout
 
 
-def _stored(home: Path) -> tuple[int, int]:
-    workspace = open_home(home)
-    try:
-        with workspace.store.session() as session:
-            rows = session.scalar(select(func.count()).select_from(FeedbackRecord)) or 0
-            events = session.scalar(select(func.count()).select_from(AuditEvent)) or 0
-    finally:
-        workspace.close()
-    return rows, events
-
-
 def test_labels_from_a_file_are_recorded_by_request_id(
     server: LiveServer, test_split: pl.DataFrame, home: Path, at_home: Any, tmp_path: Path
 ) -> None:
-    sent = _send(server.url, test_split.slice(2000, 4), "file")
-    sent += _send(server.url, test_split.slice(2010, 1), "single")
-    _wait_logged(home, sent[-1][0])
-    rows, events = _stored(home)
+    sent = send(server.url, test_split.slice(2000, 4), "file")
+    sent += send(server.url, test_split.slice(2010, 1), "single")
+    wait_logged(home, sent[-1][0])
+    rows, events = stored(home)
 
     jsonl = tmp_path / "labels.jsonl"
     jsonl.write_bytes(orjson.dumps({"id": sent[0][0], "label": sent[0][1]}) + b"\n")
     result = at_home("monitor", "feedback", jsonl, "--model", "adult-mlp")
     assert result.code == 0, result.stderr
-    assert _stored(home) == (rows + 4, events + 1)
+    assert stored(home) == (rows + 4, events + 1)
 
     csv = tmp_path / "labels.csv"
     csv.write_text(f"id,label\n{sent[1][0]},{sent[1][1][0]}\n")
     assert at_home("monitor", "feedback", csv, "--model", "adult-mlp@v1").code == 0
-    assert _stored(home) == (rows + 5, events + 2)
+    assert stored(home) == (rows + 5, events + 2)
 
 
 @pytest.mark.parametrize(
@@ -194,14 +106,14 @@ def test_a_bad_file_of_labels_records_nothing(
     if not predictions_in_log(
         home / "logs" / "requests" / "adult-mlp.jsonl", "adult-mlp", {"file-0"}
     ):
-        _wait_logged(home, _send(server.url, test_split.slice(2000, 4), "file")[-1][0])
+        wait_logged(home, send(server.url, test_split.slice(2000, 4), "file")[-1][0])
     path = tmp_path / f"labels{suffix}"
     path.write_text(content)
-    before = _stored(home)
+    before = stored(home)
 
     assert_cli_error(at_home("monitor", "feedback", path, "--model", "adult-mlp"), message)
 
-    assert _stored(home) == before
+    assert stored(home) == before
 
 
 def test_feedback_and_accuracy_refuse_what_they_cannot_find(
@@ -209,7 +121,7 @@ def test_feedback_and_accuracy_refuse_what_they_cannot_find(
 ) -> None:
     labels = tmp_path / "labels.csv"
     labels.write_text("id,label\nx,1\n")
-    before = _stored(home)
+    before = stored(home)
     assert_cli_error(
         at_home("monitor", "feedback", tmp_path / "none.csv", "--model", "adult-mlp"),
         "No file of labels",
@@ -226,4 +138,4 @@ def test_feedback_and_accuracy_refuse_what_they_cannot_find(
     assert_cli_error(
         at_home("monitor", "accuracy", "adult-mlp", "--slice", "height"), "column 'height'"
     )
-    assert _stored(home) == before
+    assert stored(home) == before

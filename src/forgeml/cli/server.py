@@ -1,5 +1,6 @@
-"""`forgeml server`: the long-lived scheduler loop queued jobs wait for, and the pipeline
-triggers it evaluates each cycle."""
+"""`forgeml server`: the long-lived scheduler loop queued jobs wait for, the pipeline
+triggers it evaluates each cycle, and (with --metrics-port) the drift and accuracy gauges
+it refreshes each cycle."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import typer
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
+    from forgeml.monitor.gauges import MonitorCollector
 
 
 def server(
@@ -42,7 +44,8 @@ def server(
     metrics_port: Annotated[
         int | None,
         typer.Option(
-            help="Serve the scheduler's Prometheus metrics (queues, jobs, cost) on this port.",
+            help="Serve Prometheus metrics (queues, jobs, cost; drift and accuracy of served "
+            "models) on this port.",
             min=1,
             max=65535,
         ),
@@ -72,7 +75,7 @@ def server(
     with (
         hold_lease(workspace.settings, chosen.name),
         gateway as gateway_url,
-        _metrics(workspace, metrics_host, metrics_port) as metrics_url,
+        _metrics(workspace, metrics_host, metrics_port) as (metrics_url, gauges),
     ):
         scheduler = Scheduler(
             workspace, chosen, grace_seconds=grace, policy_options=_policy_options(min_runtime)
@@ -84,7 +87,7 @@ def server(
             f", metrics on {metrics_url}/metrics" if metrics_url else "",
         )  # fmt: skip
         every = interval or workspace.settings.scheduler_interval
-        with _triggers(workspace, every, stop):
+        with _triggers(workspace, every, stop), _gauges(gauges, every, stop):
             scheduler.serve_forever(every, stop)
     logging.info("forgeml server stopped; running jobs keep running")
 
@@ -107,22 +110,51 @@ def _triggers(workspace: Workspace, interval: float, stop: threading.Event) -> I
 
 
 @contextlib.contextmanager
-def _metrics(workspace: Workspace, host: str, port: int | None) -> Iterator[str | None]:
-    """The scheduler's /metrics on `host:port` while the server runs (None: not served)."""
+def _gauges(
+    gauges: MonitorCollector | None, interval: float, stop: threading.Event
+) -> Iterator[None]:
+    """The drift and accuracy gauges refreshed every `interval` in a thread of their own
+    while the scheduler loop runs (none when the metrics are not served)."""
+    if gauges is None:
+        yield
+        return
+    from forgeml.monitor.gauges import serve_gauges
+
+    thread = threading.Thread(
+        target=serve_gauges, args=(gauges, interval, stop), name="gauges", daemon=True
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+@contextlib.contextmanager
+def _metrics(
+    workspace: Workspace, host: str, port: int | None
+) -> Iterator[tuple[str | None, MonitorCollector | None]]:
+    """The scheduler's and the monitor's /metrics on `host:port` while the server runs
+    (None: not served), and the monitor's gauges to refresh."""
     if port is None:
-        yield None
+        yield None, None
         return
     from prometheus_client import start_http_server
 
     from forgeml.core.errors import UsageError
+    from forgeml.monitor.gauges import MonitorCollector
     from forgeml.scheduler.metrics import scheduler_registry
 
+    registry = scheduler_registry(workspace.store)
+    gauges = MonitorCollector(workspace)
+    registry.register(gauges)
     try:
-        server, thread = start_http_server(port, host, scheduler_registry(workspace.store))
+        server, thread = start_http_server(port, host, registry)
     except OSError as error:
         raise UsageError(f"Cannot serve metrics on {host}:{port}: {error.strerror}.") from None
     try:
-        yield f"http://{host}:{server.server_port}"
+        yield f"http://{host}:{server.server_port}", gauges
     finally:
         server.shutdown()
         server.server_close()
