@@ -78,7 +78,9 @@ def send(url: str, frame: pl.DataFrame, prefix: str) -> list[tuple[str, list[Any
 
 def label(url: str, sent: list[tuple[str, list[Any]]]) -> None:
     feedback = [{"id": request_id, "label": labels} for request_id, labels in sent]
-    response = httpx.post(f"{url}/v2/models/adult-mlp/feedback", json={"feedback": feedback})
+    response = httpx.post(
+        f"{url}/v2/models/adult-mlp/feedback", json={"feedback": feedback}, timeout=60
+    )
     assert response.status_code == 200, response.text
     assert response.json()["recorded"] == sum(len(labels) for _, labels in sent)
 

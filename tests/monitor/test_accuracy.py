@@ -7,6 +7,7 @@ subgroup: a shift in the subgroup mix), whose measured and estimated accuracy bo
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,9 @@ def test_estimated_accuracy_follows_the_measured_one_and_both_drop_on_a_shift(
 def test_labels_from_a_file_are_recorded_by_request_id(
     server: LiveServer, test_split: pl.DataFrame, home: Path, at_home: Any, tmp_path: Path
 ) -> None:
-    sent = send(server.url, test_split.slice(2000, 4), "file")
-    sent += send(server.url, test_split.slice(2010, 1), "single")
+    run = uuid.uuid4().hex  # ids of this run only: labelled again they would be replaced
+    sent = send(server.url, test_split.slice(2000, 4), f"file-{run}")
+    sent += send(server.url, test_split.slice(2010, 1), f"single-{run}")
     wait_logged(home, sent[-1][0])
     rows, events = stored(home)
 

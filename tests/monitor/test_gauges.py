@@ -17,7 +17,7 @@ from forgeml.serve._supervisor import free_port
 from tests._wait import wait_until
 from tests.monitor.conftest import label, send, wait_logged
 from tests.serve.conftest import LiveServer, open_home
-from tests.train.conftest import forgeml_command, subprocess_env
+from tests.train.conftest import copy_empty_home, forgeml_command, subprocess_env
 
 pytestmark = pytest.mark.slow
 # the CLI's default window: smaller held-out windows flag a column by chance more often
@@ -29,6 +29,20 @@ def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | Non
     return registry.get_sample_value(name, {"model": "adult-mlp", **labels})
 
 
+def test_a_home_that_served_nothing_has_no_series(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    workspace = open_home(copy_empty_home(tmp_path_factory, tmp_path / "home"))
+    registry = CollectorRegistry()
+    gauges = MonitorCollector(workspace)
+    registry.register(gauges)
+    try:
+        assert gauges.refresh() == []  # absent, not zeros
+        assert [s for family in registry.collect() for s in family.samples] == []
+    finally:
+        workspace.close()
+
+
 def test_the_gauges_follow_drift_accuracy_and_feedback(
     server: LiveServer, test_split: pl.DataFrame, home: Path
 ) -> None:
@@ -37,9 +51,6 @@ def test_the_gauges_follow_drift_accuracy_and_feedback(
     gauges = MonitorCollector(workspace, window=WINDOW)
     registry.register(gauges)
     try:
-        assert gauges.refresh() == []  # nothing answered yet: no series, not zeros
-        assert _value(registry, "forgeml_feedback_total") is None
-
         calm = test_split.head(WINDOW)
         sent = send(server.url, calm, "calm")
         label(server.url, sent)

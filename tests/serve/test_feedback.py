@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,11 +13,19 @@ import pytest
 from sqlalchemy import func, select
 
 from forgeml.core.store import AuditEvent, FeedbackRecord
+from forgeml.gateway import create_key
 from forgeml.serve import ServeOptions
+from forgeml.serve._supervisor import free_port
 from forgeml.serve.feedback import predictions_in_log
 from tests._wait import wait_until
+from tests.gateway.conftest import add_deployment
 from tests.serve.conftest import LiveServer, adult_records, open_home
-from tests.train.conftest import copy_home, trained_adult_template
+from tests.train.conftest import (
+    copy_home,
+    forgeml_command,
+    subprocess_env,
+    trained_adult_template,
+)
 
 PREDICT = "/v1/models/adult-mlp:predict"
 INFER = "/v2/models/adult-mlp/infer"
@@ -107,11 +117,12 @@ def test_every_answer_carries_a_request_id(replicas: Any) -> None:
 def test_feedback_joins_the_label_to_the_prediction_and_features(replicas: Any, home: Path) -> None:
     first, _, _ = replicas
     rows = adult_records(3, offset=10)
-    answer = _predict(first.url, rows, **{"x-request-id": "three-rows"}).json()
+    request_id = f"three-rows-{uuid.uuid4().hex}"
+    answer = _predict(first.url, rows, **{"x-request-id": request_id}).json()
     before, events = _stored(home)
 
     labels = ["<=50K", ">50K", "<=50K"]
-    response = httpx.post(f"{first.url}{FEEDBACK}", json={"id": "three-rows", "label": labels})
+    response = httpx.post(f"{first.url}{FEEDBACK}", json={"id": request_id, "label": labels})
     assert response.status_code == 200, response.text
     assert response.json() == {"recorded": 3, "requests": 1}
     assert "x-request-id" in response.headers
@@ -120,7 +131,7 @@ def test_feedback_joins_the_label_to_the_prediction_and_features(replicas: Any, 
         with workspace.store.session() as session:
             stored = session.scalars(
                 select(FeedbackRecord)
-                .where(FeedbackRecord.request_id == "three-rows")
+                .where(FeedbackRecord.request_id == request_id)
                 .order_by(FeedbackRecord.row)
             ).all()
             assert [r.label for r in stored] == labels
@@ -138,7 +149,7 @@ def test_feedback_joins_the_label_to_the_prediction_and_features(replicas: Any, 
     assert _stored(home) == (before + 3, events + 1)
 
     relabelled = httpx.post(
-        f"{first.url}{FEEDBACK}", json={"feedback": [{"id": "three-rows", "label": labels[::-1]}]}
+        f"{first.url}{FEEDBACK}", json={"feedback": [{"id": request_id, "label": labels[::-1]}]}
     )
     assert relabelled.status_code == 200, relabelled.text
     assert _stored(home)[0] == before + 3  # labelled again: replaced, not added
@@ -202,3 +213,102 @@ def test_feedback_for_an_unknown_model_or_not_json_is_refused(replicas: Any, hom
     )
     assert garbled.status_code == 400 and "not valid JSON" in garbled.json()["error"]
     assert _stored(home) == before
+
+
+def _process(home: Path, log: Path, *args: str, ready: str) -> subprocess.Popen[bytes]:
+    with log.open("wb") as sink:  # the child keeps its own descriptor
+        process = subprocess.Popen(
+            forgeml_command(*args), env=subprocess_env(home), stdout=sink, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_until(lambda: _up(ready, process), 120, f"{args[0]} being ready", interval=0.2)
+    except BaseException:
+        process.kill()
+        raise
+    return process
+
+
+def _up(url: str, process: subprocess.Popen[bytes]) -> bool:
+    if process.poll() is not None:
+        raise AssertionError(f"the process exited with {process.returncode}")
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.mark.slow
+def test_feedback_through_the_gateway_finds_what_any_replica_answered(
+    home: Path, tmp_path: Path
+) -> None:
+    # two replica processes of one deployment, each keeping 1 request in memory:
+    # the shared request log is what lets one label what the other answered
+    urls = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
+    name = f"adult-{uuid.uuid4().hex[:8]}"  # a deployment of this run alone
+    processes = []
+    workspace = open_home(home)
+    try:
+        for k, url in enumerate(urls):
+            port = url.rsplit(":", 1)[1]
+            processes.append(
+                _process(
+                    home,
+                    tmp_path / f"replica-{k}.log",
+                    "serve",
+                    "adult-mlp@v1",
+                    "--name",
+                    name,
+                    "--port",
+                    port,
+                    "--log-sample-rate",
+                    "1",
+                    "--feedback-window",
+                    "1",
+                    ready=f"{url}/v2/health/ready",
+                )
+            )
+        add_deployment(workspace, name, urls)
+        _, key = create_key(workspace, "feedback", [name])
+        gateway_url = f"http://127.0.0.1:{free_port()}"
+        processes.append(
+            _process(
+                home,
+                tmp_path / "gateway.log",
+                "gateway",
+                "--port",
+                gateway_url.rsplit(":", 1)[1],
+                ready=f"{gateway_url}/healthz",
+            )
+        )
+        before, _ = _stored(home)
+        with httpx.Client(
+            base_url=gateway_url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ) as client:
+            ids = []
+            for offset in range(6):
+                body = {"instances": adult_records(1, offset=50 + offset)}
+                answer = client.post(f"/v1/models/{name}:predict", json=body)
+                assert answer.status_code == 200, answer.text
+                ids.append(answer.headers["x-request-id"])
+            log = home / "logs" / "requests" / f"{name}.jsonl"
+            wait_until(
+                lambda: len(predictions_in_log(log, name, set(ids))) == 6,
+                30,
+                "the shared log holding every request",
+            )
+            prefixes = {request_id.rsplit("-", 1)[0] for request_id in ids}
+            assert len(prefixes) == 2  # both replicas answered (ids carry their prefix)
+            for request_id in ids:
+                labelled = client.post(
+                    f"/v2/models/{name}/feedback", json={"id": request_id, "label": ">50K"}
+                )
+                assert labelled.status_code == 200, labelled.text
+            unknown = client.post(f"/v2/models/{name}/feedback", json={"id": "nope", "label": 1})
+            assert unknown.status_code == 404 and "'nope'" in unknown.json()["error"]
+        assert _stored(home)[0] == before + 6
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(30)
+        workspace.close()

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 FEEDBACK_SUFFIX = "/feedback"
 FEEDBACK_PATH = "/v2/models/{name}" + FEEDBACK_SUFFIX
 _ID_KEY = b'"id":"'
+_IDS_PER_QUERY = 500  # under every database's limit on bound parameters
 
 
 @dataclass(frozen=True)
@@ -177,14 +178,20 @@ def record_feedback(workspace: Workspace, rows: list[FeedbackRow], source: str) 
     from forgeml.core.store import FeedbackRecord
 
     with workspace.store.session() as session:
-        for row in rows:
-            found = session.scalar(
+        ids = sorted({row.request_id for row in rows})
+        existing = {
+            (record.model, record.request_id, record.row): record
+            for start in range(0, len(ids), _IDS_PER_QUERY)
+            for record in session.scalars(
                 select(FeedbackRecord).where(
-                    FeedbackRecord.model == row.model,
-                    FeedbackRecord.request_id == row.request_id,
-                    FeedbackRecord.row == row.row,
+                    FeedbackRecord.model.in_({row.model for row in rows}),
+                    FeedbackRecord.request_id.in_(ids[start : start + _IDS_PER_QUERY]),
                 )
             )
+        }
+        now = dt.datetime.now(dt.UTC)
+        for row in rows:
+            found = existing.get((row.model, row.request_id, row.row))
             record = found or FeedbackRecord(
                 id=new_id(), model=row.model, request_id=row.request_id, row=row.row
             )
@@ -194,7 +201,7 @@ def record_feedback(workspace: Workspace, rows: list[FeedbackRow], source: str) 
             record.prediction = row.prediction
             record.label = row.label
             record.source = source
-            record.created_at = dt.datetime.now(dt.UTC)
+            record.created_at = now
             if found is None:
                 session.add(record)
         models = sorted({row.model for row in rows})
