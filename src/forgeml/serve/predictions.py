@@ -11,11 +11,12 @@ regressor, the row's outputs otherwise.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs more per request
 class Prediction:
     """One answered request: its served model name, the version used, rows and outputs."""
 
@@ -32,7 +33,9 @@ class RecentPredictions:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._by_id: dict[str, Prediction] = {}
+        # an OrderedDict: a plain dict's oldest key is found by skipping every deleted
+        # slot before it (next(iter(d)) grew to ~15 us at 10k entries); popitem is O(1)
+        self._by_id: OrderedDict[str, Prediction] = OrderedDict()
 
     def add(
         self, request_id: str, model: str, model_ref: str, rows: list[Any], outputs: Any
@@ -44,7 +47,7 @@ class RecentPredictions:
         by_id.pop(request_id, None)  # re-inserted last: an id reused is as new as its last use
         by_id[request_id] = Prediction(request_id, model, model_ref, rows, outputs)
         if len(by_id) > self.capacity:
-            del by_id[next(iter(by_id))]
+            by_id.popitem(last=False)
 
     def get(self, request_id: str) -> Prediction | None:
         """The prediction answered under `request_id`, if still kept."""
