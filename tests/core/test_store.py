@@ -74,6 +74,17 @@ def test_a_store_with_pipelines_gains_triggers_and_firings(backend_url: str) -> 
     store.dispose()
 
 
+def test_a_store_with_triggers_gains_the_feedback_table(backend_url: str) -> None:
+    assert "feedback" not in _store_at(backend_url, "0006")
+
+    store = open_store(backend_url)
+
+    assert "feedback" in inspect(store.engine).get_table_names()
+    unique = inspect(store.engine).get_unique_constraints("feedback")
+    assert [sorted(c["column_names"]) for c in unique] == [["model", "request_id", "row"]]
+    store.dispose()
+
+
 def test_sqlite_uses_wal_foreign_keys_and_busy_timeout(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'forgeml.db'}")
     with store.engine.connect() as connection:

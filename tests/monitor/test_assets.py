@@ -17,6 +17,7 @@ from prometheus_client import Metric
 
 from forgeml.gateway._responses import GatewayMetrics
 from forgeml.monitor.assets import RULES_FILE, dashboard_text, rules_text
+from forgeml.monitor.gauges import MonitorCollector
 from forgeml.scheduler.metrics import SchedulerCollector
 from forgeml.serve.metrics import ServerMetrics
 from tests.conftest import CliResult
@@ -41,11 +42,12 @@ def _exported(families: Iterable[Metric]) -> set[str]:
 
 
 def _families() -> list[Metric]:
-    """Every family a forgeml process exports: servers, gateways, the scheduler."""
+    """Every family a forgeml process exports: servers, gateways, the scheduler, the monitor."""
     registries = (ServerMetrics().registry, GatewayMetrics().registry)
     return [
         *(family for registry in registries for family in registry.collect()),
         *SchedulerCollector(store=None).describe(),  # type: ignore[arg-type] # no store read
+        *MonitorCollector(workspace=None).describe(),  # type: ignore[arg-type] # nor here
     ]
 
 

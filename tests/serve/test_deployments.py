@@ -303,6 +303,7 @@ def test_delete_stops_every_replica_and_marks_it_deleted(workspace: Workspace) -
         ({"canary_weight": 20}, ConfigError, "needs a canary model"),
         ({"runtime": "tensorrt"}, ConfigError, "torch or onnx"),
         ({"latency_objective_ms": 0}, ConfigError, "more than 0 ms"),
+        ({"log_sample_rate": 1.5}, ConfigError, "share from 0 to 1"),
         ({"name": "../escape"}, InvalidNameError, "Invalid deployment name"),
         ({"shadow": "adult-mlp@nosuchalias"}, NotFoundError, "no alias"),
     ],
@@ -347,6 +348,7 @@ def test_spec_json_matches_the_gateway_contract() -> None:
         "max_batch_size": None,
         "max_wait_ms": None,
         "latency_objective_ms": None,
+        "log_sample_rate": None,
     }
     assert spec.plan() == [
         ("primary", "a@v2"),
@@ -354,3 +356,20 @@ def test_spec_json_matches_the_gateway_contract() -> None:
         ("canary", "b@v1"),
         ("shadow", "c@v3"),
     ]
+
+
+def test_the_primaries_and_canaries_log_to_the_shared_log_but_not_the_shadow() -> None:
+    from forgeml.serve.deployments._control import _server_args
+
+    spec = deployments.DeploymentSpec(
+        model="a@v2",
+        model_ref="a",
+        canary=deployments.CanarySpec(model="b@v1", weight=10, replicas=1),
+        shadow=deployments.ShadowSpec(model="c@v3"),
+        log_sample_rate=1.0,
+    )
+    logged = {role: _server_args("dep", spec, model, role) for role, model in spec.plan()}
+    assert logged["primary"][-2:] == logged["canary"][-2:] == ["--log-sample-rate", "1"]
+    assert "--log-sample-rate" not in logged["shadow"]
+    unlogged = spec.model_copy(update={"log_sample_rate": None})
+    assert "--log-sample-rate" not in _server_args("dep", unlogged, "a@v2", "primary")

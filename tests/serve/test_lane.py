@@ -78,7 +78,8 @@ def _post(app: Any, path: str, body: Any, content_type: str) -> httpx.Response:
     async def ask() -> httpx.Response:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://serve") as client:
-            headers = {"content-type": content_type}
+            # one caller id for both paths, or the v2 answers' minted ids would differ
+            headers = {"content-type": content_type, "x-request-id": "lane-1"}
             return await client.post(path, content=content, headers=headers)
 
     return asyncio.run(ask())
@@ -107,6 +108,7 @@ def test_the_lane_answers_as_the_routes_do(
     else:
         assert fast.json() == slow.json()
     assert fast.headers["content-type"] == slow.headers["content-type"] == "application/json"
+    assert fast.headers["x-request-id"] == slow.headers["x-request-id"]
     if not case.startswith(("predict", "v2")):
         assert fast.status_code in (400, 404, 413, 422), fast.text
 

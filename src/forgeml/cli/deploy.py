@@ -98,6 +98,10 @@ def create(
     latency_objective_ms: Annotated[
         float | None, typer.Option(help="p99 each replica should meet, in ms (default 500).")
     ] = None,
+    log_sample_rate: Annotated[
+        float | None,
+        typer.Option(help="Share of requests logged to the deployment's request log (0-1)."),
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Restart even if NAME already runs this spec.")
     ] = False,
@@ -121,6 +125,7 @@ def create(
         max_batch_size=max_batch_size,
         max_wait_ms=max_wait_ms,
         latency_objective_ms=latency_objective_ms,
+        log_sample_rate=log_sample_rate,
         force=force,
         ready_timeout=timeout,
         drain_seconds=drain,

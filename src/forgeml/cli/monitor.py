@@ -1,4 +1,4 @@
-"""`forgeml monitor ...`: drift between dataset versions; the alert rules and dashboard."""
+"""`forgeml monitor ...`: drift, feedback and live accuracy; the alert rules and dashboard."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from forgeml.cli._output import print_json, print_table, say, step
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
+    from forgeml.monitor.accuracy import AccuracyReport
     from forgeml.monitor.drift import ColumnDrift, DriftConfig, DriftReport
 
 app = typer.Typer(
-    help="Watch models after they ship: drift, alert rules, dashboards, and the policies "
-    "that retrain and release them.",
+    help="Watch models after they ship: drift, feedback, accuracy, alert rules, dashboards, "
+    "and the policies that retrain and release them.",
     no_args_is_help=True,
 )
 app.add_typer(_policies.app, name="policy")
@@ -186,6 +187,112 @@ def _print_report(old: str, new: str, report: DriftReport) -> None:
     share = f"{len(report.drifted_columns)} of {len(report.columns)} columns"
     verdict = "yes" if report.drifted else "no"
     say(f"drifted: {share} ({report.drifted_share:.0%}); dataset drift: {verdict}")
+
+
+def _request_log(workspace: Workspace, served: str, log: Path | None) -> Path:
+    return log or Path(workspace.settings.home) / "logs" / "requests" / f"{served}.jsonl"
+
+
+def _served(workspace: Workspace, model: str | None, deployment: str | None) -> tuple[str, str]:
+    """The served name and the model reference of `--model` or `--deployment`."""
+    from forgeml.core.errors import UsageError
+
+    if (model is None) == (deployment is None):
+        raise UsageError(
+            "Give --model (a model served on its own) or --deployment, one of the two."
+        )
+    if deployment is not None:
+        from forgeml.serve.deployments import get_deployment
+
+        return deployment, get_deployment(workspace, deployment).spec.model
+    return (model or "").partition("@")[0], model or ""
+
+
+_LOG_HELP = "The request log (default: FORGEML_HOME/logs/requests/NAME.jsonl)."
+
+
+@app.command("feedback")
+def feedback(
+    file: Annotated[Path, typer.Argument(help="CSV or JSON lines (.jsonl) with id and label.")],
+    model: Annotated[
+        str | None, typer.Option(help="The model served on its own (NAME, NAME@vN, NAME@alias).")
+    ] = None,
+    deployment: Annotated[str | None, typer.Option(help="The deployment that answered.")] = None,
+    log: Annotated[Path | None, typer.Option(help=_LOG_HELP)] = None,
+) -> None:
+    """Record labels that arrived later for logged predictions, by request id.
+
+    Every id must name a request the served model's log holds, or nothing is recorded.
+    """
+    from forgeml.core.workspace import open_workspace
+    from forgeml.monitor.feedback import record_file
+
+    workspace = open_workspace()
+    served, _ = _served(workspace, model, deployment)
+    requests, rows = record_file(workspace, file, served, _request_log(workspace, served, log))
+    say(f"recorded {rows} labelled row(s) of {requests} request(s) for '{served}'")
+
+
+@app.command("accuracy")
+def accuracy(
+    target: Annotated[
+        str, typer.Argument(metavar="MODEL|DEPLOYMENT", help="A deployment, or a model version.")
+    ],
+    window: Annotated[
+        int, typer.Option(help="The latest this many labelled (and logged) predictions.", min=1)
+    ] = 2000,
+    slices: Annotated[
+        list[str] | None,
+        typer.Option("--slice", help="Also per value of this feature column (repeatable)."),
+    ] = None,
+    log: Annotated[Path | None, typer.Option(help=_LOG_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+) -> None:
+    """Live accuracy (MAE for regressors) from feedback, beside the estimate without labels.
+
+    The estimate is the mean calibrated confidence of the latest logged predictions
+    (calibrated once on the model version's validation split, CBPE-style).
+    """
+    from forgeml.core.errors import NotFoundError
+    from forgeml.core.workspace import open_workspace
+    from forgeml.monitor.accuracy import live_accuracy
+
+    workspace = open_workspace()
+    try:
+        served, _ = _served(workspace, None, target)
+    except NotFoundError:
+        served, _ = _served(workspace, target, None)
+    # a bare name or a deployment: the version that answered; NAME@vN or @alias: that one
+    model_ref = target if "@" in target else None
+    with step(f"measuring {served}"):
+        report = live_accuracy(
+            workspace, served, model_ref, window, slices, _request_log(workspace, served, log)
+        )
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+        return
+    _print_accuracy(report)
+
+
+def _print_accuracy(report: AccuracyReport) -> None:
+    measure = "mae" if report.task == "regression" else "accuracy"
+    headers = ["slice", "rows", measure]
+    if report.task == "classification":
+        headers.append("estimated")
+    overall = ["(all)", report.labelled_rows, getattr(report, measure), report.estimated_accuracy]
+    rows = [overall] + [
+        [f"{s.column}={s.value}", s.rows, getattr(s, measure), s.estimated_accuracy]
+        for s in report.slices
+    ]
+    table = [[r[0], r[1], *(_number(v, ".3f") for v in r[2 : len(headers)])] for r in rows]
+    print_table(f"{measure} of '{report.served}' ({report.model})", headers, table)
+    reference = report.reference_mae if report.task == "regression" else report.reference_accuracy
+    say(f"reference {measure} (validation split): {_number(reference, '.3f')}")
+    if report.task == "classification":
+        say(
+            f"estimated from the latest {report.estimated_rows} predictions "
+            f"({report.estimated_from}), without labels"
+        )
 
 
 @app.command()

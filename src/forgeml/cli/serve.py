@@ -55,6 +55,9 @@ def serve(
     ].default,
     log_redact: Annotated[list[str] | None, typer.Option(help=_help("log_redact"))] = None,
     log_path: Annotated[Path | None, typer.Option(help=_help("log_path"))] = None,
+    feedback_window: Annotated[int, typer.Option(help=_help("feedback_window"))] = _FIELDS[
+        "feedback_window"
+    ].default,
 ) -> None:
     """Serve models over HTTP until SIGTERM/Ctrl-C; ready when /v2/health/ready answers 200."""
     from pydantic import ValidationError
@@ -72,6 +75,7 @@ def serve(
         "log_sample_rate": log_sample_rate,
         "log_redact": log_redact or [],
         "log_path": log_path,
+        "feedback_window": feedback_window,
     }
     try:
         options = ServeOptions.model_validate(options_input)

@@ -1,5 +1,7 @@
-"""`forgeml server`: the long-lived scheduler loop queued jobs wait for, and the pipeline
-triggers it evaluates each cycle."""
+"""`forgeml server`: the long-lived scheduler loop queued jobs wait for, and beside it, each
+in a thread of its own: the pipeline triggers, the monitor's drift and accuracy gauges, the
+alert rules evaluated over the server's own samples, and (when asked) the gateway, the
+metrics endpoint and the control-plane API."""
 
 from __future__ import annotations
 
@@ -7,13 +9,15 @@ import contextlib
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from forgeml.core.workspace import Workspace
 
 
@@ -43,7 +47,7 @@ def server(
     metrics_port: Annotated[
         int | None,
         typer.Option(
-            help="Serve the scheduler's Prometheus metrics (queues, jobs, cost) on this port.",
+            help="Serve the Prometheus metrics (queues, jobs, cost, drift, accuracy) on this port.",
             min=1,
             max=65535,
         ),
@@ -51,6 +55,13 @@ def server(
     metrics_host: Annotated[str, typer.Option(help="Interface the metrics listen on.")] = (
         "127.0.0.1"
     ),
+    monitor_interval: Annotated[
+        float,
+        typer.Option(
+            help="Seconds between two measures of each served model's drift and accuracy.",
+            min=0.1,
+        ),
+    ] = 10.0,
     alert_config: Annotated[
         Path | None,
         typer.Option(
@@ -71,13 +82,17 @@ def server(
     """Run the scheduler until SIGTERM/Ctrl-C; running jobs survive a restart and are re-adopted."""
     from forgeml.core.workspace import open_workspace
     from forgeml.gateway import GatewayOptions, gateway_in_thread
+    from forgeml.monitor.alerts import serve_alerts
+    from forgeml.monitor.gauges import serve_gauges
+    from forgeml.pipelines.triggers import serve_triggers
     from forgeml.scheduler.executors import create_executor
     from forgeml.scheduler.lease import hold_lease
     from forgeml.scheduler.service import Scheduler
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     workspace = open_workspace()
-    evaluator, alert_interval = _alert_evaluator(workspace, alert_config)
+    registries, gauges = _registries(workspace)
+    evaluator, alert_interval = _alert_evaluator(workspace, alert_config, registries)
     chosen = create_executor(executor, address=address)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -90,7 +105,7 @@ def server(
     with (
         hold_lease(workspace.settings, chosen.name),
         gateway as gateway_url,
-        _metrics(workspace, metrics_host, metrics_port) as metrics_url,
+        _metrics(registries, metrics_host, metrics_port) as metrics_url,
         _api(workspace, api_host, api_port) as api_url,
     ):
         scheduler = Scheduler(
@@ -105,20 +120,22 @@ def server(
         if api_url:
             logging.info("forgeml server: API on %s/api/v1", api_url)
         every = interval or workspace.settings.scheduler_interval
-        with _triggers(workspace, every, stop), _alerts(evaluator, alert_interval, stop):
+        with (
+            _thread("triggers", serve_triggers, (workspace, every, stop), stop),
+            _thread("gauges", serve_gauges, (gauges, monitor_interval, stop), stop),
+            _thread("alerts", serve_alerts, (evaluator, alert_interval, stop), stop),
+        ):
             scheduler.serve_forever(every, stop)
     logging.info("forgeml server stopped; running jobs keep running")
 
 
 @contextlib.contextmanager
-def _triggers(workspace: Workspace, interval: float, stop: threading.Event) -> Iterator[None]:
-    """Pipeline triggers evaluated every `interval` in a thread of their own while the
-    scheduler loop runs (the scheduler itself knows nothing of pipelines)."""
-    from forgeml.pipelines.triggers import serve_triggers
-
-    thread = threading.Thread(
-        target=serve_triggers, args=(workspace, interval, stop), name="triggers", daemon=True
-    )
+def _thread(
+    name: str, target: Callable[..., None], args: tuple[Any, ...], stop: threading.Event
+) -> Iterator[None]:
+    """`target(*args)` in a thread of its own while the scheduler loop runs; it returns
+    when `stop` is set (the scheduler itself knows nothing of pipelines or monitoring)."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
     thread.start()
     try:
         yield
@@ -127,7 +144,23 @@ def _triggers(workspace: Workspace, interval: float, stop: threading.Event) -> I
         thread.join(30)
 
 
-def _alert_evaluator(workspace: Workspace, config_file: Path | None) -> tuple[Any, float]:
+def _registries(workspace: Workspace) -> tuple[list[CollectorRegistry], Any]:
+    """The server's own metrics: the scheduler's, and the monitor's gauges (drift,
+    accuracy), which the alert rules read and `--metrics-port` exports."""
+    from prometheus_client import CollectorRegistry
+
+    from forgeml.monitor.gauges import MonitorCollector
+    from forgeml.scheduler.metrics import scheduler_registry
+
+    gauges = MonitorCollector(workspace)
+    monitor = CollectorRegistry(auto_describe=True)
+    monitor.register(gauges)
+    return [scheduler_registry(workspace.store), monitor], gauges
+
+
+def _alert_evaluator(
+    workspace: Workspace, config_file: Path | None, registries: list[CollectorRegistry]
+) -> tuple[Any, float]:
     """The embedded alert evaluation (rules, channels) built before anything starts, so a
     bad rule or config stops the server with one sentence."""
     from forgeml.monitor.alerts import (
@@ -137,35 +170,18 @@ def _alert_evaluator(workspace: Workspace, config_file: Path | None) -> tuple[An
         load_config,
         load_rules,
     )
-    from forgeml.scheduler.metrics import scheduler_registry
 
     config = load_config(config_file) if config_file is not None else AlertConfig()
     evaluator = AlertEvaluator(
         workspace,
         load_rules(config.rule_files),
-        registries=[scheduler_registry(workspace.store)],
+        registries=registries,
         targets=config.targets,
         channels=build_channels(config),
         external_url=config.external_url,
         max_age_s=config.max_age_s,
     )
     return evaluator, config.interval_s
-
-
-@contextlib.contextmanager
-def _alerts(evaluator: Any, interval: float, stop: threading.Event) -> Iterator[None]:
-    """Alert rules evaluated every `interval` in a thread of their own."""
-    from forgeml.monitor.alerts import serve_alerts
-
-    thread = threading.Thread(
-        target=serve_alerts, args=(evaluator, interval, stop), name="alerts", daemon=True
-    )
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(30)
 
 
 @contextlib.contextmanager
@@ -181,18 +197,22 @@ def _api(workspace: Workspace, host: str, port: int | None) -> Iterator[str | No
 
 
 @contextlib.contextmanager
-def _metrics(workspace: Workspace, host: str, port: int | None) -> Iterator[str | None]:
-    """The scheduler's /metrics on `host:port` while the server runs (None: not served)."""
+def _metrics(
+    registries: list[CollectorRegistry], host: str, port: int | None
+) -> Iterator[str | None]:
+    """The server's /metrics on `host:port` while it runs (None: not served)."""
     if port is None:
         yield None
         return
-    from prometheus_client import start_http_server
+    from prometheus_client import CollectorRegistry, start_http_server
 
     from forgeml.core.errors import UsageError
-    from forgeml.scheduler.metrics import scheduler_registry
 
+    served = CollectorRegistry(auto_describe=True)
+    for registry in registries:
+        served.register(_Merged(registry))
     try:
-        server, thread = start_http_server(port, host, scheduler_registry(workspace.store))
+        server, thread = start_http_server(port, host, served)
     except OSError as error:
         raise UsageError(f"Cannot serve metrics on {host}:{port}: {error.strerror}.") from None
     try:
@@ -201,6 +221,19 @@ def _metrics(workspace: Workspace, host: str, port: int | None) -> Iterator[str 
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+class _Merged:
+    """One registry's metrics, collected into another (so one endpoint serves several)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Any]:
+        return iter(self.registry.collect())
+
+    def describe(self) -> list[Any]:
+        return []
 
 
 def _policy_options(min_runtime: float | None) -> object:

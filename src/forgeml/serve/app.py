@@ -1,4 +1,4 @@
-"""The model server's ASGI app: KServe v2, `:predict`, OpenAI routes and `/metrics`.
+"""The model server's ASGI app: KServe v2, `:predict`, OpenAI routes, feedback, `/metrics`.
 
 `create_app` is the in-process entry point (models load in the background once the app
 starts; `/v2/health/ready` answers 503 until they have); `forgeml serve` loads first and
@@ -19,12 +19,15 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from forgeml.core.errors import PayloadTooLargeError
+from forgeml.serve import request_ids
 from forgeml.serve.errors import error_response, install_error_handlers, protocol_of
+from forgeml.serve.feedback import FEEDBACK_SUFFIX
 from forgeml.serve.lane import FastLane
 from forgeml.serve.metrics import UNKNOWN_MODEL, ServerMetrics
 from forgeml.serve.options import ServeOptions
 from forgeml.serve.protocols.kserve_binary import BinaryTensors
 from forgeml.serve.repository import ModelRepository
+from forgeml.serve.request_ids import RequestIds
 from forgeml.serve.request_log import RequestLog
 
 if TYPE_CHECKING:
@@ -56,7 +59,7 @@ def build_app(repository: ModelRepository, fast_lane: bool = True) -> FastAPI:
             routing (the same answers, faster); False only to compare the two.
     """
     from forgeml import __version__
-    from forgeml.serve.protocols import kserve_v2, openai, predict
+    from forgeml.serve.protocols import feedback, kserve_v2, openai, predict
 
     options = repository.options
 
@@ -78,6 +81,7 @@ def build_app(repository: ModelRepository, fast_lane: bool = True) -> FastAPI:
     app.include_router(kserve_v2.router(repository, __version__))
     app.include_router(predict.router(repository))
     app.include_router(openai.router(repository))
+    app.include_router(feedback.router(repository))
 
     @app.get("/metrics", tags=["metrics"])
     async def metrics() -> Response:
@@ -150,12 +154,18 @@ def _is_inference(scope: Scope) -> bool:
 
 
 class _RequestMetrics:
-    """Counts and times inference requests per model and protocol."""
+    """Counts and times inference requests per model and protocol, and gives each its id.
+
+    The id (`forgeml.serve.request_ids`) is put in the scope on the way in, for the
+    answer and the request log, and sent back as `x-request-id` on the way out, errors
+    included. Feedback posts get an id too but are not counted as inference requests.
+    """
 
     def __init__(self, app: ASGIApp, metrics: ServerMetrics, models: set[str]) -> None:
         self.app = app
         self.metrics = metrics
         self.models = models
+        self.ids = RequestIds()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
@@ -166,13 +176,19 @@ class _RequestMetrics:
             return
         started = time.perf_counter()
         status = 500
+        scope[request_ids.SCOPE_KEY] = request_ids.incoming(scope["headers"]) or self.ids.mint()
 
         async def watched(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+                header = (request_ids.HEADER, scope[request_ids.SCOPE_KEY].encode("latin-1"))
+                message["headers"] = [*message.get("headers", ()), header]
             await send(message)
 
+        if path.endswith(FEEDBACK_SUFFIX):
+            await self.app(scope, receive, watched)
+            return
         try:
             await self.app(scope, receive, watched)
         finally:

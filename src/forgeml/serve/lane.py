@@ -25,10 +25,11 @@ from forgeml.serve.errors import response_for
 from forgeml.serve.protocols import kserve_v2, predict
 from forgeml.serve.protocols._common import json_response, read_body
 from forgeml.serve.repository import ModelRepository
+from forgeml.serve.request_ids import request_id_of, set_request_id, usable
 from forgeml.serve.request_log import RequestLog
 
-# answer(repository, model name, validated body, request log) -> response payload
-Answer = Callable[[ModelRepository, str, Any, RequestLog | None], Awaitable[dict[str, Any]]]
+# answer(repository, model name, validated body, request log, request id) -> response payload
+Answer = Callable[[ModelRepository, str, Any, RequestLog | None, str], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,10 @@ class FastLane:
             if body is None:  # the client went away before sending all of it
                 return
             request = route.body.model_validate_json(body)
-            answer = await route.answer(self.repository, name, request, self.log)
+            request_id = request_id_of(scope)
+            answer = await route.answer(self.repository, name, request, self.log, request_id)
+            if answer.get("id", request_id) != request_id and usable(answer["id"]):
+                set_request_id(scope, answer["id"])  # a v2 body's own id answers for it
             response = json_response(answer)
         except Exception as error:  # every error is answered as the app's handlers do
             response = response_for(path, error)

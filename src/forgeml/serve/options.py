@@ -74,3 +74,10 @@ class ServeOptions(BaseModel):
         default=None,
         description="Request log file (JSON lines); default <home>/logs/requests/<name>.jsonl.",
     )
+    feedback_window: int = Field(
+        default=10_000,
+        ge=0,
+        le=10_000_000,
+        description="Recent requests kept in memory so feedback can name them by request id "
+        "(0: none; the request log is searched for the others).",
+    )

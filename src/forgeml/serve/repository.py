@@ -30,6 +30,7 @@ from forgeml.serve.batcher import Batcher
 from forgeml.serve.metrics import ServerMetrics
 from forgeml.serve.model import LoadedModel, load_model
 from forgeml.serve.options import ServeOptions
+from forgeml.serve.predictions import RecentPredictions
 
 if TYPE_CHECKING:
     from forgeml.core.store import ModelVersionRecord
@@ -126,6 +127,7 @@ class ModelRepository:
         self.workspace = workspace
         self.options = options
         self.metrics = ServerMetrics()
+        self.recent = RecentPredictions(options.feedback_window)  # for feedback by request id
         self.models = {
             n: ServedModel(n, r, options, self.metrics) for n, r in zip(names, refs, strict=True)
         }

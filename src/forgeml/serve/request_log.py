@@ -2,7 +2,10 @@
 
 Sampling and redaction are decided on the request path (a random draw and a dict copy);
 serialising and writing happen in a writer thread, so the log never slows a response.
-A record: `{"ts", "model", "version", "protocol", "instances", "outputs"}`, where
+Every replica of a deployment appends to the same file, each burst of whole lines in one
+write, so lines of different processes never interleave.
+A record: `{"ts", "id", "model", "version", "protocol", "instances", "outputs"}` (`id`:
+the request id, `forgeml.serve.request_ids`), where
 `instances` are the raw rows as sent, with every redacted field's value replaced.
 """
 
@@ -50,13 +53,20 @@ class RequestLog:
             self._thread.start()
 
     def record(
-        self, model: str, version: str, protocol: str, instances: list[Any], outputs: Any
+        self,
+        model: str,
+        version: str,
+        protocol: str,
+        instances: list[Any],
+        outputs: Any,
+        request_id: str = "",
     ) -> None:
         """Queue one request for the log if the sample draw selects it."""
         if self._thread is None or self._random.random() >= self.sample_rate:
             return
         entry = {
             "ts": time.time(),
+            "id": request_id,
             "model": model,
             "version": version,
             "protocol": protocol,
@@ -73,14 +83,30 @@ class RequestLog:
             self._thread = None
 
     def _write(self) -> None:
-        with self.path.open("ab") as sink:
+        # unbuffered, one write per burst of whole lines: the replicas of a deployment
+        # append to one log (O_APPEND), and a line must never interleave with another's
+        with self.path.open("ab", buffering=0) as sink:
             while True:
-                entry = self._queue.get()
-                if entry is _STOP:
+                lines, stop = self._burst()
+                if lines:
+                    try:
+                        sink.write(b"".join(lines))
+                    except OSError as error:  # a log line must never stop serving
+                        _log.warning("request log: could not write entries: %s", error)
+                if stop:
                     return
-                try:
-                    sink.write(orjson.dumps(entry, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-                    if self._queue.empty():  # flush per burst, not per line
-                        sink.flush()
-                except (TypeError, OSError) as error:  # a log line must never stop serving
-                    _log.warning("request log: could not write an entry: %s", error)
+
+    def _burst(self) -> tuple[list[bytes], bool]:
+        """What is queued now, serialised (waiting for the first entry); and whether to stop."""
+        lines: list[bytes] = []
+        entry = self._queue.get()
+        while entry is not _STOP:
+            try:
+                lines.append(orjson.dumps(entry, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            except TypeError as error:
+                _log.warning("request log: could not write an entry: %s", error)
+            try:
+                entry = self._queue.get_nowait()
+            except queue.Empty:
+                return lines, False
+        return lines, True

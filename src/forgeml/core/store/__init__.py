@@ -2,6 +2,7 @@
 
 from forgeml.core.store._alerts import AlertDeliveryRecord, AlertRecord
 from forgeml.core.store._engine import Store, open_store
+from forgeml.core.store._feedback import FeedbackRecord
 from forgeml.core.store._jobs import JobAttemptRecord, JobEventRecord, JobRecord, QueueRecord
 from forgeml.core.store._models import (
     AuditEvent,
@@ -39,6 +40,7 @@ __all__ = [
     "DeploymentReplicaRecord",
     "DeploymentRevisionRecord",
     "FeatureSpecVersion",
+    "FeedbackRecord",
     "JobAttemptRecord",
     "JobEventRecord",
     "JobRecord",

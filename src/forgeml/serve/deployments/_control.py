@@ -42,6 +42,7 @@ def deploy(
     max_batch_size: int | None = None,
     max_wait_ms: float | None = None,
     latency_objective_ms: float | None = None,
+    log_sample_rate: float | None = None,
     force: bool = False,
     ready_timeout: float = 120.0,
     drain_seconds: float = 5.0,
@@ -62,6 +63,8 @@ def deploy(
         max_wait_ms: The servers' batching wait (default: theirs).
         latency_objective_ms: The p99 each replica should meet, exported for the alert rule
             (default: the servers', 500 ms).
+        log_sample_rate: Share of requests the primary and canary replicas write to the
+            deployment's request log (default: the servers', none).
         force: Restart the replicas even if `name` already runs exactly this spec.
         ready_timeout: Seconds the new replicas have to answer `/v2/health/ready`.
         drain_seconds: Seconds old replicas keep serving after the records switch.
@@ -87,6 +90,7 @@ def deploy(
         max_batch_size=max_batch_size,
         max_wait_ms=max_wait_ms,
         latency_objective_ms=latency_objective_ms,
+        log_sample_rate=log_sample_rate,
     )
     return apply_spec(workspace, name, spec, force, ready_timeout, drain_seconds)
 
@@ -230,8 +234,11 @@ def _server_env(workspace: Workspace) -> dict[str, str]:
     return env
 
 
-def _server_args(name: str, spec: DeploymentSpec, model: str) -> list[str]:
+def _server_args(name: str, spec: DeploymentSpec, model: str, role: str) -> list[str]:
     args = [model, "--name", name, "--runtime", spec.runtime]
+    # the shadow answers copies of requests under the same ids: it stays out of the log
+    if spec.log_sample_rate is not None and role != "shadow":
+        args += ["--log-sample-rate", f"{spec.log_sample_rate:g}"]
     if spec.max_batch_size is not None:
         args += ["--max-batch-size", str(spec.max_batch_size)]
     if spec.max_wait_ms is not None:
@@ -251,7 +258,10 @@ def _start(
 ) -> list[_supervisor.ServerProcess]:
     plan = spec.plan()
     launches = [
-        (_server_args(name, spec, model), log_dir(workspace, name) / f"r{revision}-{role}-{k}.log")
+        (
+            _server_args(name, spec, model, role),
+            log_dir(workspace, name) / f"r{revision}-{role}-{k}.log",
+        )
         for k, (role, model) in enumerate(plan, start=1)
     ]
     try:

@@ -45,6 +45,13 @@ class DeploymentSpec(BaseModel):
     latency_objective_ms: float | None = Field(
         default=None, gt=0, description="The p99 each replica should meet (alert threshold)."
     )
+    log_sample_rate: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Share of requests the primary and canary replicas log, to one shared "
+        "request log (drift and feedback read it; 1 lets feedback name any request).",
+    )
 
     def plan(self) -> list[tuple[str, str]]:
         """`(role, model)` of every replica: primaries, then canaries, then the shadow."""
@@ -116,6 +123,7 @@ def build_spec(
     max_batch_size: int | None = None,
     max_wait_ms: float | None = None,
     latency_objective_ms: float | None = None,
+    log_sample_rate: float | None = None,
 ) -> DeploymentSpec:
     """Validate the options and resolve every model reference to NAME@vN.
 
@@ -139,6 +147,8 @@ def build_spec(
         raise ConfigError(
             f"The latency objective must be more than 0 ms, not {latency_objective_ms}."
         )
+    if log_sample_rate is not None and not 0 <= log_sample_rate <= 1:
+        raise ConfigError(f"The log sample rate is a share from 0 to 1, not {log_sample_rate}.")
     weight = DEFAULT_CANARY_WEIGHT if canary_weight is None else canary_weight
     return DeploymentSpec(
         model=resolve_model(workspace, model_ref),
@@ -154,4 +164,5 @@ def build_spec(
         max_batch_size=max_batch_size,
         max_wait_ms=max_wait_ms,
         latency_objective_ms=latency_objective_ms,
+        log_sample_rate=log_sample_rate,
     )

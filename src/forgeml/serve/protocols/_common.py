@@ -1,4 +1,4 @@
-"""What every protocol's routes share: orjson responses, whole bodies, the request log hook."""
+"""What every protocol's routes share: orjson responses, whole bodies, recording answers."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from starlette.types import Receive
 
 from forgeml.serve.errors import Protocol
 from forgeml.serve.model import LoadedModel
+from forgeml.serve.repository import ModelRepository
 from forgeml.serve.request_log import RequestLog
 
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
@@ -29,16 +30,19 @@ def request_log_of(request: Request) -> RequestLog | None:
 
 
 def record_request(
+    repository: ModelRepository,
     log: RequestLog | None,
     protocol: Protocol,
     name: str,
     model: LoadedModel,
     rows: list[Any],
     outputs: Any,
+    request_id: str,
 ) -> None:
-    """Offer one request over `protocol`, answered by `model`, to the sampled request log."""
+    """Keep one answered request for feedback, and offer it to the sampled request log."""
+    repository.recent.add(request_id, name, model.ref, rows, outputs)
     if log is not None:
-        log.record(name, model.ref, protocol, rows, outputs)
+        log.record(name, model.ref, protocol, rows, outputs, request_id)
 
 
 async def read_body(receive: Receive) -> bytes | None:

@@ -28,6 +28,7 @@ from forgeml.serve.inputs import InputField
 from forgeml.serve.model import LoadedModel
 from forgeml.serve.protocols._common import json_response, record_request, request_log_of
 from forgeml.serve.repository import ModelRepository
+from forgeml.serve.request_ids import request_id_of, set_request_id, usable
 from forgeml.serve.request_log import RequestLog
 
 Datatype = Literal[
@@ -164,9 +165,16 @@ def _metadata(model: LoadedModel) -> dict[str, Any]:
 
 
 async def answer(
-    repository: ModelRepository, name: str, body: InferRequest, log: RequestLog | None
+    repository: ModelRepository,
+    name: str,
+    body: InferRequest,
+    log: RequestLog | None,
+    request_id: str,
 ) -> dict[str, Any]:
     """The v2 inference response to `body` for model `name` (the route's and the fast lane's).
+
+    Its `id` is the body's own when that can serve as a request id (`request_ids.usable`),
+    else `request_id`; a body `id` that cannot is still echoed, as the protocol says.
 
     Raises:
         NotFoundError, ServiceUnavailableError, InvalidDataError: as the route answers them.
@@ -184,15 +192,17 @@ async def answer(
             )
     arrays, used = await served.infer(rows, set(wanted))
     outputs = [_output_tensor(n, known[n], np.asarray(arrays[n])) for n in wanted]
-    record_request(log, "v2", name, used, rows, {o: arrays[o] for o in wanted})
-    response: dict[str, Any] = {
+    if body.id is not None and usable(body.id):
+        request_id = body.id
+    record_request(
+        repository, log, "v2", name, used, rows, {o: arrays[o] for o in wanted}, request_id
+    )
+    return {
+        "id": body.id if body.id is not None else request_id,
         "model_name": name,
         "model_version": str(used.version),
         "outputs": outputs,
     }
-    if body.id is not None:
-        response["id"] = body.id
-    return response
 
 
 def router(repository: ModelRepository, version: str) -> APIRouter:
@@ -226,6 +236,10 @@ def router(repository: ModelRepository, version: str) -> APIRouter:
 
     @routes.post(INFER_PATH)
     async def infer(name: str, body: InferRequest, request: Request) -> Response:
-        return json_response(await answer(repository, name, body, request_log_of(request)))
+        log, request_id = request_log_of(request), request_id_of(request.scope)
+        payload = await answer(repository, name, body, log, request_id)
+        if body.id is not None and usable(body.id):
+            set_request_id(request.scope, body.id)
+        return json_response(payload)
 
     return routes

@@ -29,6 +29,7 @@ from forgeml.core.errors import InvalidDataError
 from forgeml.serve.model import LoadedModel
 from forgeml.serve.protocols._common import json_response, record_request, request_log_of
 from forgeml.serve.repository import ModelRepository
+from forgeml.serve.request_ids import request_id_of
 from forgeml.serve.request_log import RequestLog
 
 PATH = "/v1/models/{name}:predict"
@@ -138,7 +139,11 @@ def _plain(value: Any) -> Any:
 
 
 async def answer(
-    repository: ModelRepository, name: str, body: PredictRequest, log: RequestLog | None
+    repository: ModelRepository,
+    name: str,
+    body: PredictRequest,
+    log: RequestLog | None,
+    request_id: str,
 ) -> dict[str, Any]:
     """The `:predict` response to `body` for model `name` (the route's and the fast lane's).
 
@@ -150,7 +155,7 @@ async def answer(
     rows = request_rows(model, body)
     arrays, used = await served.infer(rows, _wanted(model))
     predictions = _predictions(used, arrays)
-    record_request(log, "predict", name, used, rows, predictions)
+    record_request(repository, log, "predict", name, used, rows, predictions, request_id)
     if body.inputs is not None:
         return {"outputs": _by_column(predictions), "model_version": str(used.version)}
     return {"predictions": predictions, "model_version": str(used.version)}
@@ -162,6 +167,7 @@ def router(repository: ModelRepository) -> APIRouter:
 
     @routes.post(PATH)
     async def predict(name: str, body: PredictRequest, request: Request) -> Response:
-        return json_response(await answer(repository, name, body, request_log_of(request)))
+        log, request_id = request_log_of(request), request_id_of(request.scope)
+        return json_response(await answer(repository, name, body, log, request_id))
 
     return routes
