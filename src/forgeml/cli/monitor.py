@@ -212,10 +212,15 @@ def online(
         typer.Option(help="The name the model is served under (default: its own)."),
     ] = None,
     shift: Annotated[float, typer.Option(help=_online_help("shift"))] = 0.5,
+    calibration_runs: Annotated[int, typer.Option(help=_online_help("calibration_runs"))] = 500,
     reference_rows: Annotated[
         int,
-        typer.Option(help="Without MODEL: the log's first rows that are the reference.", min=10),
-    ] = 1000,
+        typer.Option(
+            help="Without MODEL: the log's first rows that are the reference (the fewer, the "
+            "more the reference's centre is off, and the shorter the run length in fact).",
+            min=10,
+        ),
+    ] = 2000,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
     """Replay a served model's request log through the online drift detector: where it alarmed.
@@ -227,7 +232,9 @@ def online(
     from forgeml.core.workspace import open_workspace
     from forgeml.monitor.drift import OnlineDriftConfig, OnlineDriftDetector, read_log
 
-    config = _validated(OnlineDriftConfig, run_length=run_length, shift=shift)
+    config = _validated(
+        OnlineDriftConfig, run_length=run_length, shift=shift, calibration_runs=calibration_runs
+    )
     workspace = open_workspace()
     cache = Path(workspace.settings.home) / "monitor" / "online" / "calibrations"
     if model is not None:

@@ -207,3 +207,17 @@ def test_bad_rows_and_references_are_one_sentence() -> None:
         OnlineDriftDetector.from_json(
             detector.to_json().replace('"features":["f0",', '"features":[')
         )
+
+
+def test_past_the_simulation_budget_the_markov_chain_carries_the_calibration(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from forgeml.monitor.drift import _cusum
+
+    monkeypatch.setattr(_cusum, "_BUDGET", 400 * 3 * 3 * 100)  # simulates ARL 100 at most
+    config = OnlineDriftConfig(run_length=400, calibration_runs=400, seed=1)
+    detector = OnlineDriftDetector.fit(_normal(20_000, 3, seed=0), config)
+
+    measured = _measured_arl(detector, 120_000, seed=4)  # ~300 alarms
+
+    assert 0.8 * 400 <= measured <= 1.2 * 400

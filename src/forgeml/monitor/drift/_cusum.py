@@ -12,8 +12,11 @@ features are calibrated as they are rather than as if they were normal. The run 
 for a threshold h is the first time the running maximum of max_i S_i passes h, so one set
 of simulated paths answers every h: only the records of that running maximum are kept, and
 h is solved for by bisection. Runs still short of h at the horizon are censored; the ARL
-estimate is the geometric maximum-likelihood one, sum(min(N, L)) / alarms. Siegmund's
-approximation (Siegmund, "Sequential Analysis", 1985) for a normal feature brackets it.
+estimate is the geometric maximum-likelihood one, sum(min(N, L)) / alarms. A long ARL
+would take long to simulate: past a budget, a Markov-chain approximation of each
+one-sided CUSUM on the same values extrapolates from the longest ARL simulated (see
+`calibrate`). Siegmund's approximation (Siegmund, "Sequential Analysis", 1985) for a
+normal feature is there for comparison.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import numpy as np
 
 _CHUNK_VALUES = 2_000_000  # values simulated per vectorised chunk (~16 MB each array)
 _HORIZON = 3  # simulate runs to 3x the target ARL: ~5% are censored
+_BUDGET = 20_000_000  # values simulated at most (seconds); beyond, see `calibrate`
+_STATES = 128  # lattice states of the Markov-chain approximation
 
 
 def cusum_paths(increments: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -120,17 +125,9 @@ def _simulated_arl(
     return float(lengths.sum()) / max(count, 1), count
 
 
-def calibrate(
+def _simulate(
     pool: list[np.ndarray], k: float, run_length: int, runs: int, seed: int
 ) -> Calibration:
-    """The threshold at which the detector over features drawn from `pool` (one array of
-    standardised reference values per feature) alarms once per `run_length` rows.
-
-    Raises:
-        ValueError: a feature has no values to draw from.
-    """
-    if not pool or any(values.size == 0 for values in pool):
-        raise ValueError("Calibration needs reference values for every feature.")
     sizes = np.array([values.size for values in pool], dtype=np.int64)
     horizon = _HORIZON * run_length
     records = _records(np.concatenate(pool).astype(np.float32), sizes, k, runs, horizon, seed)
@@ -143,3 +140,76 @@ def calibrate(
             high = middle
     arl, alarms = _simulated_arl(records, runs, horizon, high)
     return Calibration(threshold=high, runs=runs, alarms=alarms, horizon=horizon, arl=arl)
+
+
+def _one_sided_arl(increments: np.ndarray, threshold: float) -> float:
+    """Brook and Evans's Markov-chain ARL (Biometrika 1972) of max(0, S + x) > threshold,
+    x drawn from `increments`, on a lattice of _STATES steps (increments rounded to it)."""
+    width = threshold / _STATES
+    jumps = np.rint(increments / width).astype(np.int64)
+    low = int(jumps.min())
+    pmf = np.bincount(jumps - low) / jumps.size  # pmf[j - low] = P(jump = j)
+    states = np.arange(_STATES)
+    moves = states[None, :] - states[:, None] - low  # to l from i: jump l - i
+    inside = (moves >= 0) & (moves < pmf.size)
+    transitions = np.where(inside, pmf[np.clip(moves, 0, pmf.size - 1)], 0.0)
+    cumulative = np.concatenate([[0.0], np.cumsum(pmf)])
+    to_zero = cumulative[np.clip(-states - low + 1, 0, pmf.size)]  # jumps <= -i
+    transitions[:, 0] = to_zero
+    system = np.eye(_STATES) - transitions
+    return float(np.linalg.solve(system, np.ones(_STATES))[0])
+
+
+def markov_arl(pool: list[np.ndarray], k: float, threshold: float) -> float:
+    """The detector's ARL as if its 2 x features one-sided CUSUMs alarmed independently and
+    memorylessly: 1 / sum(1 / ARL_i), each ARL_i by `_one_sided_arl`."""
+    rate = sum(
+        1.0 / _one_sided_arl(sign * values - k, threshold) for values in pool for sign in (1, -1)
+    )
+    return 1.0 / rate
+
+
+def _markov_threshold(pool: list[np.ndarray], k: float, run_length: float, start: float) -> float:
+    """The threshold at which `markov_arl` is `run_length` (secant steps on log ARL)."""
+    low, high = start, start * 1.5
+    f_low = math.log(markov_arl(pool, k, low) / run_length)
+    f_high = math.log(markov_arl(pool, k, high) / run_length)
+    for _ in range(30):
+        if abs(f_high) < 1e-4 or f_high == f_low:
+            break
+        low, high, f_low = high, high - f_high * (high - low) / (f_high - f_low), f_high
+        high = max(high, 1e-3)
+        f_high = math.log(markov_arl(pool, k, high) / run_length)
+    return high
+
+
+def calibrate(
+    pool: list[np.ndarray], k: float, run_length: int, runs: int, seed: int
+) -> Calibration:
+    """The threshold at which the detector over features drawn from `pool` (one array of
+    standardised reference values per feature) alarms once per `run_length` rows.
+
+    Up to a simulation budget the threshold is simulated at `run_length` itself. Beyond,
+    it is simulated at the largest ARL the budget allows, and the Markov-chain
+    approximation carries it the rest of the way, corrected by the ratio of simulated to
+    approximate ARL measured there (the approximation's error, mostly the early rows a
+    CUSUM needs to leave zero, shrinks as the ARL grows, so the correction errs long).
+
+    Raises:
+        ValueError: a feature has no values to draw from.
+    """
+    if not pool or any(values.size == 0 for values in pool):
+        raise ValueError("Calibration needs reference values for every feature.")
+    affordable = max(100, _BUDGET // (runs * _HORIZON * len(pool)))
+    if run_length <= affordable:
+        return _simulate(pool, k, run_length, runs, seed)
+    simulated = _simulate(pool, k, affordable, runs, seed)
+    correction = simulated.arl / markov_arl(pool, k, simulated.threshold)
+    threshold = _markov_threshold(pool, k, run_length / correction, simulated.threshold)
+    return Calibration(
+        threshold=threshold,
+        runs=runs,
+        alarms=simulated.alarms,
+        horizon=simulated.horizon,
+        arl=correction * markov_arl(pool, k, threshold),
+    )
