@@ -221,3 +221,17 @@ def test_past_the_simulation_budget_the_markov_chain_carries_the_calibration(
     measured = _measured_arl(detector, 120_000, seed=4)  # ~300 alarms
 
     assert 0.8 * 400 <= measured <= 1.2 * 400
+
+
+def test_a_reference_profile_s_numeric_samples_fit_the_detector() -> None:
+    from forgeml.monitor.drift import build_reference
+    from tests.monitor.drift.conftest import mixed_frame
+
+    profile = build_reference(mixed_frame(20_000, seed=0), prediction="count")
+    config = OnlineDriftConfig(run_length=500, calibration_runs=100)
+    detector = OnlineDriftDetector.from_profile(profile, config)
+
+    alarms = detector.update(mixed_frame(2000, seed=1, shift=1.0))
+
+    assert detector.features == ["x", "skewed"]  # the prediction and categories left out
+    assert alarms[0].feature == "x" and alarms[0].row < 100
