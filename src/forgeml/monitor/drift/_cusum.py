@@ -30,6 +30,7 @@ _CHUNK_VALUES = 2_000_000  # values simulated per vectorised chunk (~16 MB each 
 _HORIZON = 3  # simulate runs to 3x the target ARL: ~5% are censored
 _BUDGET = 20_000_000  # values simulated at most (seconds); beyond, see `calibrate`
 _STATES = 128  # lattice states of the Markov-chain approximation
+_TRANSIENT = 1_000  # rows whose survival the approximation computes exactly
 
 
 def cusum_paths(increments: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -142,9 +143,9 @@ def _simulate(
     return Calibration(threshold=high, runs=runs, alarms=alarms, horizon=horizon, arl=arl)
 
 
-def _one_sided_arl(increments: np.ndarray, threshold: float) -> float:
-    """Brook and Evans's Markov-chain ARL (Biometrika 1972) of max(0, S + x) > threshold,
-    x drawn from `increments`, on a lattice of _STATES steps (increments rounded to it)."""
+def _transitions(increments: np.ndarray, threshold: float) -> np.ndarray:
+    """Brook and Evans's Markov chain (Biometrika 1972) of max(0, S + x) below `threshold`,
+    x drawn from `increments`: _STATES lattice states, increments rounded to the lattice."""
     width = threshold / _STATES
     jumps = np.rint(increments / width).astype(np.int64)
     low = int(jumps.min())
@@ -154,19 +155,26 @@ def _one_sided_arl(increments: np.ndarray, threshold: float) -> float:
     inside = (moves >= 0) & (moves < pmf.size)
     transitions = np.where(inside, pmf[np.clip(moves, 0, pmf.size - 1)], 0.0)
     cumulative = np.concatenate([[0.0], np.cumsum(pmf)])
-    to_zero = cumulative[np.clip(-states - low + 1, 0, pmf.size)]  # jumps <= -i
-    transitions[:, 0] = to_zero
-    system = np.eye(_STATES) - transitions
-    return float(np.linalg.solve(system, np.ones(_STATES))[0])
+    transitions[:, 0] = cumulative[np.clip(-states - low + 1, 0, pmf.size)]  # jumps <= -i
+    return transitions
 
 
 def markov_arl(pool: list[np.ndarray], k: float, threshold: float) -> float:
-    """The detector's ARL as if its 2 x features one-sided CUSUMs alarmed independently and
-    memorylessly: 1 / sum(1 / ARL_i), each ARL_i by `_one_sided_arl`."""
-    rate = sum(
-        1.0 / _one_sided_arl(sign * values - k, threshold) for values in pool for sign in (1, -1)
+    """The detector's ARL from its 2 x features one-sided CUSUMs' Markov chains, taken as
+    independent: P(N > t) is the product of each one's survival from zero, computed
+    exactly for _TRANSIENT rows and geometric after (each chain's decay rate by then)."""
+    chains = np.stack(
+        [_transitions(sign * values - k, threshold) for values in pool for sign in (1, -1)]
     )
-    return 1.0 / rate
+    alive = np.ones(chains.shape[:2])  # alive[c, s]: P(chain c survives t rows | starts at s)
+    total, survival = 0.0, np.ones(len(chains))
+    for _ in range(_TRANSIENT):
+        total += float(np.prod(survival))
+        previous = survival
+        alive = np.einsum("cij,cj->ci", chains, alive)
+        survival = alive[:, 0]
+    rate = float(np.prod(survival / previous))
+    return total + float(np.prod(survival)) / (1.0 - rate)
 
 
 def _markov_threshold(pool: list[np.ndarray], k: float, run_length: float, start: float) -> float:
@@ -192,8 +200,8 @@ def calibrate(
     Up to a simulation budget the threshold is simulated at `run_length` itself. Beyond,
     it is simulated at the largest ARL the budget allows, and the Markov-chain
     approximation carries it the rest of the way, corrected by the ratio of simulated to
-    approximate ARL measured there (the approximation's error, mostly the early rows a
-    CUSUM needs to leave zero, shrinks as the ARL grows, so the correction errs long).
+    approximate ARL measured there (what the approximation leaves out: the lattice, and the
+    dependence of a feature's two sides).
 
     Raises:
         ValueError: a feature has no values to draw from.
