@@ -1,4 +1,5 @@
-"""`forgeml monitor ...`: drift, feedback and live accuracy; the alert rules and dashboard."""
+"""`forgeml monitor ...`: drift between dataset versions or of live requests, online drift
+over a request log, feedback and live accuracy; the alert rules and dashboard; policies."""
 
 from __future__ import annotations
 
@@ -293,6 +294,139 @@ def _print_accuracy(report: AccuracyReport) -> None:
             f"estimated from the latest {report.estimated_rows} predictions "
             f"({report.estimated_from}), without labels"
         )
+
+
+def _online_help(name: str) -> str:
+    from forgeml.monitor.drift import OnlineDriftConfig
+
+    return OnlineDriftConfig.model_fields[name].description or ""  # one source of truth
+
+
+@app.command("online")
+def online(
+    model: Annotated[
+        str | None,
+        typer.Argument(
+            help="A model version (NAME, NAME@vN, NAME@alias): its training data is the "
+            "reference. Without it, the log's first --reference-rows rows are."
+        ),
+    ] = None,
+    run_length: Annotated[
+        int, typer.Option(help=_online_help("run_length"), min=10, max=10_000_000)
+    ] = 10_000,
+    log: Annotated[
+        Path | None,
+        typer.Option(help="The request log (default: FORGEML_HOME/logs/requests/NAME.jsonl)."),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(help="The name the model is served under (default: its own)."),
+    ] = None,
+    shift: Annotated[float, typer.Option(help=_online_help("shift"))] = 0.5,
+    calibration_runs: Annotated[int, typer.Option(help=_online_help("calibration_runs"))] = 500,
+    reference_rows: Annotated[
+        int,
+        typer.Option(
+            help="Without MODEL: the log's first rows that are the reference (the fewer, the "
+            "more the reference's centre is off, and the shorter the run length in fact).",
+            min=10,
+        ),
+    ] = 2000,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+) -> None:
+    """Replay a served model's request log through the online drift detector: where it alarmed.
+
+    A two-sided CUSUM per numeric feature, its threshold calibrated so that on data like
+    the reference a false alarm comes once per --run-length rows on average.
+    """
+    from forgeml.core.errors import ConfigError, UsageError
+    from forgeml.core.workspace import open_workspace
+    from forgeml.monitor.drift import OnlineDriftConfig, OnlineDriftDetector, read_log
+
+    config = _validated(
+        OnlineDriftConfig, run_length=run_length, shift=shift, calibration_runs=calibration_runs
+    )
+    workspace = open_workspace()
+    cache = Path(workspace.settings.home) / "monitor" / "online" / "calibrations"
+    if model is not None:
+        from forgeml.monitor.drift import model_reference
+
+        with step(f"reading the reference of {model}"):
+            ref, profile = model_reference(workspace, model)
+        served = name or ref.partition("@")[0]
+        path = log or Path(workspace.settings.home) / "logs" / "requests" / f"{served}.jsonl"
+        logged = read_log(path, served)
+        with step(f"calibrating the detector to {run_length} rows between false alarms"):
+            detector = OnlineDriftDetector.from_profile(profile, config, cache)
+        start = 0
+    elif log is not None:
+        path, ref = log, f"the first {reference_rows} rows of the log"
+        logged = read_log(path, name)
+        if logged.rows.height <= reference_rows:
+            raise ConfigError(
+                f"The log holds {logged.rows.height} rows for '{logged.model}', no more than "
+                f"the {reference_rows} reference rows: lower --reference-rows or log more."
+            )
+        with step(f"calibrating the detector to {run_length} rows between false alarms"):
+            detector = OnlineDriftDetector.fit(logged.rows.head(reference_rows), config, cache)
+        start = reference_rows
+    else:
+        raise UsageError("Give MODEL (a model version) or --log FILE (a request log).")
+    alarms = detector.update(logged.rows.slice(start))
+    found = [
+        {**alarm.model_dump(), "row": alarm.row + start, "time": logged.times[alarm.row + start]}
+        for alarm in alarms
+    ]
+    summary = {
+        "model": logged.model,
+        "reference": ref,
+        "log": str(path),
+        "rows": logged.rows.height - start,
+        "features": detector.features,
+        "run_length": run_length,
+        "threshold": detector.threshold,
+        "alarms": found,
+    }
+    if as_json:
+        print_json(summary)
+        return
+    _print_alarms(summary)
+
+
+def _validated(model: Any, **values: Any) -> Any:
+    from pydantic import ValidationError
+
+    from forgeml.core.errors import UsageError
+
+    try:
+        return model(**values)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise UsageError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}.") from None
+
+
+def _print_alarms(summary: dict[str, Any]) -> None:
+    from datetime import UTC, datetime
+
+    def when(stamp: float | None) -> str:
+        return "" if stamp is None else datetime.fromtimestamp(stamp, UTC).isoformat(" ", "seconds")
+
+    rows = [
+        [
+            alarm["row"],
+            when(alarm["time"]),
+            alarm["feature"],
+            alarm["direction"],
+            f"{alarm['statistic']:.3g}",
+        ]
+        for alarm in summary["alarms"]
+    ]
+    title = f"online drift of '{summary['model']}' against {summary['reference']}"
+    print_table(title, ["row", "time", "feature", "direction", "statistic"], rows)
+    say(
+        f"{len(rows)} alarm(s) in {summary['rows']} rows over {len(summary['features'])} "
+        f"numeric features (one false alarm per {summary['run_length']} rows expected)"
+    )
 
 
 @app.command()
