@@ -7,14 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
+from PIL import Image
 
 from forgeml.core.config import get_settings
-from forgeml.monitor.drift import read_window
+from forgeml.monitor.drift import FORMAT, PNG_KEY, ReferenceProfile, read_window
 from forgeml.serve import ServeOptions
 from tests._wait import wait_until
 from tests.cli.conftest import assert_cli_error, json_out
-from tests.serve.conftest import LiveServer, open_home
+from tests.serve.conftest import LiveServer, adult_records, open_home
 
 pytestmark = pytest.mark.slow
 # the CLI's default window: at 600 rows, this held-out window flagged education-num by
@@ -89,14 +91,92 @@ def test_held_out_requests_do_not_drift_and_shifted_ones_do(
     assert "Y" not in columns  # the target is not a feature
     kept = served_home / "monitor" / "references" / "adult-mlp" / "v1.json"
     assert kept.is_file()  # built once, kept beside the model version
+    [whole] = calm["multivariate"]
+    assert whole["detector"] == "domain_classifier" and whole["drifted"] is False
+    assert whole["current_rows"] == 1000 and "age" in whole["columns"]
+    # the model's answers to held-out rows against its answers on the validation split
+    assert [o["column"] for o in calm["predictions"]] == ["label", "confidence"]
+    assert calm["predictions_drifted"] is False
 
     older = [{**r, "age": r["age"] + 25, "hours-per-week": 70} for r in held_out]
     _send(live.url, older, log)  # the latest window: the same people, older, working longer
 
     shifted = _drift(cli, served_home, log, monkeypatch)
     assert set(shifted["drifted_columns"]) == {"age", "hours-per-week"}
+    assert shifted["multivariate"][0]["drifted"] is True
     # 2 of the columns: under the dataset-level share (half), which is its own verdict
     assert shifted["drifted_share"] == pytest.approx(2 / len(columns))
+
+
+def test_a_reference_kept_in_an_older_format_is_rebuilt_not_misread(
+    cli: Any, served_home: Path, logged: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live, log = logged
+    _send(live.url, adult_records(300), log)
+    kept = served_home / "monitor" / "references" / "adult-mlp" / "v1.json"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    # format 1 kept a value sample per numeric column; its numbers are not to be trusted
+    old = {"format": 1, "rows": 1, "options": {"sample_size": 100}, "columns": {}}
+    kept.write_bytes(orjson.dumps(old))
+
+    found = _drift(cli, served_home, log, monkeypatch)
+
+    assert found["columns"]  # judged against a reference rebuilt from the training data
+    assert ReferenceProfile.from_json(kept.read_bytes()).format == FORMAT == 2
+
+
+def test_a_deployment_is_checked_on_its_primary_s_requests_and_drawn_over_time(
+    cli: Any, served_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forgeml.serve import deployments
+
+    workspace = open_home(served_home)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    try:
+        deployments.deploy(workspace, "adult-prod", "adult-mlp@v1", ready_timeout=120)
+        # a replica logging as the deployment's replicas serve: under the deployment's
+        # name, to that name's request log
+        options = ServeOptions(name="adult-prod", log_sample_rate=1.0)
+        live = LiveServer(workspace, ["adult-mlp@v1"], options).start()
+        path = served_home / "logs" / "requests" / "adult-prod.jsonl"
+        try:
+            records = adult_records(700)
+            with httpx.Client(timeout=30) as client:
+                for start in range(0, len(records), 100):
+                    body = {"instances": records[start : start + 100]}
+                    response = client.post(f"{live.url}/v1/models/adult-prod:predict", json=body)
+                    assert response.status_code == 200, response.text
+            wait_until(
+                lambda: path.is_file() and read_window(path, "adult-prod", 1_000).height == 700,
+                30,
+                "the deployment's request log holding every request",
+            )
+        finally:
+            live.stop()
+        monkeypatch.setenv("FORGEML_HOME", str(served_home))
+        get_settings.cache_clear()
+        png = tmp_path / "drift.png"
+
+        found = json_out(
+            cli("monitor", "drift", "adult-prod", "--window", "300", "--png", png, "--json")
+        )
+    finally:
+        deployments.delete(workspace, "adult-prod", grace_seconds=5)
+        workspace.close()
+
+    assert found["deployment"] == "adult-prod" and found["reference"] == "adult-mlp@v1"
+    assert found["rows"] == 300 and str(path) in found["logs"]
+    logged = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    times = [entry["ts"] for entry in logged for _ in entry["instances"]]
+    windows = found["windows"]
+    assert [(w["index"], w["rows"]) for w in windows] == [(0, 300), (300, 300), (600, 100)]
+    assert [(w["start"], w["end"]) for w in windows] == [
+        (times[0], times[299]), (times[300], times[599]), (times[600], times[699])
+    ]  # fmt: skip
+    assert {"age", "hours-per-week"} <= set(windows[0]["scores"])
+    with Image.open(png) as image:
+        assert image.format == "PNG"
+        assert orjson.loads(image.text[PNG_KEY]) == windows  # type: ignore[attr-defined]
 
 
 def test_live_drift_refuses_what_it_cannot_compare(
@@ -121,4 +201,19 @@ def test_live_drift_refuses_what_it_cannot_compare(
         code=2,
     )
     assert_cli_error(cli("monitor", "drift"), "Give --reference and --current", code=2)
-    assert_cli_error(cli("monitor", "drift", "--model", "nosuch"), "not registered")
+    assert_cli_error(cli("monitor", "drift", "--model", "nosuch@v1"), "not registered")
+    assert_cli_error(
+        cli("monitor", "drift", "nosuch"), "No deployment or registered model is called 'nosuch'"
+    )
+    assert_cli_error(
+        cli("monitor", "drift", "adult-mlp@v1", "--model", "adult-mlp@v1"), "once", code=2
+    )
+    png = tmp_path / "out.png"
+    assert_cli_error(
+        cli("monitor", "drift", "--reference", "a", "--current", "b", "--png", png),
+        "--png draws a live request log",
+        code=2,
+    )
+    assert_cli_error(cli("monitor", "drift", "adult-mlp@v1", "--log", other, "--png", png),
+                     "holds no rows")  # fmt: skip
+    assert not png.exists()  # nothing half-written

@@ -16,10 +16,8 @@ if TYPE_CHECKING:
         ColumnDrift,
         DriftConfig,
         DriftReport,
-        Embed,
         LiveSource,
         MultivariateDrift,
-        ReferenceProfile,
     )
 
 app = typer.Typer(
@@ -155,7 +153,7 @@ def _versions(
     as_json: bool,
 ) -> None:
     from forgeml.data import catalog
-    from forgeml.monitor.drift import build_reference, detect_drift
+    from forgeml.monitor.drift import build_reference, detect_drift, text_embedder
 
     with workspace.store.session() as session:
         old, new = catalog.resolve(session, old_ref[0]), catalog.resolve(session, new_ref[0])
@@ -164,7 +162,7 @@ def _versions(
             catalog.read_frame(workspace, old, old_ref[1]), prediction=prediction
         )
         frame = catalog.read_frame(workspace, new, new_ref[1])
-        embed = _embedder(profile, names, None)
+        embed = text_embedder(profile, names)
         report = detect_drift(profile, frame, settings, names, multivariate=True, embed=embed)
     if as_json:
         print_json({"reference": old.ref, "current": new.ref, **report.model_dump(mode="json")})
@@ -199,6 +197,8 @@ def _source(workspace: Workspace, target: str, args: _LiveArgs) -> LiveSource:
     try:
         record = get_model_version(workspace, target)
     except NotFoundError:
+        if "@" in target:  # a model version (deployment names have no @): its own sentence
+            raise
         raise NotFoundError(
             f"No deployment or registered model is called '{target}'; see `forgeml deploy "
             "list` and `forgeml models list`."
@@ -208,22 +208,6 @@ def _source(workspace: Workspace, target: str, args: _LiveArgs) -> LiveSource:
     return LiveSource(f"{record.name}@v{record.version}", served, logs, version=None)
 
 
-def _embedder(profile: ReferenceProfile, names: list[str] | None, record: Any) -> Embed | None:
-    """A text model's own encoder, or the bundled MiniLM; None without text columns."""
-    texts = [c for c in profile.text_columns if names is None or c in names]
-    if not texts:
-        return None
-    from forgeml.monitor.drift import minilm_embedder, model_embedder
-
-    if record is not None:
-        from forgeml.serve.model import load_model
-
-        own = model_embedder(load_model(record[0], record[1], "torch", threads=None))
-        if own is not None:
-            return own
-    return minilm_embedder()
-
-
 def _live(workspace: Workspace, target: str, args: _LiveArgs) -> None:
     from forgeml.monitor.drift import (
         detect_drift,
@@ -231,8 +215,8 @@ def _live(workspace: Workspace, target: str, args: _LiveArgs) -> None:
         model_reference,
         plot_drift,
         read_requests,
+        text_embedder,
     )
-    from forgeml.tracking import get_model_version
 
     source = _source(workspace, target, args)
     with step(f"reading the reference of {source.model_ref}"):
@@ -245,7 +229,7 @@ def _live(workspace: Workspace, target: str, args: _LiveArgs) -> None:
     outputs = None if requests.outputs is None else requests.outputs.tail(args.window)
     known = [column for column in rows.columns if column in profile.columns]
     checked = args.names or known
-    embed = _embedder(profile, checked, (workspace, get_model_version(workspace, ref)))
+    embed = text_embedder(profile, checked, workspace, ref)
     report = detect_drift(
         profile, rows, args.settings, checked, multivariate=True, embed=embed, outputs=outputs
     )

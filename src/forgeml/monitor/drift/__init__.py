@@ -23,7 +23,7 @@ scores consecutive windows of a log, `plot_drift` draws them.
 
 from forgeml.monitor.drift._config import DriftConfig, ReferenceOptions
 from forgeml.monitor.drift._detect import detect_drift
-from forgeml.monitor.drift._embed import minilm_embedder, model_embedder
+from forgeml.monitor.drift._embed import minilm_embedder, model_embedder, text_embedder
 from forgeml.monitor.drift._live import (
     LiveSource,
     LoggedRequests,
@@ -90,6 +90,7 @@ __all__ = [
     "read_window",
     "reference_path",
     "request_log_path",
+    "text_embedder",
     "text_mmd",
     "wasserstein",
 ]

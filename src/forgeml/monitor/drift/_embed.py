@@ -14,6 +14,8 @@ import numpy as np
 from forgeml.monitor.drift._multivariate import Embed
 
 if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
+    from forgeml.monitor.drift._reference import ReferenceProfile
     from forgeml.serve.model import LoadedModel
 
 _BATCH = 64
@@ -46,3 +48,28 @@ def minilm_embedder() -> Embed:
         return np.asarray(found, dtype=np.float64)
 
     return embed
+
+
+def text_embedder(
+    profile: ReferenceProfile,
+    columns: list[str] | None,
+    workspace: Workspace | None = None,
+    model_ref: str | None = None,
+) -> Embed | None:
+    """The embedder for the text columns among `columns` (all: None); None if there are none.
+
+    The model version `model_ref`'s own encoder when its family answers `embeddings`,
+    else the bundled MiniLM.
+    """
+    texts = [name for name in profile.text_columns if columns is None or name in columns]
+    if not texts:
+        return None
+    if workspace is not None and model_ref is not None:
+        from forgeml.serve.model import load_model
+        from forgeml.tracking import get_model_version
+
+        record = get_model_version(workspace, model_ref)
+        own = model_embedder(load_model(workspace, record, "torch", threads=None))
+        if own is not None:
+            return own
+    return minilm_embedder()

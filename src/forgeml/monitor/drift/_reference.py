@@ -36,7 +36,9 @@ from forgeml.monitor.drift._config import ReferenceOptions
 
 TEXT_DISTINCT_SHARE = 0.5  # a string column this distinct is text, not categories
 FORMAT = 2  # bump when the JSON shape changes (1: numeric columns kept a value sample)
-QUANTILE_DIGITS = 7  # significant digits a kept quantile or sampled number is rounded to
+QUANTILE_DIGITS = 7  # significant digits a kept quantile is rounded to
+# a kept row's floats: a histogram-binned classifier cannot see below 1 part in 255
+ROW_DIGITS = 4
 Kind = Literal["numeric", "categorical"]
 
 
@@ -214,7 +216,7 @@ def _row_sample(
         rows = rows.sample(n=options.row_sample_size, seed=options.seed)
     sample = rows.to_dict(as_series=False)
     for name, dtype in rows.schema.items():
-        if dtype.is_float():  # rounded as the quantiles are: the sample is most of the JSON
+        if dtype.is_float():  # the sample is most of the JSON: shorter numbers
             sample[name] = [_round(value) for value in sample[name]]
     return sample
 
@@ -222,7 +224,7 @@ def _row_sample(
 def _round(value: float | None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
-    return float(f"{value:.{QUANTILE_DIGITS}g}")
+    return float(f"{value:.{ROW_DIGITS}g}")
 
 
 def _text_columns(frame: pl.DataFrame, names: list[str]) -> list[str]:
