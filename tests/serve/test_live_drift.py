@@ -17,6 +17,7 @@ from forgeml.serve import ServeOptions
 from tests._wait import wait_until
 from tests.cli.conftest import assert_cli_error, json_out
 from tests.serve.conftest import LiveServer, adult_records, open_home
+from tests.train.conftest import SST2_DIR, copy_home, trained_text_template
 
 pytestmark = pytest.mark.slow
 # the CLI's default window: at 600 rows, this held-out window flagged education-num by
@@ -177,6 +178,74 @@ def test_a_deployment_is_checked_on_its_primary_s_requests_and_drawn_over_time(
     with Image.open(png) as image:
         assert image.format == "PNG"
         assert orjson.loads(image.text[PNG_KEY]) == windows  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def text_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The trained text workspace: sst2-minilm@v1 records its SST-2 dataset version."""
+    home = copy_home(trained_text_template(tmp_path_factory), tmp_path_factory.mktemp("t") / "h")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        yield home
+
+
+def _sst2_rows(start: int, count: int) -> list[str]:
+    """SST-2 training phrases past the 400 the text model was trained on."""
+    lines = (SST2_DIR / "train.tsv").read_text(encoding="utf-8").splitlines()
+    return [line.split("\t", 1)[1] for line in lines[start : start + count]]
+
+
+def test_a_text_model_s_requests_are_compared_in_its_own_embedding_space(
+    cli: Any, text_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "text.jsonl"
+    workspace = open_home(text_home)
+    live = LiveServer(
+        workspace, ["sst2-minilm@v1"], ServeOptions(log_sample_rate=1.0, log_path=log)
+    ).start()
+    monkeypatch.setenv("FORGEML_HOME", str(text_home))
+    get_settings.cache_clear()
+    args = ["monitor", "drift", "sst2-minilm@v1", "--log", log, "--window", "150", "--json"]
+    try:
+        _send_texts(live.url, _sst2_rows(1_000, 150), log)
+        calm = json_out(cli(*args))
+        # the same server asked about something else entirely: Python's documentation
+        _send_texts(live.url, [f"{name}: {doc}" for name, doc in _python_docs(150)], log)
+        moved = json_out(cli(*args))
+    finally:
+        live.stop()
+        workspace.close()
+
+    calm_mmd = next(m for m in calm["multivariate"] if m["detector"] == "mmd:text")
+    moved_mmd = next(m for m in moved["multivariate"] if m["detector"] == "mmd:text")
+    assert calm_mmd["current_rows"] == 150 and calm_mmd["reference_rows"] == 320
+    assert calm_mmd["drifted"] is False, calm_mmd
+    assert moved_mmd["drifted"] is True and moved_mmd["p_value"] < 0.01, moved_mmd
+    assert [o["column"] for o in calm["predictions"]] == ["label", "confidence"]
+
+
+def _send_texts(url: str, texts: list[str], log: Path) -> None:
+    with httpx.Client(timeout=60) as client:
+        for start in range(0, len(texts), 50):
+            body = {"instances": texts[start : start + 50]}
+            response = client.post(f"{url}/v1/models/sst2-minilm:predict", json=body)
+            assert response.status_code == 200, response.text
+    wait_until(
+        lambda: log.is_file() and read_window(log, "sst2-minilm", 1)["text"][0] == texts[-1],
+        30,
+        "the request log holding the last text",
+    )
+
+
+def _python_docs(count: int) -> list[tuple[str, str]]:
+    import builtins
+
+    found = []
+    for name in sorted(dir(builtins)):
+        doc = (getattr(builtins, name).__doc__ or "").strip().splitlines()
+        if doc and doc[0] and not name.startswith("_"):
+            found.append((name, doc[0]))
+    return (found * (count // len(found) + 1))[:count]
 
 
 def test_live_drift_refuses_what_it_cannot_compare(
