@@ -4,8 +4,10 @@ from pathlib import Path
 
 import orjson
 import polars as pl
+import pytest
 from PIL import Image
 
+from forgeml.core.errors import ForgemlError
 from forgeml.monitor.drift import (
     PNG_KEY,
     LoggedRequests,
@@ -51,3 +53,15 @@ def test_the_plot_is_a_png_that_carries_its_windows(tmp_path: Path) -> None:
         carried = orjson.loads(image.text[PNG_KEY])  # type: ignore[attr-defined]
     assert carried == [w.model_dump(mode="json") for w in windows]
     assert list(path.parent.iterdir()) == [path]  # no temporary file left behind
+
+
+def test_a_plot_that_cannot_be_written_is_one_sentence_and_leaves_nothing(tmp_path: Path) -> None:
+    reference = build_reference(mixed_frame(2_000, seed=0))
+    windows = drift_over_time(reference, _requests(), 1_000, ["x"])
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+
+    with pytest.raises(ForgemlError, match=r"^Cannot write the plot to .*; name a file in a"):
+        plot_drift(windows, blocker / "drift.png", "drift")
+
+    assert list(tmp_path.iterdir()) == [blocker]

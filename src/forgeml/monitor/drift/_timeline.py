@@ -10,12 +10,14 @@ them against the log.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from forgeml.core.errors import ForgemlError
 from forgeml.monitor.drift._config import DriftConfig
 from forgeml.monitor.drift._detect import detect_drift
 from forgeml.monitor.drift._live import LoggedRequests
@@ -84,7 +86,11 @@ def _label(stamp: float) -> str:
 
 
 def plot_drift(windows: list[WindowScores], path: Path, title: str) -> None:
-    """Draw each feature's score across `windows` into the PNG at `path`."""
+    """Draw each feature's score across `windows` into the PNG at `path`.
+
+    Raises:
+        ForgemlError: the file cannot be written (nothing is left behind).
+    """
     import matplotlib
 
     matplotlib.use("Agg")  # no display: a server, a CI job
@@ -106,7 +112,15 @@ def plot_drift(windows: list[WindowScores], path: Path, title: str) -> None:
     axes.set_title(title)
     axes.legend(fontsize="small", ncols=2, loc="upper left")
     described = orjson.dumps([w.model_dump(mode="json") for w in windows]).decode()
-    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
-    figure.savefig(temporary, format="png", dpi=100, metadata={PNG_KEY: described})
-    temporary.replace(path)  # atomic: never a half-drawn file under the asked name
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(temporary, format="png", dpi=100, metadata={PNG_KEY: described})
+        temporary.replace(path)  # atomic: never a half-drawn file under the asked name
+    except OSError as error:
+        with contextlib.suppress(OSError):  # its folder may be what failed
+            temporary.unlink(missing_ok=True)
+        raise ForgemlError(
+            f"Cannot write the plot to {path} ({error.strerror or error}); name a file in a "
+            "writable folder."
+        ) from None
