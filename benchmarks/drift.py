@@ -19,6 +19,13 @@ seeded generator. The reference is built once with `build_reference` from `--row
   benchmarks/.venv-evidently; the frames are read before its clock starts) (goal: forgeml
   >= 10x faster). Building the reference is timed apart (a one-off per model version).
 
+- (d) Whole rows on Adult (benchmarks/_adult.py's file, label dropped, rows shuffled with
+  seed 0): the reference is built from 20,000 rows (it keeps a 1,000-row sample); windows
+  of 1,000 held-out rows, `--seeds` of each kind (`--quick`: 5): unshifted (false alarms),
+  "joint" (age shuffled within the window: every column's values unchanged, their relation
+  broken) and "older" (age + 5 years, hours + 5). The domain classifier's flag rate beside,
+  in the same run, the per-feature detectors' (any column flagged) on the same windows.
+
 Evidently is installed by `--setup` into its own venv (never forgeml's), with torch held
 to 2.13.0 by benchmarks/evidently-constraints.txt should anything pull it; without that
 venv the peer's column says why.
@@ -63,6 +70,8 @@ NUMERIC_KINDS = ("normal", "lognormal", "poisson", "uniform")
 POWER_COLUMNS = ("num_000", "num_001", "num_002", "cat_000")  # one of each shifted kind
 BATCH_SHIFTED = 10
 TARGET_PSI = 0.1
+ADULT_REFERENCE_ROWS, ADULT_WINDOW = 20_000, 1_000
+ADULT_NUMBERS = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
 GOALS = {"false_alarm_rate": 0.01, "power": 0.9, "batch_s": 15.0, "vs_evidently": 10.0}
 
 
@@ -230,7 +239,60 @@ def batch(rows: int, reference_rows: pl.DataFrame, cached: Path) -> dict[str, An
     }
 
 
-def measure(rows: int, runs: int, seeds: int) -> dict[str, Any]:
+def adult_rows() -> pl.DataFrame:
+    """Adult's training file, typed, without the label, in a seeded order."""
+    import polars as pl
+
+    from _adult import ADULT
+
+    frame = pl.read_csv(ADULT, infer_schema=False)
+    frame = frame.rename({name: name.strip() for name in frame.columns})
+    frame = frame.with_columns(pl.all().str.strip_chars().replace("?", None))
+    frame = frame.with_columns(pl.col(ADULT_NUMBERS).cast(pl.Int64)).drop("Y")
+    return frame.sample(fraction=1.0, shuffle=True, seed=0)
+
+
+def adult_shifts() -> dict[str, Callable[[pl.DataFrame, int], pl.DataFrame]]:
+    import polars as pl
+
+    return {
+        "none": lambda window, seed: window,
+        "joint": lambda window, seed: window.with_columns(pl.col("age").shuffle(seed=seed)),
+        "older": lambda window, seed: window.with_columns(
+            pl.col("age") + 5, pl.col("hours-per-week") + 5
+        ),
+    }
+
+
+def whole_rows(seeds: int) -> dict[str, Any]:
+    """The domain classifier and the per-feature detectors on Adult windows, by shift."""
+    from forgeml.monitor.drift import build_reference, detect_drift
+
+    adult = adult_rows()
+    reference = build_reference(adult.head(ADULT_REFERENCE_ROWS))
+    held_out = adult.slice(ADULT_REFERENCE_ROWS)
+    found: dict[str, Any] = {"window": ADULT_WINDOW, "seeds": seeds, "shifts": {}}
+    for name, shift in adult_shifts().items():
+        classifier = per_feature = 0
+        aucs, seconds = [], 0.0
+        for seed in range(seeds):
+            window = shift(held_out.sample(ADULT_WINDOW, seed=seed), seed)
+            report, took = timed(lambda w=window: detect_drift(reference, w, multivariate=True))
+            [whole] = report.multivariate
+            classifier += whole.drifted
+            per_feature += bool(report.drifted_columns)
+            aucs.append(whole.statistic)
+            seconds += took
+        found["shifts"][name] = {
+            "domain_classifier_rate": classifier / seeds,
+            "per_feature_rate": per_feature / seeds,
+            "median_auc": float(np.median(aucs)),
+            "seconds_per_window": seconds / seeds,
+        }
+    return found
+
+
+def measure(rows: int, runs: int, seeds: int, adult_seeds: int) -> dict[str, Any]:
     from forgeml.monitor.drift import build_reference
 
     load = os.getloadavg()[0]
@@ -253,6 +315,7 @@ def measure(rows: int, runs: int, seeds: int) -> dict[str, Any]:
         "false_alarms": false_alarms(reference, rows, runs),
         "power": power(reference, seeds, population=min(rows * 4, 1_000_000)),
         "batch": batch_result,
+        "whole_rows": whole_rows(adult_seeds),
     }
     figures = {
         "false_alarm_rate": found["false_alarms"]["rate"],
@@ -307,6 +370,16 @@ def format_table(report: dict[str, Any]) -> str:
         )
     else:
         lines.append(f"    Evidently: not measured: {peer['error']}")
+    whole = report["whole_rows"]
+    lines.append(
+        f"(d) whole rows, Adult windows of {whole['window']:,} rows, {whole['seeds']} per shift: "
+        "flagged by the domain classifier | by any per-feature test (same windows)"
+    )
+    lines += [
+        f"      {name:>5}: {f['domain_classifier_rate']:.0%} | {f['per_feature_rate']:.0%} "
+        f"(median AUC {f['median_auc']:.3f}, {f['seconds_per_window']:.2f} s per window)"
+        for name, f in whole["shifts"].items()
+    ]
     return "\n".join(lines)
 
 
@@ -338,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = args.rows or (QUICK_ROWS if args.quick else DEFAULT_ROWS)
     runs = args.runs or (1 if args.quick else 3)
     seeds = args.seeds or (20 if args.quick else 50)
-    report = measure(rows, runs, seeds)
+    report = measure(rows, runs, seeds, adult_seeds=5 if args.quick else seeds)
     print(format_table(report))
     if args.json:
         print(json.dumps(report))

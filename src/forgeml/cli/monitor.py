@@ -3,6 +3,7 @@ over a request log, feedback and live accuracy; the alert rules and dashboard; p
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -14,7 +15,13 @@ from forgeml.cli._output import print_json, print_table, say, step
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
     from forgeml.monitor.accuracy import AccuracyReport
-    from forgeml.monitor.drift import ColumnDrift, DriftConfig, DriftReport
+    from forgeml.monitor.drift import (
+        ColumnDrift,
+        DriftConfig,
+        DriftReport,
+        LiveSource,
+        MultivariateDrift,
+    )
 
 app = typer.Typer(
     help="Watch models after they ship: drift, feedback, accuracy, alert rules, dashboards, "
@@ -35,8 +42,19 @@ def _split_names(columns: str | None) -> list[str] | None:
     return names
 
 
+PLOT_WINDOWS = 24  # the latest windows --png draws
+
+
 @app.command("drift")
 def drift(
+    target: Annotated[
+        str | None,
+        typer.Argument(
+            help="Live: a deployment, or a model version (NAME, NAME@vN, NAME@alias); its "
+            "training data is the reference and its request log(s) the current window.",
+            show_default=False,
+        ),
+    ] = None,
     reference: Annotated[
         str | None,
         typer.Option(help="The reference dataset version (NAME, NAME@vN or NAME@<digest>)."),
@@ -46,15 +64,13 @@ def drift(
     ] = None,
     model: Annotated[
         str | None,
-        typer.Option(
-            help="Live: a model version (NAME, NAME@vN, NAME@alias); its training data is "
-            "the reference and its server's request log the current window."
-        ),
+        typer.Option(help="Live: a model version (the same as giving it as the argument)."),
     ] = None,
     log: Annotated[
         Path | None,
         typer.Option(
-            help="Live: the request log (default: FORGEML_HOME/logs/requests/NAME.jsonl)."
+            help="Live: the request log (default: FORGEML_HOME/logs/requests/NAME.jsonl, and "
+            "a deployment's replicas' logs)."
         ),
     ] = None,
     name: Annotated[
@@ -85,74 +101,164 @@ def drift(
         Path | None,
         typer.Option(help="YAML of drift thresholds (alpha, psi_threshold, ...; see the docs)."),
     ] = None,
+    png: Annotated[
+        Path | None,
+        typer.Option(
+            help=f"Live: also draw each feature's score over the latest {PLOT_WINDOWS} "
+            "consecutive windows of --window rows into this PNG."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
     """Compare two dataset versions column by column: PSI, KS, chi-square, Wasserstein, JS.
 
-    Or, with --model, a served model's latest logged requests against its training data.
+    Or, live, a deployment's or a model version's latest logged requests against its
+    training data: per feature, whole rows (domain classifier; MMD of text embeddings)
+    and the model's answers against its answers on the validation split.
     A column drifts only when its p-value is below alpha AND an effect size passes a threshold.
     """
     from forgeml.core.configfile import load_yaml_model
     from forgeml.core.errors import UsageError
     from forgeml.core.workspace import open_workspace
-    from forgeml.data import catalog
-    from forgeml.monitor.drift import DriftConfig, build_reference, detect_drift
+    from forgeml.monitor.drift import DriftConfig
 
     names = _split_names(columns)
     settings = load_yaml_model(config, DriftConfig) if config else DriftConfig()
-    workspace = open_workspace()
-    if model is not None:
-        if reference or current or reference_split or current_split:
-            raise UsageError(
-                "--model compares a served model's requests with its training data: "
-                "leave out --reference, --current and the splits."
-            )
-        _live(workspace, model, log, name, window, names, settings, as_json)
+    if target is not None and model is not None:
+        raise UsageError("Name the model once: as the argument or with --model, not both.")
+    live = target or model
+    if live is not None and (reference or current or reference_split or current_split):
+        raise UsageError(
+            "A live check compares a model's requests with its training data: "
+            "leave out --reference, --current and the splits."
+        )
+    if live is None and png is not None:
+        raise UsageError("--png draws a live request log over time: name a deployment or model.")
+    if live is not None:
+        args = _LiveArgs(log, name, window, names, settings, png, as_json)
+        _live(open_workspace(), live, args)
         return
     if reference is None or current is None:
         raise UsageError(
-            "Give --reference and --current (two dataset versions), or --model (live requests)."
+            "Give --reference and --current (two dataset versions), or a deployment or "
+            "model (live requests)."
         )
+    _versions(
+        open_workspace(), (reference, reference_split), (current, current_split), prediction,
+        names, settings, as_json,
+    )  # fmt: skip
+
+
+def _versions(
+    workspace: Workspace,
+    old_ref: tuple[str, str | None],
+    new_ref: tuple[str, str | None],
+    prediction: str | None,
+    names: list[str] | None,
+    settings: DriftConfig,
+    as_json: bool,
+) -> None:
+    from forgeml.data import catalog
+    from forgeml.monitor.drift import build_reference, detect_drift, text_embedder
+
     with workspace.store.session() as session:
-        old, new = catalog.resolve(session, reference), catalog.resolve(session, current)
+        old, new = catalog.resolve(session, old_ref[0]), catalog.resolve(session, new_ref[0])
     with step(f"comparing {new.ref} with {old.ref}"):
         profile = build_reference(
-            catalog.read_frame(workspace, old, reference_split), prediction=prediction
+            catalog.read_frame(workspace, old, old_ref[1]), prediction=prediction
         )
-        report = detect_drift(
-            profile, catalog.read_frame(workspace, new, current_split), settings, names
-        )
+        frame = catalog.read_frame(workspace, new, new_ref[1])
+        embed = text_embedder(profile, names)
+        report = detect_drift(profile, frame, settings, names, multivariate=True, embed=embed)
     if as_json:
         print_json({"reference": old.ref, "current": new.ref, **report.model_dump(mode="json")})
         return
     _print_report(old.ref, new.ref, report)
 
 
-def _live(
-    workspace: Workspace,
-    model: str,
-    log: Path | None,
-    name: str | None,
-    window: int,
-    names: list[str] | None,
-    settings: DriftConfig,
-    as_json: bool,
-) -> None:
-    from forgeml.monitor.drift import detect_drift, model_reference, read_window
+@dataclass(frozen=True)
+class _LiveArgs:
+    log: Path | None
+    name: str | None
+    window: int
+    names: list[str] | None
+    settings: DriftConfig
+    png: Path | None
+    as_json: bool
 
-    with step(f"reading the reference of {model}"):
-        ref, profile = model_reference(workspace, model)
-    served = name or ref.partition("@")[0]
-    path = log or Path(workspace.settings.home) / "logs" / "requests" / f"{served}.jsonl"
-    rows = read_window(path, served, window)
+
+def _source(workspace: Workspace, target: str, args: _LiveArgs) -> LiveSource:
+    """A deployment called `target`, else the model version `target` names."""
+    from forgeml.core.errors import NotFoundError, UsageError
+    from forgeml.monitor.drift import LiveSource, deployment_source, request_log_path
+    from forgeml.tracking import get_model_version
+
+    found = deployment_source(workspace, target)
+    if found is not None:
+        if args.name is not None:
+            raise UsageError(
+                f"'{target}' is a deployment, served under its own name: leave out --name."
+            )
+        return found if args.log is None else replace(found, logs=[args.log])
+    try:
+        record = get_model_version(workspace, target)
+    except NotFoundError:
+        if "@" in target:  # a model version (deployment names have no @): its own sentence
+            raise
+        raise NotFoundError(
+            f"No deployment or registered model is called '{target}'; see `forgeml deploy "
+            "list` and `forgeml models list`."
+        ) from None
+    served = args.name or record.name
+    logs = [args.log or request_log_path(workspace, served)]
+    return LiveSource(f"{record.name}@v{record.version}", served, logs, version=None)
+
+
+def _live(workspace: Workspace, target: str, args: _LiveArgs) -> None:
+    from forgeml.monitor.drift import (
+        detect_drift,
+        drift_over_time,
+        model_reference,
+        plot_drift,
+        read_requests,
+        text_embedder,
+    )
+
+    source = _source(workspace, target, args)
+    with step(f"reading the reference of {source.model_ref}"):
+        ref, profile = model_reference(workspace, source.model_ref)
+    served = source.served or ref.partition("@")[0]
+    everything = args.png is not None
+    limit = None if everything else args.window
+    requests = read_requests(source.logs, served, limit, source.version)
+    rows = requests.frame.tail(args.window)
+    outputs = None if requests.outputs is None else requests.outputs.tail(args.window)
     known = [column for column in rows.columns if column in profile.columns]
-    report = detect_drift(profile, rows, settings, names or known)
+    checked = args.names or known
+    embed = text_embedder(profile, checked, workspace, ref)
+    report = detect_drift(
+        profile, rows, args.settings, checked, multivariate=True, embed=embed, outputs=outputs
+    )
+    windows = []
+    if args.png is not None:
+        start = max(0, requests.frame.height - PLOT_WINDOWS * args.window)
+        start -= start % args.window  # windows keep their place in the log
+        tail = replace(requests, frame=requests.frame.slice(start), times=requests.times[start:])
+        windows = drift_over_time(profile, tail, args.window, checked, args.settings)
+        windows = [w.model_copy(update={"index": w.index + start}) for w in windows]
+        plot_drift(windows, args.png, f"drift of '{served}' ({ref}) per window")
     current = f"the latest {rows.height} requests to '{served}'"
-    if as_json:
-        body = {"reference": ref, "current": current, "log": str(path), "rows": rows.height}
+    if args.as_json:
+        body: dict[str, Any] = {"reference": ref, "current": current, "rows": rows.height}
+        body |= {"deployment": source.deployment, "logs": [str(p) for p in source.logs]}
+        body["log"] = str(source.logs[0])
+        if args.png is not None:
+            body |= {"png": str(args.png), "windows": [w.model_dump(mode="json") for w in windows]}
         print_json({**body, **report.model_dump(mode="json")})
         return
     _print_report(ref, current, report)
+    if args.png is not None:
+        say(f"wrote {args.png}: {len(windows)} windows of {args.window} rows")
 
 
 def _number(value: float | None, spec: str = ".3g") -> str:
@@ -180,14 +286,42 @@ def _print_report(old: str, new: str, report: DriftReport) -> None:
     if report.prediction is not None:
         label = f"{report.prediction.column} (prediction)"
         results.append(report.prediction.model_copy(update={"column": label}))
+    for output in report.predictions:
+        results.append(output.model_copy(update={"column": f"{output.column} (model output)"}))
     rows = [_row(result) for result in results]
     if any(result.note for result in results):  # the column only where something needs it
         headers.append("note")
         rows = [[*row, result.note or ""] for row, result in zip(rows, results, strict=True)]
     print_table(f"drift of {new} against {old}", headers, rows)
+    if report.multivariate:
+        print_table(
+            "whole rows",
+            ["detector", "columns", "rows (reference / current)", "statistic", "p-value",
+             "threshold", "drifted"],
+            [_multivariate_row(found) for found in report.multivariate],
+        )  # fmt: skip
     share = f"{len(report.drifted_columns)} of {len(report.columns)} columns"
     verdict = "yes" if report.drifted else "no"
-    say(f"drifted: {share} ({report.drifted_share:.0%}); dataset drift: {verdict}")
+    line = f"drifted: {share} ({report.drifted_share:.0%}); dataset drift: {verdict}"
+    if report.multivariate:
+        whole = [found.detector for found in report.multivariate if found.drifted]
+        line += f"; whole rows: {', '.join(whole) or 'no'}"
+    if report.predictions:
+        line += f"; predictions: {'yes' if report.predictions_drifted else 'no'}"
+    say(line)
+
+
+def _multivariate_row(found: MultivariateDrift) -> list[Any]:
+    verdict = "[bold red]yes[/bold red]" if found.drifted else "no"
+    return [
+        found.detector,
+        len(found.columns),
+        f"{found.reference_rows} / {found.current_rows}",
+        _number(found.statistic),
+        _number(found.p_value, ".2e"),
+        _number(found.threshold),
+        verdict if found.note is None else f"{verdict} ({found.note})",
+    ]
 
 
 def _request_log(workspace: Workspace, served: str, log: Path | None) -> Path:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import polars as pl
 
@@ -24,3 +26,16 @@ def mixed_frame(
             "flag": rng.random(rows) < 0.3,
         }
     )
+
+
+@functools.cache
+def adult_frame() -> pl.DataFrame:
+    """Adult's training file as typed columns without the label, rows in a seeded order."""
+    from tests.conftest import SHARED_DATA
+
+    frame = pl.read_csv(SHARED_DATA / "adult" / "adult.data", infer_schema=False)
+    frame = frame.rename({name: name.strip() for name in frame.columns})
+    frame = frame.with_columns(pl.all().str.strip_chars().replace("?", None))
+    numbers = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
+    frame = frame.with_columns(pl.col(numbers).cast(pl.Int64)).drop("Y")
+    return frame.sample(fraction=1.0, shuffle=True, seed=0)

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from forgeml.core.errors import EmptyWindowError, NotFoundError
-from forgeml.monitor.drift import read_window
+from forgeml.monitor.drift import read_requests, read_window
 
 
 def _log(path: Path, entries: list[object], tail: bytes = b"") -> Path:
@@ -44,3 +44,37 @@ def test_no_log_or_no_rows_is_one_sentence(tmp_path: Path) -> None:
     log = _log(tmp_path / "r.jsonl", [{"model": "other", "instances": [{"age": 1}]}])
     with pytest.raises(EmptyWindowError, match="holds no rows for model 'adult' yet"):
         read_window(log, "adult", 10)
+
+
+def test_logs_of_several_replicas_merge_by_time_and_keep_one_version(tmp_path: Path) -> None:
+    answer = {"label": "a", "probabilities": {"a": 0.9, "b": 0.1}}
+    first = _log(
+        tmp_path / "one.jsonl",
+        [
+            {"ts": 1.0, "model": "prod", "version": "m@v1", "instances": [{"age": 1}],
+             "outputs": [answer]},
+            {"ts": 3.0, "model": "prod", "version": "m@v2", "instances": [{"age": 99}],
+             "outputs": [answer]},
+            {"ts": 4.0, "model": "prod", "version": "m@v1", "instances": [{"age": 4}],
+             "outputs": [answer]},
+        ],
+    )  # fmt: skip
+    second = _log(
+        tmp_path / "two.jsonl",
+        [{"ts": 2.0, "model": "prod", "version": "m@v1", "instances": [{"age": 2}, {"age": 3}],
+          "outputs": [answer, answer]}],
+    )  # fmt: skip
+
+    found = read_requests([first, second, tmp_path / "absent.jsonl"], "prod", version="m@v1")
+
+    assert found.frame["age"].to_list() == [1, 2, 3, 4]
+    assert found.times == [1.0, 2.0, 2.0, 4.0]
+    assert found.outputs is not None
+    assert found.outputs.to_dict(as_series=False) == {"label": ["a"] * 4, "confidence": [0.9] * 4}
+    assert read_requests([first, second], "prod", rows=2).frame["age"].to_list() == [99, 4]
+
+
+def test_rows_whose_answers_were_not_kept_leave_the_outputs_unknown(tmp_path: Path) -> None:
+    log = _log(tmp_path / "r.jsonl", [{"model": "m", "instances": [{"age": 1}]}])
+
+    assert read_requests([log], "m").outputs is None

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import numpy as np
 import polars as pl
@@ -17,7 +18,12 @@ from forgeml.monitor.drift import (
     build_reference,
     detect_drift,
 )
-from forgeml.monitor.drift._reference import bin_counts, cumulative_counts, finite_columns
+from forgeml.monitor.drift._reference import (
+    StaleReferenceError,
+    bin_counts,
+    cumulative_counts,
+    finite_columns,
+)
 from tests.monitor.drift.conftest import mixed_frame
 
 
@@ -46,7 +52,8 @@ def test_numeric_columns_get_quantile_bins_that_count_every_finite_value() -> No
     assert x.counts[-1] == 0  # above the maximum
     inner = np.array(x.counts[1:-1]) / 50_000
     assert inner == pytest.approx(np.full(10, 0.1), abs=0.02)
-    assert len(x.sample) == 5_000
+    assert len(x.quantiles) == 256 and x.sketched == 5_000
+    assert x.quantiles == sorted(x.quantiles)
     assert x.std == pytest.approx(float(frame["x"].std()))
 
 
@@ -68,7 +75,7 @@ def test_missing_values_are_counted_apart_from_the_bins() -> None:
 
     assert v.missing == 3
     assert sum(v.counts) == 3
-    assert sorted(v.sample) == [1.0, 2.0, 3.0]
+    assert v.sketched == 3 and set(v.quantiles) == {1.0, 2.0, 3.0}
 
 
 def test_categorical_columns_keep_the_top_k_and_lump_the_rest() -> None:
@@ -84,16 +91,19 @@ def test_categorical_columns_keep_the_top_k_and_lump_the_rest() -> None:
     assert _categorical(profile, "flag").categories == {"false": 52, "true": 52}
 
 
-def test_the_sample_is_bounded_and_seeded() -> None:
+def test_the_samples_are_bounded_and_seeded() -> None:
     frame = mixed_frame(30_000, seed=2)
-    options = ReferenceOptions(sample_size=1_000, seed=7)
+    options = ReferenceOptions(sample_size=1_000, row_sample_size=300, seed=7)
 
     first, again = build_reference(frame, options), build_reference(frame, options)
     other = build_reference(frame, options.model_copy(update={"seed": 8}))
 
-    assert len(_numeric(first, "x").sample) == 1_000
-    assert _numeric(first, "x").sample == _numeric(again, "x").sample
-    assert _numeric(first, "x").sample != _numeric(other, "x").sample
+    assert _numeric(first, "x").sketched == 1_000
+    assert _numeric(first, "x").quantiles == _numeric(again, "x").quantiles
+    assert _numeric(first, "x").quantiles != _numeric(other, "x").quantiles
+    assert {len(values) for values in first.row_sample.values()} == {300}
+    assert first.row_sample == again.row_sample != other.row_sample
+    assert list(first.row_sample) == first.features
 
 
 def test_reserved_and_unsupported_columns_are_left_out() -> None:
@@ -118,6 +128,43 @@ def test_the_reference_round_trips_through_json() -> None:
     assert loaded.features == ["x", "skewed", "count", "color", "flag"]
     current = mixed_frame(5_000, seed=5, shift=0.5).with_columns(pred=pl.col("x") > 0)
     assert detect_drift(loaded, current) == detect_drift(profile, current)
+
+
+def test_the_quantile_sketch_matches_numpys_quantiles_of_the_column() -> None:
+    frame = mixed_frame(20_000, seed=6)
+
+    x = _numeric(build_reference(frame, ReferenceOptions(sample_size=20_000, quantiles=64)), "x")
+
+    grid = (np.arange(64) + 0.5) / 64
+    expected = np.quantile(frame["x"].to_numpy(), grid, method="inverted_cdf")
+    assert x.quantiles == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_sketch_is_a_fraction_of_a_sample_profile_in_json() -> None:
+    frame = mixed_frame(200_000, seed=7)
+
+    profile = build_reference(frame)
+
+    # format 1 kept 10,000 values per numeric column: about 600 kB for these three
+    assert len(profile.to_json()) < 80_000
+
+
+def test_a_profile_of_an_older_format_is_refused_as_stale() -> None:
+    old = build_reference(mixed_frame(1_000, seed=8)).model_dump(mode="json")
+    old["format"] = 1
+
+    with pytest.raises(StaleReferenceError, match=r"^The drift reference has format 1, not 2;"):
+        ReferenceProfile.from_json(json.dumps(old))
+
+
+def test_free_text_columns_are_told_from_categories() -> None:
+    frame = mixed_frame(500, seed=9).with_columns(
+        review=pl.format("review number {} of {}", pl.int_range(500), pl.col("color"))
+    )
+
+    profile = build_reference(frame)
+
+    assert profile.text_columns == ["review"]
 
 
 def test_text_that_is_not_a_profile_names_what_is_wrong() -> None:

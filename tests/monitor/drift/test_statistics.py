@@ -128,3 +128,19 @@ def test_share_test_matches_a_two_by_two_chi_square() -> None:
 
     assert st.share_test(30, 1_000, 60, 1_000) == pytest.approx(expected)
     assert st.share_test(0, 1_000, 0, 50) == 1.0
+
+
+@pytest.mark.parametrize("kind", ["normal", "poisson"])
+def test_ks_and_wasserstein_from_quantiles_match_the_full_samples(kind: str) -> None:
+    rng = np.random.default_rng(3)
+    draw = {"normal": lambda n: rng.normal(size=n), "poisson": lambda n: rng.poisson(3.0, n)}
+    reference, current = draw[kind](100_000).astype(float), draw[kind](5_000) + 0.1
+    quantiles = np.quantile(reference, (np.arange(256) + 0.5) / 256, method="inverted_cdf")
+
+    statistic, p_value = st.ks_against_quantiles(quantiles, len(reference), current)
+    exact = stats.ks_2samp(reference, current, method="asymp")
+
+    assert statistic == pytest.approx(exact.statistic, abs=1 / 256)
+    assert np.log10(p_value) == pytest.approx(np.log10(exact.pvalue), rel=0.2, abs=0.5)
+    w = st.wasserstein_against_quantiles(quantiles, current, 1.0)
+    assert w == pytest.approx(stats.wasserstein_distance(reference, current), rel=0.1)

@@ -16,6 +16,16 @@ JSON, so a restart resumes them. `read_log` reads a request log whole to replay 
 
 Live: `read_window` takes the latest rows a model server logged, `model_reference` the
 reference of the data a model version was trained on (built once, kept under FORGEML_HOME).
+Whole rows (`detect_drift(..., multivariate=True)`): a domain classifier tells the
+reference's kept rows from the window's (cross-validated ROC AUC), and MMD compares the
+embeddings of each text column (`minilm_embedder`, or a text model's own `model_embedder`).
+Prediction drift: the model's answers in the window (`outputs=`) against its answers on the
+validation split, kept in the reference as `predictions`.
+
+Live: `read_requests` / `read_window` take the latest rows a model server logged,
+`model_reference` the reference of the data a model version was trained on (built once,
+kept under FORGEML_HOME; a profile of an older `FORMAT` is rebuilt). `drift_over_time`
+scores consecutive windows of a log, `plot_drift` draws them.
 """
 
 from forgeml.monitor.drift._concept import (
@@ -26,24 +36,47 @@ from forgeml.monitor.drift._concept import (
 )
 from forgeml.monitor.drift._config import DriftConfig, ReferenceOptions
 from forgeml.monitor.drift._detect import detect_drift
-from forgeml.monitor.drift._live import model_reference, read_window, reference_path
+from forgeml.monitor.drift._embed import minilm_embedder, model_embedder, text_embedder
+from forgeml.monitor.drift._live import (
+    LiveSource,
+    LoggedRequests,
+    deployment_source,
+    model_reference,
+    read_requests,
+    read_window,
+    reference_path,
+    request_log_path,
+)
+from forgeml.monitor.drift._multivariate import (
+    Embed,
+    MultivariateDrift,
+    domain_classifier,
+    mmd_test,
+    text_mmd,
+)
 from forgeml.monitor.drift._online import (
     OnlineAlarm,
     OnlineDriftDetector,
     OnlineDriftState,
 )
 from forgeml.monitor.drift._online_config import ConceptDriftConfig, OnlineDriftConfig
+from forgeml.monitor.drift._predictions import output_frame
 from forgeml.monitor.drift._reference import (
+    FORMAT,
     CategoricalReference,
     NumericReference,
     ReferenceProfile,
+    StaleReferenceError,
     build_reference,
 )
 from forgeml.monitor.drift._replay import LoggedRows, read_log
 from forgeml.monitor.drift._report import ColumnDrift, DriftReport, MissingShareCheck
 from forgeml.monitor.drift._statistics import chi_square, js_distance, ks, psi, wasserstein
+from forgeml.monitor.drift._timeline import PNG_KEY, WindowScores, drift_over_time, plot_drift
 
 __all__ = [
+    "FORMAT",
+    "PNG_KEY",
     "CategoricalReference",
     "ColumnDrift",
     "ConceptAlarm",
@@ -51,9 +84,13 @@ __all__ = [
     "ConceptDriftState",
     "DriftConfig",
     "DriftReport",
+    "Embed",
     "ErrorRateDetector",
+    "LiveSource",
+    "LoggedRequests",
     "LoggedRows",
     "MissingShareCheck",
+    "MultivariateDrift",
     "NumericReference",
     "OnlineAlarm",
     "OnlineDriftConfig",
@@ -61,16 +98,30 @@ __all__ = [
     "OnlineDriftState",
     "ReferenceOptions",
     "ReferenceProfile",
+    "StaleReferenceError",
+    "WindowScores",
     "build_reference",
     "chi_square",
+    "deployment_source",
     "detect_drift",
+    "domain_classifier",
+    "drift_over_time",
     "js_distance",
     "ks",
     "markov_arl",
+    "minilm_embedder",
+    "mmd_test",
+    "model_embedder",
     "model_reference",
+    "output_frame",
+    "plot_drift",
     "psi",
     "read_log",
+    "read_requests",
     "read_window",
     "reference_path",
+    "request_log_path",
+    "text_embedder",
+    "text_mmd",
     "wasserstein",
 ]

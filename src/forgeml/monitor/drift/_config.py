@@ -23,10 +23,24 @@ class ReferenceOptions(BaseModel):
         description="Quantile bins per numeric column (fewer where values repeat).",
     )
     sample_size: int = Field(
-        default=10_000,
+        default=100_000,
         ge=100,
-        le=1_000_000,
-        description="Rows kept as a seeded sample of each numeric column (for KS and Wasserstein).",
+        le=10_000_000,
+        description="Rows read (a seeded sample) to find each numeric column's quantiles; "
+        "none of them is kept.",
+    )
+    quantiles: int = Field(
+        default=256,
+        ge=16,
+        le=4_096,
+        description="Quantiles kept per numeric column (for KS and Wasserstein).",
+    )
+    row_sample_size: int = Field(
+        default=1_000,
+        ge=0,
+        le=100_000,
+        description="Whole rows kept (a seeded sample) for the multivariate detectors: the "
+        "domain classifier and, over text columns, MMD of embeddings.",
     )
     top_k: int = Field(
         default=50,
@@ -34,7 +48,7 @@ class ReferenceOptions(BaseModel):
         le=10_000,
         description="Categories counted by name per categorical column; the rest are 'other'.",
     )
-    seed: int = Field(default=0, description="Seed of the reference sample.")
+    seed: int = Field(default=0, description="Seed of the reference samples.")
 
 
 class DriftConfig(BaseModel):
@@ -78,5 +92,27 @@ class DriftConfig(BaseModel):
         le=1_000_000,
         description="Rows of the current window sampled (seeded) for KS and Wasserstein; "
         "PSI, JS and chi-square count every row.",
+    )
+    domain_auc_threshold: float = Field(
+        default=0.55,
+        gt=0.5,
+        le=1,
+        description="Out-of-fold ROC AUC of the domain classifier (reference rows vs window "
+        "rows) that counts as multivariate drift.",
+    )
+    mmd_threshold: float = Field(
+        default=0.002,
+        gt=0,
+        description="Unbiased MMD^2 of text embeddings (RBF kernel, median heuristic) that "
+        "counts as drift of a text column.",
+    )
+    mmd_permutations: int = Field(
+        default=200, ge=19, le=10_000, description="Permutations behind MMD's p-value."
+    )
+    multivariate_rows: int = Field(
+        default=1_000,
+        ge=10,
+        le=100_000,
+        description="Rows of each side (seeded sample) the multivariate detectors use.",
     )
     seed: int = Field(default=0, description="Seed of the current window's sample.")

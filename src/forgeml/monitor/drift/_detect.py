@@ -2,8 +2,8 @@
 
 Counts (PSI, Jensen-Shannon, chi-square, missing values) cover every row of the window,
 in one `select` for the numeric columns and one value count per categorical column. KS
-and Wasserstein compare the reference's sample with a seeded sample of the window of at
-most `DriftConfig.sample_size` rows, so their cost does not grow with the window.
+and Wasserstein compare the reference's quantile sketch with a seeded sample of the window
+of at most `DriftConfig.sample_size` rows, so their cost does not grow with the window.
 """
 
 from __future__ import annotations
@@ -15,6 +15,12 @@ from forgeml.core.errors import EmptyWindowError, InvalidDataError, MissingColum
 from forgeml.data._frame import require_columns
 from forgeml.monitor.drift import _statistics as st
 from forgeml.monitor.drift._config import DriftConfig
+from forgeml.monitor.drift._multivariate import (
+    Embed,
+    MultivariateDrift,
+    domain_classifier,
+    text_mmd,
+)
 from forgeml.monitor.drift._reference import (
     CategoricalReference,
     NumericReference,
@@ -98,15 +104,17 @@ def _numeric_drift(
     common = {"column": name, "kind": "numeric", "values": sum(counts), "missing": missing}
     if sum(counts) == 0 or len(sample) == 0:
         return _no_values(common, missing, "no values in the current window")
-    if not column.sample:
+    if not column.quantiles:
         return _no_values(common, missing, "no values in the reference")
-    reference = np.asarray(column.sample)
-    statistic, p_value = st.ks(reference, sample)
+    reference = np.asarray(column.quantiles)
+    statistic, p_value = st.ks_against_quantiles(reference, column.sketched, sample)
     scale = column.std if column.std and column.std > 0 else None
     effects: dict[EffectName, float | None] = {
         "psi": st.psi(column.counts, counts),
         "js": st.js_distance(column.counts, counts),
-        "wasserstein": None if scale is None else st.wasserstein(reference, sample, scale),
+        "wasserstein": None
+        if scale is None
+        else st.wasserstein_against_quantiles(reference, sample, scale),
     }
     effect, size, value_drift = _verdict(p_value, effects, config)
     return ColumnDrift.model_validate(
@@ -240,6 +248,10 @@ def detect_drift(
     current: pl.DataFrame,
     config: DriftConfig | None = None,
     columns: list[str] | None = None,
+    *,
+    multivariate: bool = False,
+    embed: Embed | None = None,
+    outputs: pl.DataFrame | None = None,
 ) -> DriftReport:
     """Judge each feature (and the prediction, when the reference names one) for drift.
 
@@ -248,6 +260,11 @@ def detect_drift(
         current: the window or dataset to check.
         config: alpha, effect-size thresholds and sampling (defaults: `DriftConfig()`).
         columns: the features to check (default: every feature of the reference).
+        multivariate: also run the domain classifier over the checked features (and, with
+            `embed`, MMD over each text column among them).
+        embed: texts -> embedding matrix, for MMD of text columns.
+        outputs: the model's answers to `current`'s rows (`output_frame` columns), judged
+            against the reference's `predictions` profile when it has one.
 
     Returns:
         One `ColumnDrift` per feature, the prediction's apart; the share of drifted
@@ -290,4 +307,41 @@ def detect_drift(
         drifted_columns=drifted,
         drifted_share=share,
         drifted=bool(results) and share >= config.dataset_drift_share,
+        multivariate=_multivariate(reference, current, names, config, multivariate, embed),
+        predictions=(answers := _prediction_drift(reference, outputs, config)),
+        predictions_drifted=any(result.drifted for result in answers),
     )
+
+
+def _multivariate(
+    reference: ReferenceProfile,
+    current: pl.DataFrame,
+    names: list[str],
+    config: DriftConfig,
+    wanted: bool,
+    embed: Embed | None,
+) -> list[MultivariateDrift]:
+    if not wanted:
+        return []
+    rows = current.select(names)
+    found = [domain_classifier(reference, rows, config)]
+    texts = [name for name in names if name in reference.text_columns]
+    if embed is not None:
+        found += [text_mmd(reference, rows, name, embed, config) for name in texts]
+    return found
+
+
+def _prediction_drift(
+    reference: ReferenceProfile, outputs: pl.DataFrame | None, config: DriftConfig
+) -> list[ColumnDrift]:
+    if reference.predictions is None or outputs is None or outputs.height == 0:
+        return []
+    profile = reference.predictions
+    shared = [name for name in profile.features if name in outputs.columns]
+    if not shared:
+        return []
+    kinds = {"numeric": pl.Float64, "categorical": pl.String}
+    answers = outputs.select(
+        pl.col(name).cast(kinds[profile.columns[name].kind]) for name in shared
+    )
+    return detect_drift(profile, answers, config, shared).columns

@@ -196,9 +196,10 @@ class OnlineDriftDetector:
         config: OnlineDriftConfig,
         calibration_cache: Path | None = None,
     ) -> OnlineDriftDetector:
-        """A detector for the numeric features of a reference profile, from its samples."""
+        """A detector for the numeric features of a reference profile, from its quantile
+        sketch (equally weighted points of each distribution)."""
         samples = {
-            name: np.asarray(column.sample, dtype=np.float64)
+            name: np.asarray(column.quantiles, dtype=np.float64)
             for name, column in profile.columns.items()
             if column.kind == "numeric" and name in profile.features
         }

@@ -3,21 +3,30 @@
 Per numeric column: the counts of quantile bins whose inner edges are the reference's
 minimum, its quantiles and a hair above its maximum (so values beyond the reference's
 range fall in bins of their own, and a mass point such as a constant gets its own bin),
-the standard deviation, and a seeded sample of values for KS and Wasserstein. Per
-categorical column (text, categorical, boolean): the counts of its `top_k` categories and
-of the rest. Missing values (null, NaN, infinite) are counted, not binned.
+the standard deviation, and a sketch of its distribution: `ReferenceOptions.quantiles`
+quantiles at the mid-points (k + 1/2) / m, from which KS and Wasserstein are computed
+against a live sample (`_statistics.ks_against_quantiles`). Per categorical column (text,
+categorical, boolean): the counts of its `top_k` categories and of the rest. Missing
+values (null, NaN, infinite) are counted, not binned. Besides: a small seeded sample of
+whole rows (`row_sample_size`, for the domain classifier and text MMD), and optionally
+the profile of the model's own outputs on its validation split (prediction drift).
+
+`FORMAT` names the JSON shape: a profile of another format is refused by `from_json`
+(`StaleReferenceError`), and a kept one is rebuilt rather than misread.
 
 Building reads the numeric columns once to make them finite Float64, then runs two
 `select`s over that: one for the counts of missing values, minima, maxima and deviations,
-one for the bin counts (the edges come from the sample); plus one value count per
-categorical column.
+one for the bin counts (the edges and quantiles come from a seeded sample of at most
+`sample_size` rows); plus one value count per categorical column.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import math
+from typing import Annotated, Any, Literal
 
 import numpy as np
+import orjson
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,12 +34,20 @@ from forgeml.core.errors import EmptyWindowError, InvalidDataError
 from forgeml.data._frame import require_columns, user_columns
 from forgeml.monitor.drift._config import ReferenceOptions
 
-FORMAT = 1  # bump when the JSON shape changes
+TEXT_DISTINCT_SHARE = 0.5  # a string column this distinct is text, not categories
+FORMAT = 2  # bump when the JSON shape changes (1: numeric columns kept a value sample)
+QUANTILE_DIGITS = 7  # significant digits a kept quantile is rounded to
+# a kept row's floats: a histogram-binned classifier cannot see below 1 part in 255
+ROW_DIGITS = 4
 Kind = Literal["numeric", "categorical"]
 
 
+class StaleReferenceError(InvalidDataError):
+    """A reference profile written in another format: rebuild it, do not read it."""
+
+
 class NumericReference(BaseModel):
-    """A numeric column of the reference: bins, deviation and a sample."""
+    """A numeric column of the reference: bins, deviation and a quantile sketch."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -40,7 +57,10 @@ class NumericReference(BaseModel):
     edges: list[float] = Field(description="Inner bin edges, increasing.")
     counts: list[int] = Field(description="Values per bin: below edges[0], ..., from edges[-1].")
     std: float | None = Field(description="Standard deviation (None with under two values).")
-    sample: list[float] = Field(description="A seeded sample of the finite values.")
+    quantiles: list[float] = Field(
+        description="Quantiles at the mid-points (k + 1/2) / m of the finite values, increasing."
+    )
+    sketched: int = Field(description="Finite values the quantiles were found from.")
 
 
 class CategoricalReference(BaseModel):
@@ -73,6 +93,17 @@ class ReferenceProfile(BaseModel):
     skipped: dict[str, str] = Field(
         default_factory=dict, description="Columns of unsupported types, by dtype."
     )
+    text_columns: list[str] = Field(
+        default_factory=list,
+        description="String columns of mostly distinct values (free text): MMD of embeddings.",
+    )
+    row_sample: dict[str, list[Any]] = Field(
+        default_factory=dict, description="A seeded sample of whole rows, by column."
+    )
+    predictions: ReferenceProfile | None = Field(
+        default=None,
+        description="The profile of the model's outputs on its validation split, if known.",
+    )
 
     @property
     def features(self) -> list[str]:
@@ -87,10 +118,17 @@ class ReferenceProfile(BaseModel):
         """Parse a profile written by `to_json`.
 
         Raises:
+            StaleReferenceError: the profile has another format (an older forgeml's).
             InvalidDataError: the text is not a reference profile.
         """
         from pydantic import ValidationError
 
+        found = _format_of(text)
+        if found is not None and found != FORMAT:
+            raise StaleReferenceError(
+                f"The drift reference has format {found}, not {FORMAT}; build it again "
+                "from its data (a kept model reference is rebuilt by itself)."
+            )
         try:
             return cls.model_validate_json(text)
         except ValidationError as error:
@@ -99,6 +137,25 @@ class ReferenceProfile(BaseModel):
             raise InvalidDataError(
                 f"Not a drift reference profile: {where}: {first['msg']}."
             ) from None
+
+
+def _format_of(text: str | bytes) -> int | None:
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    found = parsed.get("format") if isinstance(parsed, dict) else None
+    return found if isinstance(found, int) else None
+
+
+def rounded(values: np.ndarray) -> list[float]:
+    """`values` to `QUANTILE_DIGITS` significant digits (a shorter JSON, the same figures)."""
+    return [float(f"{value:.{QUANTILE_DIGITS}g}") for value in values.tolist()]
+
+
+def quantile_grid(count: int) -> np.ndarray:
+    """The probabilities a sketch keeps quantiles at: (k + 1/2) / count."""
+    return (np.arange(count) + 0.5) / count
 
 
 def column_kind(dtype: pl.DataType) -> Kind | None:
@@ -143,6 +200,43 @@ def _edges(sample: np.ndarray, low: float, high: float, bins: int) -> list[float
     above = float(np.nextafter(high, np.inf))
     edges = {float(low), *inner} | ({above} if np.isfinite(above) else set())
     return sorted(edges)
+
+
+def _sketch(sample: np.ndarray, count: int) -> list[float]:
+    if not len(sample):
+        return []
+    return rounded(np.quantile(sample, quantile_grid(count), method="inverted_cdf"))
+
+
+def _row_sample(
+    frame: pl.DataFrame, names: list[str], options: ReferenceOptions
+) -> dict[str, list[Any]]:
+    rows = frame.select(names)
+    if rows.height > options.row_sample_size:
+        rows = rows.sample(n=options.row_sample_size, seed=options.seed)
+    sample = rows.to_dict(as_series=False)
+    for name, dtype in rows.schema.items():
+        if dtype.is_float():  # the sample is most of the JSON: shorter numbers
+            sample[name] = [_round(value) for value in sample[name]]
+    return sample
+
+
+def _round(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(f"{value:.{ROW_DIGITS}g}")
+
+
+def _text_columns(frame: pl.DataFrame, names: list[str]) -> list[str]:
+    """String columns whose non-missing values are mostly distinct: free text."""
+    found = []
+    for name in names:
+        if frame.schema[name] != pl.String:
+            continue
+        values = frame.get_column(name).drop_nulls()
+        if len(values) >= 2 and values.n_unique() / len(values) >= TEXT_DISTINCT_SHARE:
+            found.append(name)
+    return found
 
 
 def _category_counts(series: pl.Series, rows: int, top_k: int) -> CategoricalReference:
@@ -198,7 +292,8 @@ def _numeric_columns(
             edges=edges[name],
             counts=bin_counts([counted[f"{i}:{k}"] for k in range(len(plans[name]))]),
             std=summary[f"{i}:std"],
-            sample=samples[name].tolist(),
+            quantiles=_sketch(samples[name], options.quantiles),
+            sketched=len(samples[name]),
         )
         for i, name in enumerate(names)
     }
@@ -209,6 +304,7 @@ def build_reference(
     options: ReferenceOptions | None = None,
     prediction: str | None = None,
     columns: list[str] | None = None,
+    predictions: ReferenceProfile | None = None,
 ) -> ReferenceProfile:
     """Profile `frame` (a training split) as the reference for drift.
 
@@ -218,6 +314,8 @@ def build_reference(
         prediction: the column holding the model's predictions, profiled apart from the
             features so prediction drift can be judged on its own.
         columns: the feature columns to profile (default: every user column).
+        predictions: the profile of the model's outputs on its validation split
+            (`build_reference` of those outputs), kept for prediction drift.
 
     Returns:
         The profile; columns of types drift cannot compare (dates, lists, ...) are listed
@@ -249,10 +347,14 @@ def build_reference(
             profiled[name] = numeric[name]
         elif kinds[name] == "categorical":
             profiled[name] = _category_counts(frame.get_column(name), frame.height, options.top_k)
+    features = [name for name in names if kinds[name] is not None and name != prediction]
     return ReferenceProfile(
         rows=frame.height,
         options=options,
         columns=profiled,
         prediction=prediction,
         skipped={name: str(frame.schema[name]) for name in names if kinds[name] is None},
+        text_columns=_text_columns(frame, features),
+        row_sample=_row_sample(frame, features, options),
+        predictions=predictions,
     )

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from forgeml.monitor.drift._config import DriftConfig
+from forgeml.monitor.drift._multivariate import MultivariateDrift
 
 TestName = Literal["ks", "chi2", "none"]
 EffectName = Literal["psi", "wasserstein", "js"]
@@ -64,3 +65,13 @@ class DriftReport(BaseModel):
     drifted_columns: list[str]
     drifted_share: float = Field(description="Share of feature columns that drifted.")
     drifted: bool = Field(description="drifted_share reached config.dataset_drift_share.")
+    multivariate: list[MultivariateDrift] = Field(
+        default_factory=list,
+        description="Whole-row detectors: the domain classifier, MMD per text column.",
+    )
+    predictions: list[ColumnDrift] = Field(
+        default_factory=list,
+        description="The model's outputs (label, confidence or prediction) against its "
+        "outputs on the validation split.",
+    )
+    predictions_drifted: bool = Field(default=False, description="An output column drifted.")

@@ -5,6 +5,10 @@ Yurdakul, "Statistical properties of population stability index" (2018): the sum
 bins of (q - p) ln(q / p), each share raised to at least 1e-4 (as Evidently does) so an
 empty bin does not make it infinite; every term is >= 0 either way. A pseudo-count would
 not do: in a small window it lifts every bin the reference never fills, and PSI with it.
+KS and Wasserstein against a reference kept as quantiles at the mid-points (k + 1/2) / m:
+the reference CDF is the step function of those m points (off by at most 1 / (2m) from
+the true one), the current one the window sample's; Wasserstein is the mid-point rule
+for the integral over p of |Q_ref(p) - Q_cur(p)| (the 1-D identity, Villani 2009).
 The Jensen-Shannon distance is the square root of the JS divergence in bits (Lin, 1991),
 so it lies in [0, 1] and is symmetric.
 """
@@ -76,6 +80,38 @@ def ks(reference: np.ndarray, current: np.ndarray) -> tuple[float, float]:
     """Two-sample Kolmogorov-Smirnov test: (statistic, p-value), asymptotic distribution."""
     result = stats.ks_2samp(reference, current, method="asymp")
     return float(result.statistic), float(result.pvalue)
+
+
+def ks_against_quantiles(
+    quantiles: np.ndarray, reference_count: int, current: np.ndarray
+) -> tuple[float, float]:
+    """KS of a current sample against a reference sketched by mid-point quantiles.
+
+    The statistic is the largest gap between the two CDFs on either side of every point
+    where one of them steps; the p-value is the two-sample asymptotic one with
+    `reference_count` values on the reference side (those the quantiles came from).
+    """
+    reference, values = np.sort(quantiles), np.sort(current)
+    points = np.union1d(reference, values)
+    gaps = [
+        np.abs(
+            np.searchsorted(reference, points, side=side) / len(reference)
+            - np.searchsorted(values, points, side=side) / len(values)
+        ).max()
+        for side in ("left", "right")
+    ]
+    statistic = float(max(gaps))
+    effective = reference_count * len(values) / (reference_count + len(values))
+    return statistic, float(stats.kstwobign.sf(math.sqrt(effective) * statistic))
+
+
+def wasserstein_against_quantiles(
+    quantiles: np.ndarray, current: np.ndarray, scale: float
+) -> float:
+    """Wasserstein-1 of a current sample against mid-point quantiles, in units of `scale`."""
+    grid = (np.arange(len(quantiles)) + 0.5) / len(quantiles)
+    found = np.quantile(current, grid, method="inverted_cdf")
+    return float(np.mean(np.abs(np.asarray(quantiles) - found))) / scale
 
 
 def wasserstein(reference: np.ndarray, current: np.ndarray, scale: float) -> float:
