@@ -1,5 +1,5 @@
-"""`forgeml server`: the long-lived scheduler loop queued jobs wait for, and the pipeline
-triggers it evaluates each cycle."""
+"""`forgeml server`: the long-lived scheduler loop queued jobs wait for, the pipeline
+triggers it evaluates each cycle, and the deployments' replica autoscaler."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def server(
             f", metrics on {metrics_url}/metrics" if metrics_url else "",
         )  # fmt: skip
         every = interval or workspace.settings.scheduler_interval
-        with _triggers(workspace, every, stop):
+        with _triggers(workspace, every, stop), _autoscaler(workspace, stop):
             scheduler.serve_forever(every, stop)
     logging.info("forgeml server stopped; running jobs keep running")
 
@@ -97,6 +97,22 @@ def _triggers(workspace: Workspace, interval: float, stop: threading.Event) -> I
 
     thread = threading.Thread(
         target=serve_triggers, args=(workspace, interval, stop), name="triggers", daemon=True
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+@contextlib.contextmanager
+def _autoscaler(workspace: Workspace, stop: threading.Event) -> Iterator[None]:
+    """The deployments' replica autoscaler in a thread of its own while the server runs."""
+    from forgeml.serve.autoscale_loop import INTERVAL_S, serve_autoscaler
+
+    thread = threading.Thread(
+        target=serve_autoscaler, args=(workspace, INTERVAL_S, stop), name="autoscaler", daemon=True
     )
     thread.start()
     try:

@@ -173,9 +173,11 @@ class _RequestMetrics:
                 status = int(message["status"])
             await send(message)
 
+        self.metrics.in_flight.inc()
         try:
             await self.app(scope, receive, watched)
         finally:
+            self.metrics.in_flight.dec()
             name = _model_label(scope, self.models)
             self.metrics.observe_request(name, protocol, status, time.perf_counter() - started)
 

@@ -25,7 +25,15 @@ from forgeml.serve.deployments._records import (
     get_deployment,
     list_deployments,
 )
+from forgeml.serve.deployments._replicas import (
+    ScaledDeployment,
+    ScaledReplica,
+    StaleRevisionError,
+    autoscaled,
+    request_replica,
+)
 from forgeml.serve.deployments._spec import (
+    AutoscaleSpec,
     CanarySpec,
     Deployment,
     DeploymentSpec,
@@ -35,12 +43,17 @@ from forgeml.serve.deployments._spec import (
 )
 
 __all__ = [
+    "AutoscaleSpec",
     "CanarySpec",
     "Deployment",
     "DeploymentSpec",
     "Replica",
+    "ScaledDeployment",
+    "ScaledReplica",
     "ShadowSpec",
+    "StaleRevisionError",
     "apply_spec",
+    "autoscaled",
     "build_spec",
     "check",
     "delete",
@@ -49,5 +62,6 @@ __all__ = [
     "get_deployment",
     "list_deployments",
     "log_dir",
+    "request_replica",
     "rollback",
 ]

@@ -42,6 +42,10 @@ def deploy(
     max_batch_size: int | None = None,
     max_wait_ms: float | None = None,
     latency_objective_ms: float | None = None,
+    min_replicas: int | None = None,
+    max_replicas: int | None = None,
+    target_inflight: float | None = None,
+    target_p99_ms: float | None = None,
     force: bool = False,
     ready_timeout: float = 120.0,
     drain_seconds: float = 5.0,
@@ -62,6 +66,11 @@ def deploy(
         max_wait_ms: The servers' batching wait (default: theirs).
         latency_objective_ms: The p99 each replica should meet, exported for the alert rule
             (default: the servers', 500 ms).
+        min_replicas: With `max_replicas`, the autoscaler's bounds on primary replicas
+            (0: scale to zero when idle); `replicas` is then the starting count.
+        max_replicas: The most primary replicas the autoscaler runs.
+        target_inflight: Requests in flight per replica to aim at (default 4).
+        target_p99_ms: Or the p99 latency each replica should stay under.
         force: Restart the replicas even if `name` already runs exactly this spec.
         ready_timeout: Seconds the new replicas have to answer `/v2/health/ready`.
         drain_seconds: Seconds old replicas keep serving after the records switch.
@@ -87,6 +96,10 @@ def deploy(
         max_batch_size=max_batch_size,
         max_wait_ms=max_wait_ms,
         latency_objective_ms=latency_objective_ms,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        target_inflight=target_inflight,
+        target_p99_ms=target_p99_ms,
     )
     return apply_spec(workspace, name, spec, force, ready_timeout, drain_seconds)
 
@@ -176,7 +189,9 @@ def check(workspace: Workspace) -> list[Deployment]:
     found: dict[str, dict[str, str]] = {}
     for deployment in list_deployments(workspace):
         found[deployment.name] = {
-            replica.url: _replica_health(replica) for replica in deployment.replicas
+            replica.url: _replica_health(replica)
+            for replica in deployment.replicas
+            if replica.status not in _records.LOOP_OWNED
         }
     _records.record_health(workspace, found)
     return list_deployments(workspace)
@@ -213,7 +228,7 @@ def _apply(
     return get_deployment(workspace, name)
 
 
-def _server_env(workspace: Workspace) -> dict[str, str]:
+def server_env(workspace: Workspace) -> dict[str, str]:
     """This process's environment, pointed at the same workspace."""
     settings = workspace.settings
     env = dict(os.environ)
@@ -230,7 +245,7 @@ def _server_env(workspace: Workspace) -> dict[str, str]:
     return env
 
 
-def _server_args(name: str, spec: DeploymentSpec, model: str) -> list[str]:
+def server_args(name: str, spec: DeploymentSpec, model: str) -> list[str]:
     args = [model, "--name", name, "--runtime", spec.runtime]
     if spec.max_batch_size is not None:
         args += ["--max-batch-size", str(spec.max_batch_size)]
@@ -251,11 +266,11 @@ def _start(
 ) -> list[_supervisor.ServerProcess]:
     plan = spec.plan()
     launches = [
-        (_server_args(name, spec, model), log_dir(workspace, name) / f"r{revision}-{role}-{k}.log")
+        (server_args(name, spec, model), log_dir(workspace, name) / f"r{revision}-{role}-{k}.log")
         for k, (role, model) in enumerate(plan, start=1)
     ]
     try:
-        return _supervisor.start_all(launches, _server_env(workspace), ready_timeout)
+        return _supervisor.start_all(launches, server_env(workspace), ready_timeout)
     except _supervisor.ReplicaStartError as error:
         role, model = plan[error.index]
         summary = f"its {role} replica ({model}) {error}"
