@@ -135,6 +135,15 @@ def test_a_waiting_request_starts_one_replica_from_zero_without_cooldown() -> No
     assert count == 1 and state.last_up == clock()
 
 
+def test_a_replica_cold_starting_is_not_scaled_away_before_it_serves() -> None:
+    # idle for longer than idle_s before the request, and the start slower than idle_s
+    idle, waiting = LoadSample(0), LoadSample(0, waiting=True)
+    starting = LoadSample(1, starting=1)
+    steps: list[tuple[float, LoadSample | tuple[float, int]]] = [(0, idle), (100, idle)]
+    steps += [(1, waiting)] + [(30, starting)] * 4 + [(1, LoadSample(1, requests=1))]
+    assert run(TO_ZERO, steps) == [0, 0, 1, 1, 1, 1, 1, 1]
+
+
 def test_a_request_resets_the_idle_period() -> None:
     idle, busy = LoadSample(1), LoadSample(1, requests=1)
     counts = run(TO_ZERO, [(0, idle), (50, idle), (5, busy), (50, idle), (59, idle), (1, idle)])

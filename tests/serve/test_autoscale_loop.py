@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,7 +25,7 @@ from tests.gateway.conftest import ServerThread
 from tests.serve.test_deployments import adult_records, alive, kill_servers, server_pids
 from tests.train.conftest import copy_home, trained_adult_template
 
-RAMP, ZERO = "auto-ramp", "auto-zero"
+RAMP, ZERO, SERVED, NOBODY = "auto-ramp", "auto-zero", "auto-server", "auto-nobody"
 pytestmark = pytest.mark.timeout(600)
 # the cool-downs run on the test's fake clock; only drains and starts take real time
 TIMING = {"up_cooldown_s": 2.0, "down_window_s": 10.0, "idle_s": 20.0}
@@ -39,7 +43,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
         try:
             yield opened
         finally:
-            for name in (RAMP, ZERO):
+            for name in (RAMP, ZERO, SERVED, NOBODY):
                 kill_servers(name)
             opened.close()
 
@@ -249,7 +253,7 @@ def test_scaled_to_zero_then_a_request_through_the_gateway_cold_starts(
 def test_a_cold_start_with_no_autoscaler_running_ends_in_503_with_retry_after(
     workspace: Workspace,
 ) -> None:
-    name = "auto-nobody"
+    name = NOBODY
     deployments.deploy(
         workspace, name, "adult-mlp@v1", min_replicas=0, max_replicas=1, ready_timeout=180
     )
@@ -272,6 +276,40 @@ def test_a_cold_start_with_no_autoscaler_running_ends_in_503_with_retry_after(
     wanted = rows(workspace, name, _replicas.WANTED)
     assert len(wanted) == 1  # the request asked once, however long it waited
     assert server_pids(name) == []
+
+
+@pytest.mark.slow
+def test_forgeml_server_runs_the_loop_that_cold_starts_a_deployment_at_zero(
+    workspace: Workspace, gateway: tuple[str, Any, str], tmp_path: Path
+) -> None:
+    url, _, key = gateway
+    deployments.deploy(
+        workspace, SERVED, "adult-mlp@v1", min_replicas=0, max_replicas=1, ready_timeout=180
+    )
+    stop_all_replicas(workspace, SERVED)
+    env = os.environ | {"FORGEML_HOME": str(workspace.settings.home), "FORGEML_USER": "tester"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    log = tmp_path / "server.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "forgeml.cli", "server", "--interval", "0.5"],
+            env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        response = httpx.post(
+            f"{url}/v1/models/{SERVED}:predict",
+            json={"instances": adult_records(1)},
+            headers={"authorization": f"Bearer {key}"},
+            timeout=240,
+        )
+    finally:
+        server.terminate()
+        server.wait(60)
+    assert response.status_code == 200, (response.text, log.read_text())
+    assert server.returncode == 0, log.read_text()
+    replicas = deployments.get_deployment(workspace, SERVED).replicas
+    assert [r.status for r in replicas] == ["ready"]
+    assert server_pids(SERVED) == [replicas[0].pid]  # it outlives the server, like a job
 
 
 @pytest.mark.parametrize(

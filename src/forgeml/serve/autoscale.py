@@ -65,6 +65,7 @@ class LoadSample:
         requests: requests answered since the last sample.
         p99_ms: the worst replica's p99 latency since the last sample (None: no requests).
         waiting: a caller waits at the gateway for a replica (a cold start).
+        starting: how many of `replicas` are still starting.
     """
 
     replicas: int
@@ -72,6 +73,7 @@ class LoadSample:
     requests: int = 0
     p99_ms: float | None = None
     waiting: bool = False
+    starting: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,9 @@ def decide(
         state: what the last call returned (`ScaleState()` the first time).
         now: the time, in seconds on any monotonic clock.
     """
-    busy = sample.requests > 0 or sample.in_flight > 0 or sample.waiting
+    # a replica on its way has had no chance to serve: the idle clock waits for it (else a
+    # cold start slower than `idle_s` would be scaled away before its caller is answered)
+    busy = sample.requests > 0 or sample.in_flight > 0 or sample.waiting or sample.starting > 0
     idle_since = None if busy else (now if state.idle_since is None else state.idle_since)
     first_seen = now if state.first_seen is None else state.first_seen
     state = replace(state, idle_since=idle_since, first_seen=first_seen)

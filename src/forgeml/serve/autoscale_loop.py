@@ -182,6 +182,7 @@ class Autoscaler:
             requests=int(answered),
             p99_ms=worst,
             waiting=bool(deployment.having(replicas.WANTED)),
+            starting=starting,
         )
 
     def _advance_starting(

@@ -121,7 +121,9 @@ def apply_spec(
     validate_name(name, "deployment name")
     current = _records.find(workspace, name)
     live = current is not None and current.status not in ("deleted", "failed")
-    if live and current is not None and current.spec == spec.model_dump() and not force:
+    # compared as specs: one stored before a field existed reads back with its default
+    same = current is not None and DeploymentSpec.model_validate(current.spec) == spec
+    if live and current is not None and same and not force:
         raise AlreadyExistsError(
             f"Deployment '{name}' already runs this spec (revision {current.revision}); "
             "change the model or options, or pass --force to restart its replicas."
