@@ -60,9 +60,9 @@ def gateway(workspace: Workspace) -> Iterator[tuple[str, Any, str]]:
         server.stop()
 
 
-def rows(workspace: Workspace, name: str, status: str) -> list[DeploymentReplicaRecord]:
+def rows(workspace: Workspace, name: str, status: str) -> list[deployments.Replica]:
     deployment = deployments.get_deployment(workspace, name)
-    return [r for r in deployment.replicas if r.status == status]  # type: ignore[misc]
+    return [r for r in deployment.replicas if r.status == status]
 
 
 def stepper(

@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from forgeml.core.workspace import Workspace
 from forgeml.serve import _supervisor
@@ -195,7 +195,7 @@ class Autoscaler:
             if _supervisor.probe(replica.url, 1.0):
                 replicas.set_status(self.workspace, deployment.name, replica.id, replicas.READY)
                 memory.starting_since.pop(replica.id, None)
-                kept.append(ScaledReplica(**{**vars(replica), "status": replicas.READY}))
+                kept.append(replace(replica, status=replicas.READY))
                 continue
             alive = replica.pid is not None and _supervisor.is_running(replica.pid, replica.port)
             if alive and now - since < self.ready_timeout_s:
