@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from forgeml.serve.autoscale import LoadSample, ScalePolicy, ScaleState, decide
@@ -195,3 +198,43 @@ def test_quantile_after_a_replica_restart_uses_the_new_counts_alone() -> None:
     before = load((0.1, 500), (float("inf"), 500))
     after = load((0.1, 4), (float("inf"), 4))
     assert quantile_ms(0.5, before, after) == pytest.approx(50.0)
+
+
+def test_the_in_flight_gauge_counts_a_request_until_it_is_answered() -> None:
+    from forgeml.serve.app import _RequestMetrics
+    from forgeml.serve.metrics import ServerMetrics
+
+    metrics = ServerMetrics()
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def model(scope: Any, receive: Any, send: Any) -> None:
+        entered.set()
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    def gauge() -> bytes:
+        line = b"forgeml_requests_in_flight "
+        (found,) = [x for x in metrics.exposition().splitlines() if x.startswith(line)]
+        return found[len(line) :]
+
+    async def main() -> None:
+        app = _RequestMetrics(model, metrics, {"m"})
+        scope = {"type": "http", "method": "POST", "path": "/v1/models/m:predict"}
+        sent: list[Any] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"{}"}
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        call = asyncio.create_task(app(scope, receive, send))
+        await entered.wait()
+        assert gauge() == b"1.0"
+        release.set()
+        await call
+        assert gauge() == b"0.0" and sent[0]["status"] == 200
+
+    assert gauge() == b"0.0"
+    asyncio.run(main())
