@@ -116,3 +116,38 @@ def test_bad_deploy_input_exits_1_with_one_sentence_and_records_nothing(
     assert_cli_error(cli("deploy", *args), message)
     assert json_out(cli("deploy", "list", "--deleted", "--json")) == []
     assert server_pids("cli-adult") == []
+
+
+def test_deploy_help_lists_the_autoscale_options(cli: Cli) -> None:
+    create = cli("deploy", "adult-mlp@v1", "--help")
+    assert create.code == 0
+    for option in ("--min-replicas", "--max-replicas", "--target-inflight", "--target-p99-ms"):
+        assert option in create.stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--min-replicas", "3", "--max-replicas", "2"], "cannot be more than --max-replicas"),
+        (["--max-replicas", "2"], "both --min-replicas and --max-replicas"),
+        (
+            [
+                "--min-replicas",
+                "0",
+                "--max-replicas",
+                "2",
+                "--target-inflight",
+                "2",
+                "--target-p99-ms",
+                "100",
+            ],
+            "Choose one",
+        ),
+        (["--target-p99-ms", "100"], "needs replica bounds"),
+    ],
+)
+def test_bad_autoscale_options_exit_1_with_one_sentence_and_record_nothing(
+    cli: Cli, options: list[str], message: str
+) -> None:
+    assert_cli_error(cli("deploy", "adult-mlp@v1", "--name", "cli-auto", *options), message)
+    assert json_out(cli("deploy", "list", "--json", "--deleted")) == []

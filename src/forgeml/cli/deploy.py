@@ -35,7 +35,8 @@ app = typer.Typer(
     help=(
         "Deploy a model as a named set of model-server processes, and manage deployments.\n\n"
         "forgeml deploy MODEL_REF --name NAME [--replicas N] [--canary MODEL_REF2 --weight 10]"
-        " [--shadow MODEL_REF3] [--runtime torch|onnx] [--force]: start the replicas, wait "
+        " [--shadow MODEL_REF3] [--runtime torch|onnx] [--min-replicas A --max-replicas B"
+        " [--target-inflight K | --target-p99-ms M]] [--force]: start the replicas, wait "
         "until they are ready and record them (deploying an existing NAME again is a "
         "zero-downtime update to a new revision; the same spec again needs --force). "
         "See `forgeml deploy create --help` for every option."
@@ -69,12 +70,22 @@ def _report(deployment: Deployment, as_json: bool) -> None:
         + (f" (as {spec.model_ref})" if spec.model_ref != spec.model else "")
         + (f", canary {spec.canary.model} at {spec.canary.weight}%" if spec.canary else "")
         + (f", shadow {spec.shadow.model}" if spec.shadow else "")
+        + (_autoscale_summary(spec.autoscale) if spec.autoscale else "")
     )
     if deployment.error:
         say(f"last error: {deployment.error}")
     rows = [(r.role, r.model_ref, r.url, r.pid, r.status) for r in deployment.replicas]
     if rows:
         print_table("replicas", ["role", "model", "url", "pid", "status"], rows)
+
+
+def _autoscale_summary(autoscale: Any) -> str:
+    target = (
+        f"{autoscale.target_inflight:g} in flight per replica"
+        if autoscale.target_inflight is not None
+        else f"p99 under {autoscale.target_p99_ms:g} ms"
+    )
+    return f", autoscaling {autoscale.min_replicas}-{autoscale.max_replicas} replicas at {target}"
 
 
 @app.command("create", hidden=True)
@@ -102,6 +113,18 @@ def create(
         float | None,
         typer.Option(help="Share of requests logged to the deployment's request log (0-1)."),
     ] = None,
+    min_replicas: Annotated[
+        int | None,
+        typer.Option(help="Autoscale: fewest replicas (0: scale to zero when idle)."),
+    ] = None,
+    max_replicas: Annotated[int | None, typer.Option(help="Autoscale: most replicas.")] = None,
+    target_inflight: Annotated[
+        float | None,
+        typer.Option(help="Autoscale on requests in flight per replica (default 4)."),
+    ] = None,
+    target_p99_ms: Annotated[
+        float | None, typer.Option(help="Autoscale on p99 latency per replica, in ms.")
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Restart even if NAME already runs this spec.")
     ] = False,
@@ -126,6 +149,10 @@ def create(
         max_wait_ms=max_wait_ms,
         latency_objective_ms=latency_objective_ms,
         log_sample_rate=log_sample_rate,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        target_inflight=target_inflight,
+        target_p99_ms=target_p99_ms,
         force=force,
         ready_timeout=timeout,
         drain_seconds=drain,

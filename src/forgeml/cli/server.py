@@ -1,7 +1,7 @@
 """`forgeml server`: the long-lived scheduler loop queued jobs wait for, and beside it, each
-in a thread of its own: the pipeline triggers, the monitor's drift and accuracy gauges, the
-alert rules evaluated over the server's own samples, and (when asked) the gateway, the
-metrics endpoint and the control-plane API."""
+in a thread of its own: the pipeline triggers, the deployments' replica autoscaler, the
+monitor's drift and accuracy gauges, the alert rules evaluated over the server's own
+samples, and (when asked) the gateway, the metrics endpoint and the control-plane API."""
 
 from __future__ import annotations
 
@@ -88,6 +88,7 @@ def server(
     from forgeml.scheduler.executors import create_executor
     from forgeml.scheduler.lease import hold_lease
     from forgeml.scheduler.service import Scheduler
+    from forgeml.serve.autoscale_loop import INTERVAL_S, serve_autoscaler
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     workspace = open_workspace()
@@ -122,6 +123,7 @@ def server(
         every = interval or workspace.settings.scheduler_interval
         with (
             _thread("triggers", serve_triggers, (workspace, every, stop), stop),
+            _thread("autoscaler", serve_autoscaler, (workspace, INTERVAL_S, stop), stop),
             _thread("gauges", serve_gauges, (gauges, monitor_interval, stop), stop),
             _thread("alerts", serve_alerts, (evaluator, alert_interval, stop), stop),
         ):

@@ -130,6 +130,15 @@ class ServiceUnavailableError(ForgemlError):
     http_status = 503
 
 
+class ColdStartTimeoutError(ServiceUnavailableError):
+    """A deployment scaled to zero had no replica ready within the wait; `retry_after` is
+    the seconds after which a retry may find one."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class OptimizationError(ForgemlError):
     """An optimised model does not match its parent within tolerance, or cannot be exported."""
 

@@ -22,4 +22,9 @@ class GatewayOptions(BaseModel):
     )
     usage_flush_s: float = Field(2.0, gt=0, description="Seconds between usage flushes.")
     max_shadow_in_flight: int = Field(64, ge=1, description="Shadow copies beyond it are dropped.")
+    cold_start_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="Seconds a request waits for a deployment scaled to zero to start a replica.",
+    )
     seed: int | None = Field(None, description="Seed of the canary split (None: random).")

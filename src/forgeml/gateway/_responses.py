@@ -8,7 +8,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from forgeml.core.errors import ForgemlError, RateLimitedError
+from forgeml.core.errors import ColdStartTimeoutError, ForgemlError, RateLimitedError
 from forgeml.gateway._limits import retry_after_header
 
 # the OpenAI routes whose body's `model` names the deployment, and all of OpenAI's routes
@@ -39,7 +39,7 @@ def error_response(path: str, error: ForgemlError) -> JSONResponse:
     else:
         body = {"error": message}
     headers = None
-    if isinstance(error, RateLimitedError):
+    if isinstance(error, (RateLimitedError, ColdStartTimeoutError)):
         headers = {"Retry-After": retry_after_header(error.retry_after)}
     return JSONResponse(body, status_code=status, headers=headers)
 
@@ -62,6 +62,13 @@ class GatewayMetrics:
             ["deployment"],
             registry=self.registry,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+        )
+        self.cold_start = Histogram(
+            "forgeml_gateway_cold_start_seconds",
+            "Time a request waited for a deployment scaled to zero to get a ready replica.",
+            ["deployment"],
+            registry=self.registry,
+            buckets=(0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120),
         )
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 

@@ -30,6 +30,8 @@ class Route:
     shadow: list[str]
     # percent of requests sent to the canary replicas (0-100)
     canary_weight: float
+    # autoscaled: with no replica ready, a request waits for a cold start
+    cold_starts: bool = False
     _turn: itertools.count[int] = field(default_factory=itertools.count, repr=False)
 
     def candidates(self, rng: random.Random) -> tuple[str, list[str]]:
@@ -46,6 +48,11 @@ class Route:
         turn = next(self._turn)
         rotated = first[turn % len(first) :] + first[: turn % len(first)] if first else []
         return role, rotated + second
+
+    @property
+    def serving(self) -> bool:
+        """Whether any primary or canary replica is ready."""
+        return bool(self.primary or self.canary)
 
 
 def load_routes(workspace: Workspace) -> dict[str, Route]:
@@ -76,4 +83,5 @@ def _route(record: DeploymentRecord, replicas: list[DeploymentReplicaRecord]) ->
         canary=urls[CANARY],
         shadow=urls[SHADOW],
         canary_weight=float(canary.get("weight", 0)),
+        cold_starts=bool((record.spec or {}).get("autoscale")),
     )

@@ -15,6 +15,7 @@ from starlette.background import BackgroundTask
 
 from forgeml.core.errors import (
     AuthenticationError,
+    ColdStartTimeoutError,
     ForgemlError,
     InvalidDataError,
     NotFoundError,
@@ -35,6 +36,10 @@ log = logging.getLogger(__name__)
 # an unknown deployment name reloads the routes at most this often (new deployments show
 # up at once; a flood of bad names does not hammer the store)
 _MISS_RELOAD_S = 1.0
+# how often a cold start re-reads the routes while it waits for a replica
+_WAKE_POLL_S = 0.2
+# a retry after a cold start ran out may find the replica it asked for ready by then
+_COLD_RETRY_AFTER_S = 5.0
 
 
 class Gateway:
@@ -60,6 +65,7 @@ class Gateway:
         self.routes_loaded = 0.0
         self.upstreams = Upstreams(options, clock)
         self._verifying: dict[str, asyncio.Future[VerifiedKey]] = {}
+        self._waking: dict[str, asyncio.Future[Route]] = {}
 
     def refresh_routes(self) -> None:
         """Reload the route table from the store (blocking)."""
@@ -107,7 +113,54 @@ class Gateway:
             found = self.routes.get(deployment)
         if found is None:
             raise NotFoundError(f"No deployment named {deployment!r}.")
+        if found.cold_starts and not found.serving:
+            return await self.cold_start(deployment)
         return found
+
+    async def cold_start(self, deployment: str) -> Route:
+        """The route of autoscaled `deployment` once a replica of it is ready.
+
+        The wait is shared by every request for the deployment (single flight).
+
+        Raises:
+            ColdStartTimeoutError: no replica was ready within `cold_start_timeout_s`.
+            NotFoundError: the deployment was deleted meanwhile.
+        """
+        pending = self._waking.get(deployment)
+        if pending is None:
+            pending = asyncio.ensure_future(self._wake(deployment))
+            self._waking[deployment] = pending
+            pending.add_done_callback(lambda _: self._waking.pop(deployment, None))
+        return await asyncio.shield(pending)
+
+    async def _wake(self, deployment: str) -> Route:
+        """Ask the server's autoscaler for a replica (a `wanted` row in the store: the
+        loop in `forgeml server` owns every replica process) and wait until one is routed."""
+        from forgeml.serve.deployments import request_replica
+
+        started = time.perf_counter()
+        timeout_s = self.options.cold_start_timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                while True:
+                    # again each round: a replica that failed to start is asked for anew
+                    await asyncio.to_thread(request_replica, self.workspace, deployment)
+                    await asyncio.to_thread(self.refresh_routes)
+                    found = self.routes.get(deployment)
+                    if found is None:
+                        raise NotFoundError(f"No deployment named {deployment!r}.")
+                    if found.serving:
+                        self.metrics.cold_start.labels(deployment).observe(
+                            time.perf_counter() - started
+                        )
+                        return found
+                    await asyncio.sleep(_WAKE_POLL_S)
+        except TimeoutError:
+            raise ColdStartTimeoutError(
+                f"Deployment {deployment!r} is scaled to zero and no replica was ready within "
+                f"{timeout_s:g} s; is `forgeml server` running? Retry later.",
+                retry_after=_COLD_RETRY_AFTER_S,
+            ) from None
 
     async def handle(
         self, request: Request, key: VerifiedKey, deployment: str | Callable[[bytes], str]

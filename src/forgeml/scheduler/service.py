@@ -40,7 +40,9 @@ from forgeml.scheduler.cluster import cluster_of
 from forgeml.scheduler.executors.base import (
     AttemptHandle,
     AttemptStatus,
+    DemandReporter,
     Executor,
+    Gang,
     LaunchRequest,
 )
 from forgeml.scheduler.jobs import transition, utcnow
@@ -94,6 +96,7 @@ class Scheduler:
         self._stopping: dict[str, str] = {}  # attempt id -> why we asked it to stop
         self._known: dict[str, bool] = {}  # attempt ids shown to the executor (adopt)
         self._beaten: dict[str, float] = {}  # attempt id -> when its heartbeat was written
+        self._demand: list[Gang] | None = None  # what the cluster was last asked for
 
     # ---- reconcile
 
@@ -209,6 +212,7 @@ class Scheduler:
 
         nodes, queues, pending, running, stopping = self._view()
         if not pending:
+            self._report_demand([], running)
             return
         decisions: Decisions = policy_schedule(
             nodes,
@@ -226,6 +230,40 @@ class Scheduler:
         for placement in decisions.place:
             if self._launch(placement):
                 report.launched.append(placement.job_id)
+        launched = set(report.launched)
+        self._report_demand([job for job in pending if job.id not in launched], running)
+
+    def _report_demand(self, waiting: list[PendingJob], running: list[RunningJob]) -> None:
+        """Tell a cluster that grows on demand what the jobs need (see `DemandReporter`):
+        nothing when none waits, else the running gangs and the waiting ones."""
+        if not isinstance(self.executor, DemandReporter):
+            return
+        jobs = [(job.id, job.demand, job.workers) for job in waiting]
+        if jobs:
+            jobs = [(job.id, job.demand, len(job.placement)) for job in running] + jobs
+        once = self._launch_once({job_id for job_id, _, _ in jobs})
+        gangs = [
+            Gang(job_id, (demand.times(workers),) if job_id in once else (demand,) * workers)
+            for job_id, demand, workers in jobs
+        ]
+        if gangs == self._demand:
+            return  # unchanged: the last request still stands
+        try:
+            self.executor.report_demand(gangs)
+        except Exception:  # the cluster's autoscaler is a hint: never fail the cycle for it
+            log.exception(
+                "could not report the pending demand to the %s cluster", self.executor.name
+            )
+            return
+        self._demand = gangs
+
+    def _launch_once(self, job_ids: set[str]) -> set[str]:
+        """Which of `job_ids` start their own workers (one shape holds all of them)."""
+        if not job_ids:
+            return set()
+        query = select(JobRecord.id, JobRecord.kind).where(JobRecord.id.in_(job_ids))
+        with self.workspace.store.session() as session:
+            return {job_id for job_id, kind in session.execute(query) if kind in LAUNCH_ONCE_KINDS}
 
     def _view(
         self,

@@ -189,9 +189,11 @@ class _RequestMetrics:
         if path.endswith(FEEDBACK_SUFFIX):
             await self.app(scope, receive, watched)
             return
+        self.metrics.in_flight.inc()
         try:
             await self.app(scope, receive, watched)
         finally:
+            self.metrics.in_flight.dec()
             name = _model_label(scope, self.models)
             self.metrics.observe_request(name, protocol, status, time.perf_counter() - started)
 

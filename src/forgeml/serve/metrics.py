@@ -8,6 +8,7 @@
 | `forgeml_batch_size` | histogram (rows per forward pass) | model |
 | `forgeml_inference_seconds` | histogram (one forward pass) | model |
 | `forgeml_queue_depth` | gauge (requests waiting for a batch) | model |
+| `forgeml_requests_in_flight` | gauge (inference requests received, not yet answered) | |
 | `forgeml_latency_objective_seconds` | gauge (the p99 the model should meet) | model |
 | `forgeml_gc_pause_seconds` | histogram (the collector stopping the process) | generation |
 | `forgeml_gc_frozen_objects` | gauge (objects exempt from collection, `freeze_heap`) | |
@@ -70,6 +71,12 @@ class ServerMetrics:
             "forgeml_queue_depth",
             "Requests waiting for a batch.",
             ["model"],
+            registry=self.registry,
+        )
+        # unlabelled: the model is known only once routed; the autoscaler reads this one
+        self.in_flight = Gauge(
+            "forgeml_requests_in_flight",
+            "Inference requests received and not yet answered.",
             registry=self.registry,
         )
         self.objective = Gauge(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from forgeml.scheduler.model import Resources
 
@@ -84,4 +84,28 @@ class Executor(Protocol):
 
     def adopt(self, handle: AttemptHandle) -> bool:
         """After a control-plane restart: True when the attempt is still alive here."""
+        ...
+
+
+@dataclass(frozen=True)
+class Gang:
+    """The resource shapes one job needs all at once: one per worker (or one in all for a
+    job that starts its own workers), as the executor would reserve them."""
+
+    job_id: str
+    shapes: tuple[Resources, ...]
+
+
+@runtime_checkable
+class DemandReporter(Protocol):
+    """An executor whose cluster grows on demand (Ray's autoscaler).
+
+    The service calls `report_demand` when its view of demand changes: the gangs running
+    and the gangs waiting for room, or an empty list when nothing waits (withdraw the
+    request and let the cluster shrink back). On Kubernetes no call is needed: a pending
+    pod carries its resource requests, which the cluster autoscaler reads itself.
+    """
+
+    def report_demand(self, gangs: list[Gang]) -> None:
+        """Ask the cluster for room for all of `gangs` at once (replaces the last ask)."""
         ...

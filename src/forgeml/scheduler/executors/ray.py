@@ -37,7 +37,7 @@ from forgeml.scheduler.executors._ray_worker import (
     WorkerReport,
     WorkerSpec,
 )
-from forgeml.scheduler.executors.base import AttemptHandle, AttemptStatus, LaunchRequest
+from forgeml.scheduler.executors.base import AttemptHandle, AttemptStatus, Gang, LaunchRequest
 from forgeml.scheduler.model import NodeState, Resources
 
 NAMESPACE = "forgeml"
@@ -180,6 +180,19 @@ class RayExecutor:
             )
             nodes.append(NodeState(node["NodeID"], capacity, capacity))
         return nodes
+
+    def report_demand(self, gangs: list[Gang]) -> None:
+        """Ask Ray's autoscaler for room for `gangs` (`ray.autoscaler.sdk.request_resources`).
+
+        One bundle per shape, the same bundles `launch` reserves. Ray counts what already
+        runs against the request ("ensure this set of resource shapes can fit"), so the
+        service passes the running gangs along with the waiting ones; an empty list
+        withdraws the request. Each call replaces the one before.
+        """
+        self._ray()
+        from ray.autoscaler.sdk import request_resources
+
+        request_resources(bundles=[_bundle(shape) for gang in gangs for shape in gang.shapes])
 
     # ---- the Executor protocol
 

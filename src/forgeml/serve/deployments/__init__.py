@@ -10,6 +10,11 @@ runs is refused unless `force` asks for a restart. A spec whose replicas do not 
 ready leaves nothing new running: a new deployment is recorded "failed" with the log
 tail, a live one keeps serving its current revision. `rollback` re-applies an earlier
 revision's spec as a new revision; `delete` stops everything; `check` probes replicas.
+
+A spec with `autoscale` (min/max replicas and a target) starts with `replicas` primaries;
+from then on the control loop in `forgeml server` (`forgeml.serve.autoscale_loop`) adds
+and removes primary replicas one row at a time, without a new revision (`_replicas`), and
+`request_replica` is how the gateway asks it for a cold start of a deployment at zero.
 """
 
 from forgeml.serve.deployments._control import (
@@ -25,7 +30,15 @@ from forgeml.serve.deployments._records import (
     get_deployment,
     list_deployments,
 )
+from forgeml.serve.deployments._replicas import (
+    ScaledDeployment,
+    ScaledReplica,
+    StaleRevisionError,
+    autoscaled,
+    request_replica,
+)
 from forgeml.serve.deployments._spec import (
+    AutoscaleSpec,
     CanarySpec,
     Deployment,
     DeploymentSpec,
@@ -35,12 +48,17 @@ from forgeml.serve.deployments._spec import (
 )
 
 __all__ = [
+    "AutoscaleSpec",
     "CanarySpec",
     "Deployment",
     "DeploymentSpec",
     "Replica",
+    "ScaledDeployment",
+    "ScaledReplica",
     "ShadowSpec",
+    "StaleRevisionError",
     "apply_spec",
+    "autoscaled",
     "build_spec",
     "check",
     "delete",
@@ -49,5 +67,6 @@ __all__ = [
     "get_deployment",
     "list_deployments",
     "log_dir",
+    "request_replica",
     "rollback",
 ]

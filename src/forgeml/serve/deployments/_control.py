@@ -43,6 +43,10 @@ def deploy(
     max_wait_ms: float | None = None,
     latency_objective_ms: float | None = None,
     log_sample_rate: float | None = None,
+    min_replicas: int | None = None,
+    max_replicas: int | None = None,
+    target_inflight: float | None = None,
+    target_p99_ms: float | None = None,
     force: bool = False,
     ready_timeout: float = 120.0,
     drain_seconds: float = 5.0,
@@ -65,6 +69,11 @@ def deploy(
             (default: the servers', 500 ms).
         log_sample_rate: Share of requests the primary and canary replicas write to the
             deployment's request log (default: the servers', none).
+        min_replicas: With `max_replicas`, the autoscaler's bounds on primary replicas
+            (0: scale to zero when idle); `replicas` is then the starting count.
+        max_replicas: The most primary replicas the autoscaler runs.
+        target_inflight: Requests in flight per replica to aim at (default 4).
+        target_p99_ms: Or the p99 latency each replica should stay under.
         force: Restart the replicas even if `name` already runs exactly this spec.
         ready_timeout: Seconds the new replicas have to answer `/v2/health/ready`.
         drain_seconds: Seconds old replicas keep serving after the records switch.
@@ -91,6 +100,10 @@ def deploy(
         max_wait_ms=max_wait_ms,
         latency_objective_ms=latency_objective_ms,
         log_sample_rate=log_sample_rate,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        target_inflight=target_inflight,
+        target_p99_ms=target_p99_ms,
     )
     return apply_spec(workspace, name, spec, force, ready_timeout, drain_seconds)
 
@@ -112,7 +125,9 @@ def apply_spec(
     validate_name(name, "deployment name")
     current = _records.find(workspace, name)
     live = current is not None and current.status not in ("deleted", "failed")
-    if live and current is not None and current.spec == spec.model_dump() and not force:
+    # compared as specs: one stored before a field existed reads back with its default
+    same = current is not None and DeploymentSpec.model_validate(current.spec) == spec
+    if live and current is not None and same and not force:
         raise AlreadyExistsError(
             f"Deployment '{name}' already runs this spec (revision {current.revision}); "
             "change the model or options, or pass --force to restart its replicas."
@@ -180,7 +195,9 @@ def check(workspace: Workspace) -> list[Deployment]:
     found: dict[str, dict[str, str]] = {}
     for deployment in list_deployments(workspace):
         found[deployment.name] = {
-            replica.url: _replica_health(replica) for replica in deployment.replicas
+            replica.url: _replica_health(replica)
+            for replica in deployment.replicas
+            if replica.status not in _records.LOOP_OWNED
         }
     _records.record_health(workspace, found)
     return list_deployments(workspace)
@@ -217,7 +234,7 @@ def _apply(
     return get_deployment(workspace, name)
 
 
-def _server_env(workspace: Workspace) -> dict[str, str]:
+def server_env(workspace: Workspace) -> dict[str, str]:
     """This process's environment, pointed at the same workspace."""
     settings = workspace.settings
     env = dict(os.environ)
@@ -234,7 +251,8 @@ def _server_env(workspace: Workspace) -> dict[str, str]:
     return env
 
 
-def _server_args(name: str, spec: DeploymentSpec, model: str, role: str) -> list[str]:
+def server_args(name: str, spec: DeploymentSpec, model: str, role: str) -> list[str]:
+    """The `forgeml serve` arguments of one replica of `role` serving `model`."""
     args = [model, "--name", name, "--runtime", spec.runtime]
     # the shadow answers copies of requests under the same ids: it stays out of the log
     if spec.log_sample_rate is not None and role != "shadow":
@@ -259,13 +277,13 @@ def _start(
     plan = spec.plan()
     launches = [
         (
-            _server_args(name, spec, model, role),
+            server_args(name, spec, model, role),
             log_dir(workspace, name) / f"r{revision}-{role}-{k}.log",
         )
         for k, (role, model) in enumerate(plan, start=1)
     ]
     try:
-        return _supervisor.start_all(launches, _server_env(workspace), ready_timeout)
+        return _supervisor.start_all(launches, server_env(workspace), ready_timeout)
     except _supervisor.ReplicaStartError as error:
         role, model = plan[error.index]
         summary = f"its {role} replica ({model}) {error}"

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
 
 _ROLES = ("primary", "canary", "shadow")
+# replica statuses the autoscaler's loop sets and clears (see _replicas): a probe
+# must not turn a draining replica back into a routed one
+LOOP_OWNED = frozenset({"wanted", "starting", "draining"})
 
 
 def now() -> datetime:
@@ -227,7 +230,11 @@ def record_health(workspace: Workspace, found: dict[str, dict[str, str]]) -> Non
     with workspace.store.session() as session:
         for name, urls in found.items():
             record = _named(session, name)
-            rows = [row for row in replica_rows(session, record.id) if _url(row) in urls]
+            rows = [
+                row
+                for row in replica_rows(session, record.id)
+                if _url(row) in urls and row.status not in LOOP_OWNED
+            ]
             if record.status == "deleted" or not rows:
                 continue  # deleted or redeployed while we probed
             changed = {_url(row): urls[_url(row)] for row in rows if row.status != urls[_url(row)]}
@@ -248,6 +255,16 @@ def _deployment_status(replicas: list[tuple[str, str]]) -> str:
     if not any(status == "ready" and role == "primary" for role, status in replicas):
         return "failed"
     return "degraded"
+
+
+def find_in(session: Session, name: str) -> DeploymentRecord | None:
+    """The record of deployment `name` in `session`, or None."""
+    return _by_name(session, name)
+
+
+def missing(name: str) -> NotFoundError:
+    """The error for a deployment name that names nothing."""
+    return _missing(name)
 
 
 def _by_name(session: Session, name: str) -> DeploymentRecord | None:

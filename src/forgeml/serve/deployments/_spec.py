@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 Runtime = Literal["torch", "onnx"]
 DEFAULT_CANARY_WEIGHT = 10
+# requests in flight per replica when a deployment autoscales without a target
+DEFAULT_TARGET_INFLIGHT = 4.0
 
 
 class CanarySpec(BaseModel):
@@ -29,6 +31,23 @@ class ShadowSpec(BaseModel):
     """A model version that receives a copy of the traffic; its answers are discarded."""
 
     model: str = Field(description="The shadow model version, NAME@vN.")
+
+
+class AutoscaleSpec(BaseModel):
+    """How many primary replicas the autoscaler may run, and the load each should carry.
+
+    Exactly one target: `target_inflight` (requests in flight per replica) or
+    `target_p99_ms` (the p99 latency each replica should stay under).
+    """
+
+    min_replicas: int = Field(ge=0, description="Fewest primary replicas (0: scale to zero).")
+    max_replicas: int = Field(ge=1, description="Most primary replicas.")
+    target_inflight: float | None = Field(
+        default=None, gt=0, description="Requests in flight per replica the autoscaler aims at."
+    )
+    target_p99_ms: float | None = Field(
+        default=None, gt=0, description="p99 latency (ms) above which the autoscaler adds one."
+    )
 
 
 class DeploymentSpec(BaseModel):
@@ -51,6 +70,9 @@ class DeploymentSpec(BaseModel):
         le=1,
         description="Share of requests the primary and canary replicas log, to one shared "
         "request log (drift and feedback read it; 1 lets feedback name any request).",
+    )
+    autoscale: AutoscaleSpec | None = Field(
+        default=None, description="Replica bounds and target; None: a fixed replica count."
     )
 
     def plan(self) -> list[tuple[str, str]]:
@@ -124,6 +146,10 @@ def build_spec(
     max_wait_ms: float | None = None,
     latency_objective_ms: float | None = None,
     log_sample_rate: float | None = None,
+    min_replicas: int | None = None,
+    max_replicas: int | None = None,
+    target_inflight: float | None = None,
+    target_p99_ms: float | None = None,
 ) -> DeploymentSpec:
     """Validate the options and resolve every model reference to NAME@vN.
 
@@ -149,6 +175,11 @@ def build_spec(
         )
     if log_sample_rate is not None and not 0 <= log_sample_rate <= 1:
         raise ConfigError(f"The log sample rate is a share from 0 to 1, not {log_sample_rate}.")
+    autoscale = build_autoscale(min_replicas, max_replicas, target_inflight, target_p99_ms)
+    if autoscale is not None:
+        # the first revision starts with --replicas, kept within the bounds (one at least:
+        # a deployment proves its model serves before it may idle down to zero)
+        replicas = min(max(replicas, autoscale.min_replicas, 1), autoscale.max_replicas)
     weight = DEFAULT_CANARY_WEIGHT if canary_weight is None else canary_weight
     return DeploymentSpec(
         model=resolve_model(workspace, model_ref),
@@ -165,4 +196,48 @@ def build_spec(
         max_wait_ms=max_wait_ms,
         latency_objective_ms=latency_objective_ms,
         log_sample_rate=log_sample_rate,
+        autoscale=autoscale,
+    )
+
+
+def build_autoscale(
+    min_replicas: int | None,
+    max_replicas: int | None,
+    target_inflight: float | None,
+    target_p99_ms: float | None,
+) -> AutoscaleSpec | None:
+    """The autoscale part of a spec (None when no bound is given).
+
+    Raises:
+        ConfigError: a bound or target is missing, out of range or contradictory.
+    """
+    targets = target_inflight is not None or target_p99_ms is not None
+    if min_replicas is None and max_replicas is None:
+        if targets:
+            raise ConfigError(
+                "A scaling target needs replica bounds: add --min-replicas and --max-replicas."
+            )
+        return None
+    if min_replicas is None or max_replicas is None:
+        raise ConfigError("Autoscaling needs both --min-replicas and --max-replicas.")
+    if min_replicas < 0:
+        raise ConfigError(f"--min-replicas must be 0 or more, not {min_replicas}.")
+    if max_replicas < 1:
+        raise ConfigError(f"--max-replicas must be at least 1, not {max_replicas}.")
+    if min_replicas > max_replicas:
+        raise ConfigError(
+            f"--min-replicas ({min_replicas}) cannot be more than --max-replicas ({max_replicas})."
+        )
+    if target_inflight is not None and target_p99_ms is not None:
+        raise ConfigError("Can't scale on both --target-inflight and --target-p99-ms. Choose one.")
+    if target_inflight is None and target_p99_ms is None:
+        target_inflight = DEFAULT_TARGET_INFLIGHT
+    for flag, value in (("--target-inflight", target_inflight), ("--target-p99-ms", target_p99_ms)):
+        if value is not None and not value > 0:
+            raise ConfigError(f"{flag} must be more than 0, not {value:g}.")
+    return AutoscaleSpec(
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        target_inflight=target_inflight,
+        target_p99_ms=target_p99_ms,
     )
