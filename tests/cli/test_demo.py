@@ -28,7 +28,7 @@ def test_demo_runs_the_main_job_end_to_end_from_a_clone_without_shared_data(
     cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.chdir(clone_without_shared(tmp_path))
-    result = cli("demo")
+    result = cli("demo", "--no-loop")
     assert result.code == 0, result.stderr
     assert "adult-features@v1" in result.stdout
     assert "every digest matches" in result.stdout
@@ -45,7 +45,7 @@ def test_demo_runs_the_main_job_end_to_end_from_a_clone_without_shared_data(
     listed = cli("data", "list", "--json")
     assert len(listed.stdout) > 0
     versions_before = listed.stdout
-    again = cli("demo")
+    again = cli("demo", "--no-loop")
     assert again.code == 0
     assert cli("data", "list", "--json").stdout == versions_before  # same content, same versions
     assert "registered adult-mlp@v2" in again.stdout

@@ -7,7 +7,11 @@ Data: ingest -> clean -> validate -> split -> features, proven by rebuilding eve
 Training: an MLP trained on the split through the FeatureSpec, tracked in MLflow,
 registered, promoted to @production, and its run shown; it runs as a scheduler job.
 Serving: @production deployed as a model-server process behind the gateway, called with an
-API key, its latency printed, then stopped. Then the audit chain is verified.
+API key, its latency printed, then stopped. The loop: deployed again with every request
+logged, a policy applied, a `forgeml server` started; new labelled data and a shifted request
+stream arrive, the drift alert fires, a retrained challenger passes the gate, runs as a
+canary and is promoted; the timeline is printed (`_demo_loop.py`). Then the audit chain is
+verified.
 """
 
 from __future__ import annotations
@@ -55,11 +59,13 @@ def _check_inputs(data_dir: Path | None) -> tuple[Path, Path]:
     return train, test
 
 
-def run_demo(data_dir: Path | None = None) -> None:
+def run_demo(data_dir: Path | None = None, loop: bool = True) -> None:
     """Run the main job and print what each step recorded.
 
     Args:
         data_dir: a folder holding `adult/`; None reads the copy shipped with forgeml.
+        loop: also run the closed loop (drift -> alert -> retrain -> gate -> canary ->
+            promote) against a `forgeml server` it starts.
     """
     from forgeml.core import audit
     from forgeml.core.configfile import load_yaml
@@ -127,6 +133,10 @@ def run_demo(data_dir: Path | None = None) -> None:
         from forgeml.cli._demo_serve import serve_demo
 
         serve_demo(workspace, f"{model_name}@production", clean_test)
+        if loop:
+            from forgeml.cli._demo_loop import loop_demo
+
+            loop_demo(workspace, model_name, raw, clean_test)
     with workspace.store.session() as session:
         chain = audit.verify(session)
     say(f"audit log intact: {chain.events} events")

@@ -30,8 +30,16 @@ def demo(
             "default: the copy shipped with forgeml."
         ),
     ] = None,
+    loop: Annotated[
+        bool,
+        typer.Option(
+            "--loop/--no-loop",
+            help="Also run the closed loop: drift -> alert -> retrain -> gate -> canary -> "
+            "promote, against a `forgeml server` the demo starts (a few minutes).",
+        ),
+    ] = True,
 ) -> None:
     """Run the main job end to end on the embedded default (Adult census data)."""
     from forgeml.cli.demo import run_demo
 
-    run_demo(data_dir)
+    run_demo(data_dir, loop)

@@ -98,7 +98,7 @@ def test_alert_to_promoted_challenger_survives_kill_9_of_the_server(
         server = _server(home, log)
         alert = {
             "status": "firing",
-            "labels": {"alertname": "ForgemlDriftDetected", "deployment": DEPLOYMENT},
+            "labels": {"alertname": "ForgemlDriftDetected", "model": DEPLOYMENT},
             "annotations": {"summary": "age and hours-per-week drifted"},
             "startsAt": "2026-12-03T12:00:00Z",
         }

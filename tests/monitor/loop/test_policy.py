@@ -50,7 +50,7 @@ def test_applying_a_policy_writes_its_pipeline_and_alert_trigger(
 
     assert trigger.name == "policy-adult" and again.name == "policy-adult"
     assert (
-        trigger.kind == "alert" and trigger.subject == "ForgemlDriftDetected{deployment=adult-loop}"
+        trigger.kind == "alert" and trigger.subject == "ForgemlDriftDetected{model=adult-loop}"
     )
     pipeline = load_pipeline(trigger.file)
     assert pipeline.order == ["fresh", "retrain", "gate", "canary"]

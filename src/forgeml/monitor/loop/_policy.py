@@ -67,7 +67,9 @@ class Policy(_Strict):
         default_factory=lambda: ["ForgemlDriftDetected", "ForgemlAccuracyDrop"], min_length=1
     )
     match: dict[str, str] | None = Field(
-        None, description="Labels an alert must carry (default: {deployment: DEPLOYMENT})."
+        None,
+        description="Labels an alert must carry (default: {model: DEPLOYMENT}: a deployment's "
+        "replicas serve its model under the deployment's name).",
     )
     retrain: RetrainPolicy
     gate: GatePolicy = Field(default_factory=GatePolicy)
@@ -79,7 +81,7 @@ class Policy(_Strict):
 
     def alert_subject(self) -> str:
         """The alert trigger's subject: `RULE,RULE{label=value,...}`."""
-        labels = self.match if self.match is not None else {"deployment": self.deployment}
+        labels = self.match if self.match is not None else {"model": self.deployment}
         matchers = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
         return ",".join(self.on_alerts) + (f"{{{matchers}}}" if matchers else "")
 

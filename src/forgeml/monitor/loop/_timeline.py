@@ -59,7 +59,7 @@ def loop_timeline(workspace: Workspace, policy: str) -> list[TimelineEvent]:
                 TimelineEvent(
                     _utc(firing.fired_at),
                     "loop started",
-                    f"job {firing.job_id or '(not yet submitted)'}",
+                    f"job {firing.job_id[:12] if firing.job_id else '(not yet submitted)'}",
                 )
             )
             until = firings[index + 1].fired_at if index + 1 < len(firings) else None
@@ -89,8 +89,7 @@ def _steps(run: PipelineRunRecord) -> list[TimelineEvent]:
         if step.state == "SUCCEEDED":
             detail = {
                 "retrain": f"challenger {outputs.get('model')}",
-                "gate": f"{outputs.get('challenger')} {outputs.get('challenger_value')} beats "
-                f"{outputs.get('champion') or 'no champion'} {outputs.get('champion_value')}",
+                "gate": _gate_detail(outputs),
                 "canary": f"{outputs.get('decision')} {outputs.get('model')}: "
                 f"{outputs.get('reason')}",
             }.get(step.name, "")
@@ -98,3 +97,14 @@ def _steps(run: PipelineRunRecord) -> list[TimelineEvent]:
             TimelineEvent(_utc(step.finished_at), f"{step.name} {step.state.lower()}", detail)
         )
     return found
+
+
+def _gate_detail(outputs: dict[str, object]) -> str:
+    def shown(value: object) -> str:
+        return f"{value:.4f}" if isinstance(value, float) else "-"
+
+    champion = outputs.get("champion") or "no champion"
+    return (
+        f"{outputs.get('challenger')} {shown(outputs.get('challenger_value'))} beats "
+        f"{champion} {shown(outputs.get('champion_value'))}"
+    )
