@@ -70,3 +70,30 @@ def test_demo_without_data_is_one_clear_error(cli, tmp_path: Path, monkeypatch) 
     assert result.code == 1
     assert result.stderr.startswith("error: Demo data")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_demo_runs_the_closed_loop_to_a_promoted_challenger(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.serve.test_deployments import server_pids
+
+    monkeypatch.chdir(clone_without_shared(tmp_path))
+    result = cli("demo")
+
+    assert result.code == 0, result.stderr
+    out = " ".join(result.stdout.split())  # the table wraps; compare its words
+    for event in (
+        "alert ForgemlDriftDetected fired",
+        "retrain succeeded",
+        "gate succeeded",
+        "canary succeeded",
+        "promoted adult-mlp@v2",
+    ):
+        assert event in out, result.stdout
+    assert "alert -> canary promoted" in out and "@production is adult-mlp@v2" in out
+    assert "0 failed requests" in out
+    shown = json.loads(cli("monitor", "policy", "show", "adult", "--json").stdout)
+    assert [e["what"] for e in shown][:2] == ["alert ForgemlDriftDetected fired", "loop started"]
+    assert server_pids("adult") == []  # the demo leaves no model server behind

@@ -49,9 +49,7 @@ def test_applying_a_policy_writes_its_pipeline_and_alert_trigger(
     again = apply_policy(deployed, path)  # applied twice: replaced, not doubled
 
     assert trigger.name == "policy-adult" and again.name == "policy-adult"
-    assert (
-        trigger.kind == "alert" and trigger.subject == "ForgemlDriftDetected{model=adult-loop}"
-    )
+    assert trigger.kind == "alert" and trigger.subject == "ForgemlDriftDetected{model=adult-loop}"
     pipeline = load_pipeline(trigger.file)
     assert pipeline.order == ["fresh", "retrain", "gate", "canary"]
     steps = yaml.safe_load(Path(trigger.file).read_text())["steps"]
