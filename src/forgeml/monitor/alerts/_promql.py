@@ -279,6 +279,19 @@ def _binary(tree: object) -> Binary:
     return Binary(op, _compile(tree.lhs), _compile(tree.rhs), return_bool, matching)
 
 
+def longest_range(node: Node) -> float:
+    """The longest range (seconds) any range selector in `node` reads; 0 without one."""
+    if isinstance(node, RangeFunction):
+        return node.range_s
+    if isinstance(node, Aggregate | Negation):
+        return longest_range(node.expr)
+    if isinstance(node, HistogramQuantile):
+        return max(longest_range(node.quantile), longest_range(node.expr))
+    if isinstance(node, Binary):
+        return max(longest_range(node.lhs), longest_range(node.rhs))
+    return 0.0
+
+
 # --- evaluating --------------------------------------------------------------------------
 
 
