@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from sqlalchemy import func, select
 
+from forgeml.core.config import Settings
 from forgeml.core.store import AlertRecord, AuditEvent
 from forgeml.core.workspace import Workspace
 from forgeml.monitor.alerts import (
@@ -25,6 +30,19 @@ groups:
         annotations:
           summary: "{{ $labels.model }} queues {{ $value }} ({{ $value | humanize }})"
 """
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workspace]:
+    """The state machine's tests run on both stores (PostgreSQL when one answers)."""
+    url = None
+    if request.param == "postgresql":
+        url = request.getfixturevalue("postgres_url")
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester", db_url=url))
+    try:
+        yield workspace
+    finally:
+        workspace.close()
 
 
 def _evaluator(workspace: Workspace, samples: SampleStore, clock: FakeClock) -> AlertEvaluator:
