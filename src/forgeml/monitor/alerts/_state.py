@@ -25,7 +25,8 @@ from sqlalchemy.orm import Session
 from forgeml.core.ids import json_digest, new_id
 from forgeml.core.store import AlertRecord
 from forgeml.core.workspace import Workspace
-from forgeml.monitor.alerts._promql import PromQLError, evaluate
+from forgeml.monitor.alerts._promql import PromQLError
+from forgeml.monitor.alerts._query import evaluate
 from forgeml.monitor.alerts._rules import AlertRule
 from forgeml.monitor.alerts._samples import SampleStore
 
