@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=None, help="seeds per generator (30)")
     args = parser.parse_args(argv)
     seeds = args.seeds or (3 if args.quick else 30)
-    before, after = (5_000, 1_500) if args.quick else (15_000, 3_000)
+    before, after = (4_000, 1_000) if args.quick else (15_000, 3_000)
     kswin_seeds = 1 if args.quick else 2
     figures: dict[str, Any] = {
         "quick": args.quick,

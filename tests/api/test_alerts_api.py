@@ -115,3 +115,12 @@ def test_a_body_that_is_not_json_and_unknown_ids_are_json_errors(api: httpx.Clie
     wrong = api.get("/api/v1/alerts", params={"state": "on-fire"})
     assert wrong.status_code == 422
     assert wrong.json()["error"].startswith("query.state:")
+
+
+def test_a_resolution_of_an_unknown_alert_records_nothing(
+    api: httpx.Client, workspace: Workspace
+) -> None:
+    answer = api.post("/api/v1/alertmanager", json=_message("resolved"))
+    assert answer.status_code == 200
+    assert answer.json()["ignored"] == 1
+    assert _count(workspace, AlertRecord) == 0

@@ -26,17 +26,31 @@ SMALL = [NodeState("small", Resources(2, 0, 4), Resources(2, 0, 4))]
 
 @pytest.fixture
 def requested(monkeypatch: pytest.MonkeyPatch) -> list[list[dict[str, float]]]:
-    """The `bundles` of every `ray.autoscaler.sdk.request_resources` call, intercepted
-    (the executor's connection to a cluster too: there is none)."""
+    """The bundles of every `ray.autoscaler.sdk.request_resources` call.
+
+    The SDK function itself runs (it checks each bundle's keys and values); what it hands
+    on to the cluster is intercepted, as is the executor's connection: there is no cluster.
+    """
     calls: list[list[dict[str, float]]] = []
 
-    def request_resources(num_cpus: Any = None, bundles: Any = None, **_: Any) -> None:
-        assert num_cpus is None
-        calls.append(list(bundles))
+    def send(num_cpus: Any, bundles: Any, label_selectors: Any = None) -> None:
+        assert num_cpus is None and label_selectors is None
+        calls.append(list(bundles or []))
 
-    monkeypatch.setattr(ray.autoscaler.sdk, "request_resources", request_resources)
+    from ray.autoscaler._private import commands
+
+    monkeypatch.setattr(commands, "request_resources", send)
     monkeypatch.setattr(ray_executor, "_connect", lambda address: ray)
     return calls
+
+
+def test_the_sdk_refuses_a_bundle_shape_ray_cannot_read(
+    requested: list[list[dict[str, float]]],
+) -> None:
+    # the check the intercepted calls below pass: values must be numbers, not bools
+    with pytest.raises(TypeError):
+        ray.autoscaler.sdk.request_resources(bundles=[{"CPU": True}])
+    assert requested == []
 
 
 def test_ray_asks_its_autoscaler_for_one_bundle_per_shape(

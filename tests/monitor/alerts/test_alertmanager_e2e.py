@@ -90,6 +90,14 @@ class _Processes:
             log.close()
 
 
+def _migrate(home: Path) -> None:
+    workspace = Workspace(Settings(home=home, user="tester"))
+    try:
+        assert workspace.store.engine is not None
+    finally:
+        workspace.close()
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The trained Adult workspace (built once per session, shared with tests/serve)."""
@@ -109,6 +117,7 @@ def test_an_alert_from_prometheus_and_alertmanager_reaches_forgeml(
     tmp_path: Path, trained: Path, processes: _Processes
 ) -> None:
     home = copy_home(trained, tmp_path / "home")
+    _migrate(home)  # here, before two processes open the store at once
     env = subprocess_env(home)
     serve_port, api_port, am_port, prom_port = (free_port() for _ in range(4))
     serve_url = f"http://127.0.0.1:{serve_port}"

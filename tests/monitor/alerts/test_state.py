@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from sqlalchemy import func, select
 
+from forgeml.core.config import Settings
 from forgeml.core.store import AlertRecord, AuditEvent
 from forgeml.core.workspace import Workspace
 from forgeml.monitor.alerts import (
@@ -25,6 +30,19 @@ groups:
         annotations:
           summary: "{{ $labels.model }} queues {{ $value }} ({{ $value | humanize }})"
 """
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workspace]:
+    """The state machine's tests run on both stores (PostgreSQL when one answers)."""
+    url = None
+    if request.param == "postgresql":
+        url = request.getfixturevalue("postgres_url")
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester", db_url=url))
+    try:
+        yield workspace
+    finally:
+        workspace.close()
 
 
 def _evaluator(workspace: Workspace, samples: SampleStore, clock: FakeClock) -> AlertEvaluator:
@@ -172,3 +190,49 @@ def test_an_alerts_row_is_unique_while_active(workspace: Workspace, clock: FakeC
         assert session.scalar(select(func.count()).select_from(AlertRecord)) == 1
     for evaluator in evaluators:
         evaluator.close()
+
+
+RATE_RULES = """
+groups:
+  - name: test
+    rules:
+      - alert: Failing
+        expr: sum by (model) (rate(errors_total[5m])) > 0.1
+"""
+
+
+def test_a_restart_with_an_empty_sample_store_does_not_resolve_a_firing_alert(
+    workspace: Workspace, clock: FakeClock
+) -> None:
+    def evaluator(samples: SampleStore) -> AlertEvaluator:
+        rules = parse_rules(RATE_RULES, "t.yml")
+        return AlertEvaluator(workspace, rules, samples=samples, clock=clock, scrape_replicas=False)
+
+    def scrape(samples: SampleStore, count: float) -> None:
+        series = labels_of({"__name__": "errors_total", "model": "a"})
+        samples.ingest("t", [(series, count)], clock())
+
+    samples = SampleStore()
+    first = evaluator(samples)
+    for count in (0, 60, 120):
+        scrape(samples, count)
+        first.cycle()
+        clock.advance(60)
+    assert _states(workspace) == [("a", "firing")]
+    first.close()
+    # the restarted server's store is empty: one sample, no rate yet, no result
+    fresh = SampleStore()
+    second = evaluator(fresh)
+    scrape(fresh, 180)
+    assert second.cycle() == []
+    assert _states(workspace) == [("a", "firing")]
+    clock.advance(60)
+    scrape(fresh, 240)
+    assert second.cycle() == []  # the rate is back: the same alert goes on
+    # once the window is full, silence resolves it as before
+    for _ in range(6):
+        clock.advance(60)
+        scrape(fresh, 240)
+        second.cycle()
+    assert _states(workspace) == [("a", "resolved")]
+    second.close()

@@ -42,7 +42,7 @@ def three_features() -> OnlineDriftDetector:
 
 @pytest.fixture(scope="module")
 def ten_features() -> OnlineDriftDetector:
-    config = OnlineDriftConfig(run_length=1000, calibration_runs=200)
+    config = OnlineDriftConfig(run_length=500, calibration_runs=200)
     return OnlineDriftDetector.fit(_normal(20_000, 10, seed=0), config)
 
 

@@ -100,3 +100,13 @@ def test_a_log_of_several_models_needs_a_name(cli: Cli, tmp_path: Path) -> None:
     assert_cli_error(result, "holds requests for 2 models (adult, other): name one", 2)
     named = cli("monitor", "online", "--log", str(log), "--name", "adult", *FAST)
     assert named.code == 0, named.stderr
+
+
+def test_the_options_help_is_the_config_s_field_descriptions() -> None:
+    from forgeml.cli import command_tree
+    from forgeml.monitor.drift import OnlineDriftConfig
+
+    online = command_tree().get_command(None, "monitor").get_command(None, "online")  # type: ignore[attr-defined]
+    helps = {param.name: param.help for param in online.params}
+    for name in ("run_length", "shift", "calibration_runs"):
+        assert helps[name] == OnlineDriftConfig.model_fields[name].description

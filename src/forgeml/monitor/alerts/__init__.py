@@ -17,7 +17,8 @@ from forgeml.monitor.alerts._channels import (
 )
 from forgeml.monitor.alerts._evaluator import AlertEvaluator, serve_alerts
 from forgeml.monitor.alerts._payload import WebhookAlert, WebhookMessage
-from forgeml.monitor.alerts._promql import PromQLError, compile_expr, evaluate
+from forgeml.monitor.alerts._promql import PromQLError, compile_expr
+from forgeml.monitor.alerts._query import evaluate
 from forgeml.monitor.alerts._receiver import Received, parse_message, receive
 from forgeml.monitor.alerts._records import (
     ack_alert,

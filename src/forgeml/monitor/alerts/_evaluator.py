@@ -35,6 +35,7 @@ from forgeml.monitor.alerts._state import Transition, instances, record_evaluati
 log = logging.getLogger(__name__)
 
 SCRAPE_TIMEOUT_S = 2.0
+WARM_UP_S = 300.0
 
 
 class AlertEvaluator:
@@ -76,6 +77,7 @@ class AlertEvaluator:
         self.external_url = external_url
         self.max_age_s = max_age_s
         self._client = httpx.Client(timeout=SCRAPE_TIMEOUT_S)
+        self._first_at: float | None = None
 
     def add_registry(self, registry: CollectorRegistry) -> None:
         """Read `registry` too from the next cycle on."""
@@ -90,13 +92,21 @@ class AlertEvaluator:
 
     def evaluate(self, at: float) -> list[Transition]:
         """Evaluate every rule at `at` and record the transitions."""
+        if self._first_at is None:
+            self._first_at = at
+        # a rule reading a window this (re)started evaluator has not filled yet (rate needs
+        # two samples) cannot tell an alert is over: its silence resolves nothing until the
+        # window is full, or for 5 minutes at most (a long window must not hold a resolved
+        # alert open for half an hour)
+        since = at - self._first_at
+        warming = frozenset(r.name for r in self.rules if since < min(r.range_s, WARM_UP_S))
         results = []
         for rule in self.rules:
             try:
                 results.append((rule, instances(rule, self.samples, at, self.external_url)))
             except (PromQLError, ArithmeticError) as error:
                 log.warning("alert rule %s (%s) failed: %s", rule.name, rule.file, error)
-        return record_evaluation(self.workspace, results, at)
+        return record_evaluation(self.workspace, results, at, warming)
 
     def cycle(self) -> list[Transition]:
         """Collect, evaluate, deliver: one cycle at the clock's time."""

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from forgeml.core.errors import ConfigError
-from forgeml.monitor.alerts._promql import Node, PromQLError, compile_expr
+from forgeml.monitor.alerts._promql import Node, PromQLError, compile_expr, longest_range
 from forgeml.monitor.alerts._templates import Template, TemplateError, compile_template
 from forgeml.monitor.assets import RULES_FILE, rules_text
 
@@ -96,6 +96,12 @@ class AlertRule:
     hold_s: float
     labels: dict[str, Template]
     annotations: dict[str, Template]
+
+    @property
+    def range_s(self) -> float:
+        """The longest window the expression reads: how long a fresh sample store needs
+        before the rule's silence means the alert is over."""
+        return longest_range(self.node)
 
 
 def load_rules(files: Iterable[Path] = (), *, shipped: bool = True) -> list[AlertRule]:

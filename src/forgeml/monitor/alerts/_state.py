@@ -25,7 +25,8 @@ from sqlalchemy.orm import Session
 from forgeml.core.ids import json_digest, new_id
 from forgeml.core.store import AlertRecord
 from forgeml.core.workspace import Workspace
-from forgeml.monitor.alerts._promql import PromQLError, evaluate
+from forgeml.monitor.alerts._promql import PromQLError
+from forgeml.monitor.alerts._query import evaluate
 from forgeml.monitor.alerts._rules import AlertRule
 from forgeml.monitor.alerts._samples import SampleStore
 
@@ -110,11 +111,16 @@ def resolve(record: AlertRecord, moment: datetime) -> None:
 
 
 def record_evaluation(
-    workspace: Workspace, results: list[tuple[AlertRule, list[Instance]]], at: float
+    workspace: Workspace,
+    results: list[tuple[AlertRule, list[Instance]]],
+    at: float,
+    warming: frozenset[str] = frozenset(),
 ) -> list[Transition]:
     """Record one evaluation at `at` (each rule with the instances it yielded) in one
     transaction. A rule left out of `results` (its evaluation failed) keeps its alerts as
-    they are, as Prometheus does.
+    they are, as Prometheus does. A rule in `warming` (its window not yet filled since the
+    evaluator started: a restart) applies what it found, but an alert it did not find is
+    kept as it is rather than resolved: no data yet is not the end of the problem.
 
     Returns the alerts that started firing or were resolved. A concurrent evaluator that
     recorded the same alert first makes this transaction fail on `active_key`; it is
@@ -132,9 +138,10 @@ def record_evaluation(
             ):
                 active.setdefault(record.rule, {})[record.fingerprint] = record
             for rule, found in results:
-                transitions += _apply_rule(
-                    workspace, session, rule, found, active.get(rule.name, {}), moment
-                )
+                left = active.get(rule.name, {})
+                transitions += _apply_rule(workspace, session, rule, found, left, moment)
+                if rule.name not in warming:
+                    transitions += _end_missing(workspace, session, rule, left, moment)
     except IntegrityError:
         log.warning("alerts: another evaluator recorded this cycle first; retried next cycle")
         return []
@@ -164,6 +171,18 @@ def _apply_rule(
             session.flush()
             transitions.append(Transition(record.id, rule.name, FIRING))
             _audit(workspace, session, "alert.fire", record)
+    return transitions
+
+
+def _end_missing(
+    workspace: Workspace,
+    session: Session,
+    rule: AlertRule,
+    active: dict[str, AlertRecord],
+    moment: datetime,
+) -> list[Transition]:
+    """Drop the pending alerts `rule` no longer yields and resolve the firing ones."""
+    transitions = []
     for record in active.values():
         if record.state == PENDING:
             session.delete(record)

@@ -17,6 +17,10 @@ then starts again from zero. The threshold is calibrated by simulating the whole
 on the reference's own standardised values (`_cusum.calibrate`), so the ARL set holds for
 data drawn like the reference (with the reference's centre known to about 1/sqrt(rows)
 deviations: a small reference shortens it a little). Missing values count as the centre.
+
+Calibrating simulates up to 20M values (seconds; with `calibration_cache`, once per
+reference and config); a longer ARL is extrapolated (`_cusum.calibrate`). Measured in
+benchmarks/drift_online.py: 10 features, ARL set to 10,000, 10,773 +- 714 over 200 runs.
 """
 
 from __future__ import annotations
@@ -219,11 +223,13 @@ class OnlineDriftDetector:
         z = np.clip((values - self._center) / self._scale, -clip, clip)
         z[np.isnan(z)] = 0.0  # a missing value counts as the centre
         alarms: list[OnlineAlarm] = []
-        begin = 0
+        begin, size = 0, _SEGMENT
         while begin < len(z):
-            segment = z[begin : begin + _SEGMENT]
-            seen = self._update_segment(segment, alarms)
+            seen = self._update_segment(z[begin : begin + size], alarms)
             begin += seen
+            # after an alarm the rest of a segment is computed again: while alarms come
+            # often, take segments about twice the gap between them
+            size = _SEGMENT if seen == size else min(_SEGMENT, max(64, 2 * seen))
         return alarms
 
     def _update_segment(self, z: np.ndarray, alarms: list[OnlineAlarm]) -> int:
