@@ -217,8 +217,19 @@ def _canary_state(workspace: Workspace) -> str | None:
         return f"running ({step})" if step else "running"
 
 
-def loop_demo(workspace: Workspace, model_name: str, raw_ref: str, test_ref: str) -> None:
-    """Run the loop on `model_name@production` (see the module docstring)."""
+def loop_demo(
+    workspace: Workspace,
+    model_name: str,
+    raw_ref: str,
+    test_ref: str,
+    canary: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run the loop on `model_name@production` (see the module docstring); its timings.
+
+    Args:
+        canary: the policy's canary section instead of the demo's (benchmarks/closed_loop.py
+            breaks a bound with it to time a rollback).
+    """
     from forgeml.data import catalog, pipeline
     from forgeml.data.ingest import IngestOptions
     from forgeml.monitor.loop import apply_policy
@@ -234,7 +245,8 @@ def loop_demo(workspace: Workspace, model_name: str, raw_ref: str, test_ref: str
     server = None
     try:
         (folder / "prepare.yaml").write_text(yaml.safe_dump(_prepare_steps(), sort_keys=False))
-        (folder / "policy.yaml").write_text(yaml.safe_dump(_policy(model_name), sort_keys=False))
+        policy = _policy(model_name) | ({"canary": canary} if canary is not None else {})
+        (folder / "policy.yaml").write_text(yaml.safe_dump(policy, sort_keys=False))
         trigger = apply_policy(workspace, folder / "policy.yaml")
         say(f"policy '{POLICY}': {trigger.subject} -> prepare, retrain, gate, canary")
         with workspace.store.session() as session:
@@ -261,13 +273,14 @@ def loop_demo(workspace: Workspace, model_name: str, raw_ref: str, test_ref: str
                 "the loop",
                 server,
             )
-        _report(workspace, model_name, onset, stream)
+        timings = _report(workspace, model_name, onset, stream)
     finally:
         if server is not None:
             server.terminate()
             server.wait(60)
         delete(workspace, DEPLOYMENT, grace_seconds=5.0)
     say(f"server and deployment stopped; the server's log: {folder / 'server.log'}")
+    return timings
 
 
 def _wait(
@@ -282,7 +295,9 @@ def _wait(
         time.sleep(0.5)
 
 
-def _report(workspace: Workspace, model_name: str, onset: datetime, stream: _Stream) -> None:
+def _report(
+    workspace: Workspace, model_name: str, onset: datetime, stream: _Stream
+) -> dict[str, Any]:
     from forgeml.monitor.loop import loop_timeline
     from forgeml.tracking import get_model_version
 
@@ -292,12 +307,23 @@ def _report(workspace: Workspace, model_name: str, onset: datetime, stream: _Str
     fired = next((e.at for e in events if e.what.startswith("alert ")), None)
     ended = next((e for e in events if e.what in ("canary succeeded", "canary failed")), None)
     production = get_model_version(workspace, f"{model_name}@production").ref
+    timings: dict[str, Any] = {
+        "production": production,
+        "served_rows": stream.sent,
+        "failed_requests": stream.failed,
+    }
     if fired is None or ended is None:
         say("the loop did not reach its canary; `forgeml monitor policy show adult` says why")
-        return
+        return timings
     outcome = "promoted" if ended.what == "canary succeeded" else "rolled back"
+    timings |= {
+        "outcome": outcome,
+        "onset_to_alert_s": (fired - onset).total_seconds(),
+        "alert_to_canary_end_s": (ended.at - fired).total_seconds(),
+    }
     say(
-        f"drift onset -> alert {(fired - onset).total_seconds():.0f} s; alert -> canary "
-        f"{outcome} {(ended.at - fired).total_seconds():.0f} s; @production is {production}; "
+        f"drift onset -> alert {timings['onset_to_alert_s']:.0f} s; alert -> canary "
+        f"{outcome} {timings['alert_to_canary_end_s']:.0f} s; @production is {production}; "
         f"{stream.sent} shifted rows served, {stream.failed} failed requests"
     )
+    return timings

@@ -177,12 +177,19 @@ def run_canary(
         sleep(min(step.poll_seconds, max(step.seconds - (clock() - began), 0.0)))
     measures = {"primary": primary.as_dict(), "canary": tried.as_dict()}
     if verdict.action == "rollback":
+        decided = clock()
         apply_spec(workspace, step.deployment, base_spec)
         _audit(
             workspace,
             "deployment.canary.rollback",
             step,
-            {"model": challenger, "reason": verdict.reason, "measures": measures},
+            {
+                "model": challenger,
+                "reason": verdict.reason,
+                "measures": measures,
+                "watched_s": round(decided - began, 3),
+                "rollback_s": round(clock() - decided, 3),
+            },
         )
         raise CanaryRolledBackError(
             f"Canary {challenger} on {step.deployment} was rolled back: {verdict.reason}."
