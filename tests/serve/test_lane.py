@@ -108,7 +108,9 @@ def test_the_lane_answers_as_the_routes_do(
     else:
         assert fast.json() == slow.json()
     assert fast.headers["content-type"] == slow.headers["content-type"] == "application/json"
-    assert fast.headers["x-request-id"] == slow.headers["x-request-id"]
+    # every answer carries the request id, but for a body refused by size before it is read
+    assert fast.headers.get("x-request-id") == slow.headers.get("x-request-id")
+    assert fast.status_code == 413 or fast.headers["x-request-id"] in ("lane-1", "7")
     if not case.startswith(("predict", "v2")):
         assert fast.status_code in (400, 404, 413, 422), fast.text
 

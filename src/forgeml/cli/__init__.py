@@ -99,7 +99,7 @@ COMMANDS = (
     LazyCommand(
         "monitor",
         "forgeml.cli.monitor:app",
-        "Watch models after they ship: drift, alert rules, dashboards.",
+        "Watch models after they ship: drift, feedback, accuracy, alert rules, dashboards.",
     ),
     LazyCommand(
         "alerts",

@@ -6,7 +6,8 @@ served on its own, either named by a request log under FORGEML_HOME/logs/request
 its model version's reference, `forgeml.monitor.drift`; measured, estimated and
 reference accuracy, `forgeml.monitor.accuracy`; the labels received) and keeps the
 figures; a scrape reads the last figures, so it never waits for a measurement.
-`forgeml server` refreshes every cycle in a thread of its own (`serve_gauges`).
+`forgeml server` refreshes every cycle, at most every `MIN_REFRESH_S`, in a thread of its
+own (`serve_gauges`).
 
 | metric | type | labels |
 |---|---|---|
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 _LABELS = ["model", "version"]
+# a refresh reads every request log whole: no more often than this, whatever the cycle
+# (Prometheus scrapes every 15 s by default, so faster figures would go unread)
+MIN_REFRESH_S = 5.0
 
 
 @dataclass
@@ -197,10 +201,10 @@ class MonitorCollector(Collector):
 
 
 def serve_gauges(collector: MonitorCollector, interval: float, stop: threading.Event) -> None:
-    """Refresh `collector` every `interval` seconds until `stop` is set."""
+    """Refresh `collector` every `interval` seconds (at least `MIN_REFRESH_S`) until `stop`."""
     while not stop.is_set():
         try:
             collector.refresh()
         except Exception:  # a failed measurement must not stop the server's loop
             _log.exception("could not refresh the drift and accuracy gauges")
-        stop.wait(interval)
+        stop.wait(max(interval, MIN_REFRESH_S))
