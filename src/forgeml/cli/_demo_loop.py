@@ -42,7 +42,8 @@ _RECIPES = Path("examples/adult")
 
 def _shifted(frame: pl.DataFrame, rows: int, seed: int, relabel: bool) -> pl.DataFrame:
     """`rows` rows drawn with weight on older people working long hours and on women; with
-    `relabel`, a third of that group's <=50K labels become >50K (the relation changed)."""
+    `relabel`, the relation changed too: in that group, everyone with at least some college
+    (education-num >= 10) now earns >50K."""
     import numpy as np
     import polars as pl
 
@@ -53,13 +54,13 @@ def _shifted(frame: pl.DataFrame, rows: int, seed: int, relabel: bool) -> pl.Dat
     picked = generator.choice(frame.height, size=rows, replace=True, p=weights / weights.sum())
     drawn = frame[picked]
     if relabel:
-        group = (drawn["age"] >= 45) & (drawn["hours-per-week"] >= 45)
-        flip = pl.Series(generator.random(drawn.height) < 1 / 3) & group
+        changed = (
+            (pl.col("age") >= 45)
+            & (pl.col("hours-per-week") >= 45)
+            & (pl.col("education-num") >= 10)
+        )
         drawn = drawn.with_columns(
-            pl.when(flip & (pl.col("Y") == "<=50K"))
-            .then(pl.lit(">50K"))
-            .otherwise(pl.col("Y"))
-            .alias("Y")
+            pl.when(changed).then(pl.lit(">50K")).otherwise(pl.col("Y")).alias("Y")
         )
     return drawn
 
@@ -261,7 +262,7 @@ def loop_demo(
         new = pipeline.add(workspace, "adult", folder / "adult-new.csv", IngestOptions()).version
         say(
             f"new labelled data: {new.ref} ({new.rows} rows; 12,000 new ones shifted in age, "
-            "hours and sex, and more of the older long-hours group earning >50K)"
+            "hours and sex, and the older long-hours group with some college earning >50K)"
         )
         shifted = _shifted(test.drop_nulls(), 4000, seed=2, relabel=False).select(fields)
         onset = datetime.now(UTC)
