@@ -6,8 +6,9 @@ features), retrain the champion's recorded config on it, gate the challenger aga
 champion on the new test split, run it as a canary under live traffic, then promote it.
 A `forgeml server` process runs the loop (its monitor gauges, alert rules, trigger and
 the pipeline's jobs); this process plays the world: new labelled data arrives (older
-people working longer hours, a different mix of sexes, and more of that group now
-earning >50K), and a request stream shifted the same way reaches the deployment. The
+people working longer hours, a different mix of sexes, and in that group everyone with
+some college now earning >50K), and a request stream shifted the same way reaches the
+deployment. The
 timeline is printed at the end; the server and the deployment are stopped.
 """
 
