@@ -260,3 +260,46 @@ def test_a_pipeline_promotes_only_what_passes_its_gate(
     }
     assert states == {"train": "SUCCEEDED", "gate": "FAILED", "promote": "SKIPPED"}
     assert shown["version"] == int(first["steps"][0]["outputs"]["model"].rsplit("@v", 1)[1])
+
+
+@pytest.mark.parametrize(
+    ("accuracy", "action", "reason"),
+    [
+        (((100, 0.85), (100, 0.80)), "rollback", "5.0% under the primary's 85.0%"),
+        (((100, 0.85), (100, 0.83)), "promote", "within bounds"),
+        (((100, 0.85), (10, 0.10)), "promote", "within bounds"),  # too few labels to judge
+        (None, "promote", "within bounds"),
+    ],
+)
+def test_judge_compares_accuracy_on_feedback(
+    accuracy: tuple[tuple[int, float], tuple[int, float]] | None, action: str, reason: str
+) -> None:
+    bounds = CanaryBounds(max_accuracy_drop=0.03, min_feedback=20)
+
+    verdict = judge(bounds, _measures(100), _measures(100), 20, True, accuracy)
+
+    assert verdict.action == action
+    assert reason in verdict.reason
+
+
+def test_feedback_accuracy_is_per_version_since_the_canary_began(workspace: Workspace) -> None:
+    from datetime import UTC, datetime
+
+    from forgeml.pipelines.canary import feedback_accuracy
+    from forgeml.serve.feedback import FeedbackRow, record_feedback
+
+    began = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+    def row(n: int, ref: str, answer: str, label: str, at: float) -> FeedbackRow:
+        return FeedbackRow(f"r{n}", 0, "adult", ref, at, {}, {"label": answer}, label)
+
+    after, before = began.timestamp() + 5, began.timestamp() - 5
+    rows = [row(i, "adult-mlp@v1", ">50K", ">50K", after) for i in range(3)]
+    rows += [row(3, "adult-mlp@v1", ">50K", "<=50K", after)]
+    rows += [row(4, "adult-mlp@v2", "<=50K", "<=50K", after)]
+    rows += [row(5, "adult-mlp@v2", "<=50K", ">50K", before)]  # before the canary: not counted
+    record_feedback(workspace, rows, "test")
+
+    found = feedback_accuracy(workspace, "adult", began)
+
+    assert found == {"adult-mlp@v1": (4, 0.75), "adult-mlp@v2": (1, 1.0)}

@@ -3,18 +3,22 @@ the replicas' own `/metrics`, and the verdict against the step's bounds.
 
 `Measures` are counter deltas since the canary started (its replicas are new, so their
 counters start at zero; the primary's are read once at the start as the baseline).
-`judge` is pure: the canary job calls it on every look and acts on its verdict.
+With labels arriving (`POST /v2/models/NAME/feedback`), each role's accuracy on them is
+compared too (`feedback_accuracy`). `judge` is pure: the canary job calls it on every look
+and acts on its verdict.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from forgeml.pipelines.steps import CanaryBounds
 
 if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
     from forgeml.serve.deployments import Replica
 
 _REQUESTS = "forgeml_requests"
@@ -110,6 +114,28 @@ def read_roles(replicas: list[Replica], timeout: float = 5.0) -> dict[str, Measu
     return roles
 
 
+def feedback_accuracy(
+    workspace: Workspace, deployment: str, since: datetime
+) -> dict[str, tuple[int, float]]:
+    """Per model version that answered `deployment` since `since`: how many of its answers
+    got a label (`POST .../feedback`), and the share it got right."""
+    from sqlalchemy import select
+
+    from forgeml.core.store import FeedbackRecord
+
+    right: dict[str, list[bool]] = {}
+    with workspace.store.session() as session:
+        rows = session.execute(
+            select(FeedbackRecord.model_ref, FeedbackRecord.prediction, FeedbackRecord.label).where(
+                FeedbackRecord.model == deployment, FeedbackRecord.predicted_at >= since
+            )
+        )
+        for model_ref, prediction, label in rows:
+            answer = prediction.get("label") if isinstance(prediction, dict) else None
+            right.setdefault(model_ref, []).append(answer == str(label))
+    return {ref: (len(hits), sum(hits) / len(hits)) for ref, hits in right.items()}
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What to do now: `promote`, `rollback`, or None to keep watching; and why."""
@@ -124,6 +150,7 @@ def judge(
     canary: Measures,
     min_requests: int,
     final: bool,
+    accuracy: tuple[tuple[int, float], tuple[int, float]] | None = None,
 ) -> Verdict:
     """The verdict on a canary after its window (`final`) or during it.
 
@@ -157,6 +184,9 @@ def judge(
             f"the canary's p99 {p99:.1f} ms is {ratio:.2f}x the primary's "
             f"{base:.1f} ms (bound {bounds.max_p99_ratio:g}x)",
         )
+    drop = _accuracy_drop(bounds, accuracy)
+    if drop is not None:
+        return drop
     if not final:
         return Verdict(None, "within bounds so far")
     return Verdict(
@@ -165,3 +195,23 @@ def judge(
         + (f", p99 {p99:.1f} ms" if p99 is not None else "")
         + ")",
     )
+
+
+def _accuracy_drop(
+    bounds: CanaryBounds, accuracy: tuple[tuple[int, float], tuple[int, float]] | None
+) -> Verdict | None:
+    """A rollback when the canary's accuracy on feedback is too far under the primary's
+    (`accuracy`: (labels, accuracy) of the primary, then of the canary)."""
+    if bounds.max_accuracy_drop is None or accuracy is None:
+        return None
+    (primary_n, primary_acc), (canary_n, canary_acc) = accuracy
+    if min(primary_n, canary_n) < bounds.min_feedback:
+        return None
+    if primary_acc - canary_acc > bounds.max_accuracy_drop:
+        return Verdict(
+            "rollback",
+            f"the canary's accuracy on feedback {canary_acc:.1%} ({canary_n} labels) is "
+            f"{primary_acc - canary_acc:.1%} under the primary's {primary_acc:.1%}, more than "
+            f"{bounds.max_accuracy_drop:.1%}",
+        )
+    return None

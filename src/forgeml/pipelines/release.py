@@ -8,9 +8,10 @@ A rejection fails the step, so the release steps after it do not run.
 promote: the alias moves; the gate's verdict is audited with it (`model.promote`).
 deploy: a new revision of the deployment (replicas started, ready, then recorded).
 canary: the challenger joins the deployment on replicas of its own at `weight` percent;
-its live measures are read from the replicas every `poll_seconds` and judged
-(`canary.judge`): a breach rolls back at once; a clean window promotes (the alias moves,
-replicas serving the alias hot-reload, the canary replicas go). Every decision is an
+its live measures (errors, latency, and accuracy on the feedback its answers got) are read
+every `poll_seconds` and judged (`canary.judge`): a breach rolls back at once; a clean
+window promotes (the alias moves, replicas serving the alias hot-reload, the canary
+replicas go). Every decision is an
 audit event with its reason.
 """
 
@@ -18,12 +19,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from forgeml.core.errors import CanaryRolledBackError, GateRejectedError, NotFoundError
-from forgeml.pipelines.canary import Measures, judge, read_roles
+from forgeml.pipelines.canary import Measures, feedback_accuracy, judge, read_roles
 from forgeml.pipelines.steps import CanaryStep, DeployStep, GateStep, PromoteStep
 from forgeml.scheduler.contract import JobContext, run_job, spec_argument
 
@@ -165,13 +167,17 @@ def run_canary(
     )
     _audit(workspace, "deployment.canary.start", step, {"model": challenger, "weight": step.weight})
     start = read_roles(running.replicas)
-    began = clock()
+    began, since = clock(), datetime.now(UTC)
     while True:
         final = clock() - began >= step.seconds
         now = read_roles(running.replicas)
         primary = now.get("primary", Measures()).minus(start.get("primary", Measures()))
         tried = now.get("canary", Measures())
-        verdict = judge(step.bounds, primary, tried, step.min_requests, final)
+        accuracy = None
+        if step.bounds.max_accuracy_drop is not None:
+            found = feedback_accuracy(workspace, step.deployment, since)
+            accuracy = (found.get(base_spec.model, (0, 0.0)), found.get(challenger, (0, 0.0)))
+        verdict = judge(step.bounds, primary, tried, step.min_requests, final, accuracy)
         if verdict.action is not None:
             break
         sleep(min(step.poll_seconds, max(step.seconds - (clock() - began), 0.0)))

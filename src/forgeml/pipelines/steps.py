@@ -180,6 +180,14 @@ class CanaryBounds(_Strict):
         None, gt=0, description="The canary's p99 latency over the primary's, at most."
     )
     max_p99_ms: float | None = Field(None, gt=0, description="The canary's p99 latency, at most.")
+    max_accuracy_drop: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Accuracy on feedback (labels that arrived for its answers) below the "
+        "primary's by at most this; judged once both have `min_feedback` labels.",
+    )
+    min_feedback: int = Field(20, ge=1, description="Labels each role needs to be compared.")
 
 
 class CanaryStep(StepBase):
