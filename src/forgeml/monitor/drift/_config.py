@@ -100,8 +100,10 @@ class DriftConfig(BaseModel):
         description="Out-of-fold ROC AUC of the domain classifier (reference rows vs window "
         "rows) that counts as multivariate drift.",
     )
+    # two halves of 200 positive SST-2 reviews (MiniLM) read up to 0.0025 by chance; the
+    # same 100 against 100 negative ones 0.0125 (tests/monitor/drift/test_multivariate.py)
     mmd_threshold: float = Field(
-        default=0.002,
+        default=0.005,
         gt=0,
         description="Unbiased MMD^2 of text embeddings (RBF kernel, median heuristic) that "
         "counts as drift of a text column.",

@@ -6,8 +6,9 @@ bins of (q - p) ln(q / p), each share raised to at least 1e-4 (as Evidently does
 empty bin does not make it infinite; every term is >= 0 either way. A pseudo-count would
 not do: in a small window it lifts every bin the reference never fills, and PSI with it.
 KS and Wasserstein against a reference kept as quantiles at the mid-points (k + 1/2) / m:
-the reference CDF is the step function of those m points (off by at most 1 / (2m) from
-the true one), the current one the window sample's; Wasserstein is the mid-point rule
+the reference CDF runs through (q_k, (k + 1/2) / m) linearly, jumping only at values the
+grid repeats (atoms; a step function of the m points would be off by up to 1 / (2m) and
+inflate KS at large n), the current one is the window sample's; Wasserstein is the mid-point rule
 for the integral over p of |Q_ref(p) - Q_cur(p)| (the 1-D identity, Villani 2009).
 The Jensen-Shannon distance is the square root of the JS divergence in bits (Lin, 1991),
 so it lies in [0, 1] and is symmetric.
@@ -82,25 +83,51 @@ def ks(reference: np.ndarray, current: np.ndarray) -> tuple[float, float]:
     return float(result.statistic), float(result.pvalue)
 
 
+def _reference_cdf(quantiles: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The reference CDF just below and at `points`, from mid-point quantiles.
+
+    A value the grid repeats is an atom: the CDF jumps across it by its share of the grid.
+    A value it holds once is a point (q_k, (k + 1/2) / m) of a continuous CDF, and between
+    values the CDF runs linearly; below the first it is 0, from the last on 1 (past atoms).
+    """
+    m = len(quantiles)
+    values, first, counts = np.unique(quantiles, return_index=True, return_counts=True)
+    atom = counts > 1
+    below = np.where(atom, first / m, (first + 0.5) / m)  # CDF just below each value
+    at = np.where(atom, (first + counts) / m, (first + 0.5) / m)  # CDF at each value
+    # between values[j - 1] and values[j]: from at[j - 1] up to below[j]
+    j = np.searchsorted(values, points, side="left")
+    exact = (j < len(values)) & (values[np.minimum(j, len(values) - 1)] == points)
+    inner = (j > 0) & (j < len(values))
+    low, high = np.maximum(j - 1, 0), np.minimum(j, len(values) - 1)
+    span = np.where(inner, values[high] - values[low], 1.0)
+    share = np.where(inner, (points - values[low]) / np.where(span > 0, span, 1.0), 0.0)
+    between = np.where(inner, at[low] + share * (below[high] - at[low]), np.where(j == 0, 0.0, 1.0))
+    left = np.where(exact, below[high], between)
+    right = np.where(exact, at[high], between)
+    return left, right
+
+
 def ks_against_quantiles(
     quantiles: np.ndarray, reference_count: int, current: np.ndarray
 ) -> tuple[float, float]:
     """KS of a current sample against a reference sketched by mid-point quantiles.
 
-    The statistic is the largest gap between the two CDFs on either side of every point
-    where one of them steps; the p-value is the two-sample asymptotic one with
+    The statistic is the largest gap between the two CDFs just below and at every point
+    where either steps; the p-value is the two-sample asymptotic one with
     `reference_count` values on the reference side (those the quantiles came from).
     """
-    reference, values = np.sort(quantiles), np.sort(current)
-    points = np.union1d(reference, values)
-    gaps = [
-        np.abs(
-            np.searchsorted(reference, points, side=side) / len(reference)
-            - np.searchsorted(values, points, side=side) / len(values)
-        ).max()
-        for side in ("left", "right")
-    ]
-    statistic = float(max(gaps))
+    values = np.sort(current)
+    points = np.union1d(np.asarray(quantiles), values)
+    reference_left, reference_right = _reference_cdf(np.sort(quantiles), points)
+    current_left = np.searchsorted(values, points, side="left") / len(values)
+    current_right = np.searchsorted(values, points, side="right") / len(values)
+    statistic = float(
+        max(
+            np.abs(reference_left - current_left).max(),
+            np.abs(reference_right - current_right).max(),
+        )
+    )
     effective = reference_count * len(values) / (reference_count + len(values))
     return statistic, float(stats.kstwobign.sf(math.sqrt(effective) * statistic))
 
