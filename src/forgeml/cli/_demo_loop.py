@@ -53,7 +53,13 @@ def _shifted(frame: pl.DataFrame, rows: int, seed: int, relabel: bool) -> pl.Dat
     weights = 1.0 + 12.0 * older + 2.0 * women
     generator = np.random.default_rng(seed)
     picked = generator.choice(frame.height, size=rows, replace=True, p=weights / weights.sum())
-    drawn = frame[picked]
+    # new people, not copies of old rows (cleaning drops exact duplicates): each a little
+    # older, working a little longer, with its own census weight
+    drawn = frame[picked].with_columns(
+        (pl.col("age") + pl.Series(generator.integers(0, 4, rows))).clip(17, 90),
+        (pl.col("hours-per-week") + pl.Series(generator.integers(0, 6, rows))).clip(1, 99),
+        (pl.col("fnlwgt") * pl.Series(generator.uniform(0.8, 1.2, rows))).round().cast(pl.Int64),
+    )
     if relabel:
         changed = (
             (pl.col("age") >= 45)
