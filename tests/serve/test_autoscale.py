@@ -220,7 +220,7 @@ def test_the_in_flight_gauge_counts_a_request_until_it_is_answered() -> None:
 
     async def main() -> None:
         app = _RequestMetrics(model, metrics, {"m"})
-        scope = {"type": "http", "method": "POST", "path": "/v1/models/m:predict"}
+        scope = {"type": "http", "method": "POST", "path": "/v1/models/m:predict", "headers": []}
         sent: list[Any] = []
 
         async def receive() -> dict[str, Any]:
