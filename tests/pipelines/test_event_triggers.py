@@ -110,3 +110,29 @@ def test_a_bad_subject_is_one_sentence_and_records_nothing(
         add_trigger(pipe_workspace, "bad", hello, now=T0, **fields)  # type: ignore[arg-type]
 
     assert counts(pipe_workspace) == before
+
+
+def test_alerts_that_fire_while_its_run_goes_on_join_that_run(
+    pipe_workspace: Workspace, tmp_path: Path
+) -> None:
+    from sqlalchemy import select, update
+
+    from forgeml.core.store import JobRecord
+    from forgeml.pipelines.triggers import submit_run_job
+
+    hello = write_pipeline(tmp_path, HELLO)
+    add_trigger(pipe_workspace, "retrain", hello, alert="ForgemlDriftDetected", now=T0)
+
+    _send(pipe_workspace, _alert("ForgemlDriftDetected", model="adult", version="v1"))
+    (first,) = evaluate_triggers(pipe_workspace, T0, submit=submit_run_job)  # job PENDING
+    _send(pipe_workspace, _alert("ForgemlDriftDetected", model="adult", version="v2"))
+    (joined,) = evaluate_triggers(pipe_workspace, T0, submit=submit_run_job)
+    with pipe_workspace.store.session() as session:
+        session.execute(update(JobRecord).values(state="SUCCEEDED"))  # the run ended
+    _send(pipe_workspace, _alert("ForgemlDriftDetected", model="adult", version="v3"))
+    (after,) = evaluate_triggers(pipe_workspace, T0, submit=submit_run_job)
+
+    assert joined.job_id == first.job_id and joined.event != first.event
+    assert after.job_id not in (None, first.job_id)
+    with pipe_workspace.store.session() as session:
+        assert len(session.scalars(select(JobRecord.id)).all()) == 2

@@ -99,7 +99,8 @@ COMMANDS = (
     LazyCommand(
         "monitor",
         "forgeml.cli.monitor:app",
-        "Watch models after they ship: drift, feedback, accuracy, alert rules, dashboards.",
+        "Watch models after they ship: drift, feedback, accuracy, alert rules, dashboards, "
+        "and the policies that retrain and release them.",
     ),
     LazyCommand(
         "alerts",

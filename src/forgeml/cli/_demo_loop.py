@@ -208,10 +208,10 @@ def _canary_state(workspace: Workspace) -> str | None:
     from forgeml.core.store import PipelineRunRecord, PipelineStepRunRecord
 
     with workspace.store.session() as session:
-        run = session.scalars(
+        run = session.scalars(  # the first loop: the demo stops after it
             select(PipelineRunRecord)
             .where(PipelineRunRecord.name == f"policy-{POLICY}")
-            .order_by(PipelineRunRecord.created_at.desc())
+            .order_by(PipelineRunRecord.created_at)
         ).first()
         if run is None:
             return None
@@ -240,7 +240,7 @@ def loop_demo(
     """
     from forgeml.data import catalog, pipeline
     from forgeml.data.ingest import IngestOptions
-    from forgeml.monitor.loop import apply_policy
+    from forgeml.monitor.loop import apply_policy, remove_policy
     from forgeml.serve.deployments import delete, deploy
 
     home = Path(workspace.settings.home).resolve()
@@ -282,6 +282,11 @@ def loop_demo(
                 server,
             )
         timings = _report(workspace, model_name, onset, stream)
+        remove_policy(workspace, POLICY)  # one loop for the demo: later alerts start none
+        say(
+            f"policy '{POLICY}' removed after its loop (apply it again with `forgeml monitor "
+            f"policy apply {folder / 'policy.yaml'}`)"
+        )
     finally:
         if server is not None:
             server.terminate()

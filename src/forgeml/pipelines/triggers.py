@@ -287,6 +287,15 @@ def _submit(workspace: Workspace, firing_id: str, submit: SubmitJob) -> Firing |
         name = _job_name(trigger.name, firing.id)
         job_id = session.scalar(select(JobRecord.id).where(JobRecord.name == name))
         fields = _job_fields(trigger, firing, name)
+        if job_id is None and trigger.kind == TriggerKind.ALERT.value:
+            job_id = _active_run(session, trigger.id)
+            if job_id is not None:
+                log.info(
+                    "trigger %s: %s joins the run already going (job %s)",
+                    trigger.name,
+                    firing.event,
+                    job_id,
+                )
     if job_id is None:
         try:
             job_id = submit(workspace, fields)
@@ -299,6 +308,26 @@ def _submit(workspace: Workspace, firing_id: str, submit: SubmitJob) -> Firing |
             return None
         record.job_id = job_id
         return _firing(record, trigger.name)
+
+
+def _active_run(session: Session, trigger_id: str) -> str | None:
+    """The job of an earlier firing of the trigger still pending or running, if any.
+
+    An alert trigger runs one pipeline at a time: alerts that fire while its run goes on
+    (the same drift seen again, now on the canary's answers) are handled by that run, and
+    their firings name its job, instead of starting a second retraining beside it.
+    """
+    from forgeml.scheduler.model import FINAL_STATES
+
+    return session.scalar(
+        select(JobRecord.id)
+        .join(PipelineFiringRecord, PipelineFiringRecord.job_id == JobRecord.id)
+        .where(
+            PipelineFiringRecord.trigger_id == trigger_id,
+            JobRecord.state.not_in([state.value for state in FINAL_STATES]),
+        )
+        .limit(1)
+    )
 
 
 def _job_fields(
