@@ -14,6 +14,7 @@ from forgeml.monitor.loop._apply import TRIGGER_PREFIX
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
+    from forgeml.pipelines.triggers import Firing
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ def loop_timeline(workspace: Workspace, policy: str) -> list[TimelineEvent]:
                 .order_by(PipelineRunRecord.created_at)
             )
         )
-        for index, firing in enumerate(firings):
+        starts: list[Firing] = []  # the first firing of each job: the loops
+        for firing in firings:
             if firing.event.startswith("alert:"):
                 alert = session.get(AlertRecord, firing.event.removeprefix("alert:"))
                 if alert is not None and alert.fired_at is not None:
@@ -55,14 +57,14 @@ def loop_timeline(workspace: Workspace, policy: str) -> list[TimelineEvent]:
                     events.append(
                         TimelineEvent(_utc(alert.fired_at), f"alert {alert.rule} fired", summary)
                     )
-            events.append(
-                TimelineEvent(
-                    _utc(firing.fired_at),
-                    "loop started",
-                    f"job {firing.job_id[:12] if firing.job_id else '(not yet submitted)'}",
-                )
-            )
-            until = firings[index + 1].fired_at if index + 1 < len(firings) else None
+            job = firing.job_id[:12] if firing.job_id else "(not yet submitted)"
+            joined = firing.job_id is not None and any(f.job_id == firing.job_id for f in starts)
+            what = "joined the running loop" if joined else "loop started"
+            events.append(TimelineEvent(_utc(firing.fired_at), what, f"job {job}"))
+            if not joined:
+                starts.append(firing)
+        for index, firing in enumerate(starts):
+            until = starts[index + 1].fired_at if index + 1 < len(starts) else None
             run = next(
                 (
                     r
