@@ -360,7 +360,7 @@ def test_spec_json_matches_the_gateway_contract() -> None:
 
 
 def test_the_primaries_and_canaries_log_to_the_shared_log_but_not_the_shadow() -> None:
-    from forgeml.serve.deployments._control import _server_args
+    from forgeml.serve.deployments._control import server_args
 
     spec = deployments.DeploymentSpec(
         model="a@v2",
@@ -369,8 +369,8 @@ def test_the_primaries_and_canaries_log_to_the_shared_log_but_not_the_shadow() -
         shadow=deployments.ShadowSpec(model="c@v3"),
         log_sample_rate=1.0,
     )
-    logged = {role: _server_args("dep", spec, model, role) for role, model in spec.plan()}
+    logged = {role: server_args("dep", spec, model, role) for role, model in spec.plan()}
     assert logged["primary"][-2:] == logged["canary"][-2:] == ["--log-sample-rate", "1"]
     assert "--log-sample-rate" not in logged["shadow"]
     unlogged = spec.model_copy(update={"log_sample_rate": None})
-    assert "--log-sample-rate" not in _server_args("dep", unlogged, "a@v2", "primary")
+    assert "--log-sample-rate" not in server_args("dep", unlogged, "a@v2", "primary")

@@ -155,16 +155,14 @@ def run_canary(
         CanaryRolledBackError: the canary was rolled back (the step fails with the reason).
         NotFoundError: an unknown deployment or model.
     """
-    from forgeml.serve.deployments import CanarySpec, apply_spec, get_deployment
+    from forgeml.serve.deployments import CanarySpec, get_deployment
     from forgeml.serve.deployments._spec import resolve_model
 
     current = get_deployment(workspace, step.deployment)
     challenger = resolve_model(workspace, step.model)
     base_spec = current.spec.model_copy(update={"canary": None})
     canary = CanarySpec(model=challenger, weight=step.weight, replicas=1)
-    running = apply_spec(
-        workspace, step.deployment, base_spec.model_copy(update={"canary": canary})
-    )
+    running = _apply(workspace, step.deployment, base_spec.model_copy(update={"canary": canary}))
     _audit(workspace, "deployment.canary.start", step, {"model": challenger, "weight": step.weight})
     start = read_roles(running.replicas)
     began, since = clock(), datetime.now(UTC)
@@ -184,7 +182,7 @@ def run_canary(
     measures = {"primary": primary.as_dict(), "canary": tried.as_dict()}
     if verdict.action == "rollback":
         decided = clock()
-        apply_spec(workspace, step.deployment, base_spec)
+        _apply(workspace, step.deployment, base_spec)
         _audit(
             workspace,
             "deployment.canary.rollback",
@@ -219,7 +217,7 @@ def run_canary(
             gate={"step": step.name, "canary": verdict.reason, "measures": measures},
         )
     promoted = base_spec.model_copy(update={"model": challenger})
-    apply_spec(workspace, step.deployment, promoted)
+    _apply(workspace, step.deployment, promoted)
     _audit(
         workspace,
         "deployment.canary.promote",
@@ -227,6 +225,18 @@ def run_canary(
         {"model": challenger, "reason": verdict.reason, "measures": measures},
     )
     return outputs
+
+
+def _apply(workspace: Workspace, name: str, spec: Any) -> Any:
+    """Run `spec` as deployment `name`; one that runs it already is left as it is (a
+    restarted attempt of the canary job finds its own earlier work done)."""
+    from forgeml.core.errors import AlreadyExistsError
+    from forgeml.serve.deployments import apply_spec, get_deployment
+
+    try:
+        return apply_spec(workspace, name, spec)
+    except AlreadyExistsError:
+        return get_deployment(workspace, name)
 
 
 def _audit(workspace: Workspace, action: str, step: CanaryStep, payload: dict[str, Any]) -> None:
