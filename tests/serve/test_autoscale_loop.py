@@ -282,11 +282,17 @@ def test_a_cold_start_with_no_autoscaler_running_ends_in_503_with_retry_after(
 def test_forgeml_server_runs_the_loop_that_cold_starts_a_deployment_at_zero(
     workspace: Workspace, gateway: tuple[str, Any, str], tmp_path: Path
 ) -> None:
-    url, _, key = gateway
+    url, routes, key = gateway
     deployments.deploy(
         workspace, SERVED, "adult-mlp@v1", min_replicas=0, max_replicas=1, ready_timeout=180
     )
     stop_all_replicas(workspace, SERVED)
+    # the gateway's routes refresh every 0.2 s: until then they name the stopped replica
+    wait_until(
+        lambda: SERVED in routes.routes and not routes.routes[SERVED].primary,
+        30,
+        "the gateway dropping the stopped replica",
+    )
     env = os.environ | {"FORGEML_HOME": str(workspace.settings.home), "FORGEML_USER": "tester"}
     env.pop("MLFLOW_TRACKING_URI", None)
     log = tmp_path / "server.log"
