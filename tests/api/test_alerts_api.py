@@ -124,3 +124,18 @@ def test_a_resolution_of_an_unknown_alert_records_nothing(
     assert answer.status_code == 200
     assert answer.json()["ignored"] == 1
     assert _count(workspace, AlertRecord) == 0
+
+
+def test_a_taken_api_port_is_one_sentence(workspace: Workspace) -> None:
+    import socket
+
+    from forgeml.api import api_in_thread
+    from forgeml.core.errors import UsageError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        refused = pytest.raises(UsageError, match=rf"Cannot serve the API: .*127.0.0.1:{port}")
+        with refused, api_in_thread(workspace, "127.0.0.1", port):
+            pass

@@ -6,12 +6,9 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from forgeml.core.errors import ServiceUnavailableError
 from forgeml.core.workspace import Workspace
 from forgeml.gateway._options import GatewayOptions
 
@@ -38,7 +35,11 @@ def gateway_in_thread(
     import uvicorn
 
     from forgeml.gateway._app import create_app
-    from forgeml.serve.transport import CoalescingHttpProtocol, bind_listener
+    from forgeml.serve.transport import (
+        CoalescingHttpProtocol,
+        bind_listener,
+        uvicorn_in_thread,
+    )
 
     listener = bind_listener(host, port)
     # proxy_headers off: the gateway reads no client address, so uvicorn's X-Forwarded-*
@@ -47,22 +48,6 @@ def gateway_in_thread(
         create_app(workspace, options), log_level="warning", access_log=False,
         http=CoalescingHttpProtocol, timeout_graceful_shutdown=10, proxy_headers=False,
     )  # fmt: skip
-    server = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [listener]}, name="forgeml-gateway", daemon=True
-    )
-    thread.start()
-    try:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise ServiceUnavailableError(
-                    f"The gateway did not start within {_START_TIMEOUT_S:g} s."
-                )
-            time.sleep(0.05)
-        bound_host, bound_port = listener.getsockname()[:2]
-        yield f"http://{bound_host}:{bound_port}"
-    finally:
-        server.should_exit = True  # graceful: in-flight requests finish, usage is flushed
-        thread.join(timeout=_STOP_TIMEOUT_S)
-        listener.close()
+    # graceful stop: in-flight requests finish, usage is flushed
+    with uvicorn_in_thread(config, listener, "gateway", _START_TIMEOUT_S, _STOP_TIMEOUT_S) as url:
+        yield url

@@ -13,12 +13,16 @@ sequential requests) it took ~0.1 ms off each forwarded request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from forgeml.core.errors import ForgemlError
+from forgeml.core.errors import ForgemlError, ServiceUnavailableError
 
 
 class CoalescingTransport:
@@ -83,3 +87,41 @@ def bind_listener(host: str, port: int) -> socket.socket:
         listener.close()
         raise ForgemlError(f"Cannot listen on {host}:{port}: {error.strerror}.") from None
     return listener
+
+
+@contextlib.contextmanager
+def uvicorn_in_thread(
+    config: Any,
+    listener: socket.socket,
+    what: str,
+    start_timeout: float = 30.0,
+    stop_timeout: float = 15.0,
+) -> Iterator[str]:
+    """Serve `config` (a `uvicorn.Config`) on `listener` in a thread until the block ends;
+    yields the base URL. The gateway and the control-plane API run inside `forgeml server`
+    this way. Stopping is graceful: in-flight requests finish.
+
+    Raises:
+        ServiceUnavailableError: the server did not start within `start_timeout`.
+    """
+    import uvicorn
+
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [listener]}, name=f"forgeml-{what}", daemon=True
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + start_timeout
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise ServiceUnavailableError(
+                    f"The {what} did not start within {start_timeout:g} s."
+                )
+            time.sleep(0.05)
+        bound_host, bound_port = listener.getsockname()[:2]
+        yield f"http://{bound_host}:{bound_port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=stop_timeout)
+        listener.close()
