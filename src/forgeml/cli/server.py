@@ -78,6 +78,15 @@ def server(
         ),
     ] = None,
     api_host: Annotated[str, typer.Option(help="Interface the API listens on.")] = "127.0.0.1",
+    online_run_length: Annotated[
+        int,
+        typer.Option(
+            help="Expected rows between false alarms (ARL) of each served model version's "
+            "online drift detector (ForgemlOnlineDriftAlarm).",
+            min=10,
+            max=10_000_000,  # OnlineDriftConfig.run_length's bounds (a test compares them)
+        ),
+    ] = 100_000,
 ) -> None:
     """Run the scheduler until SIGTERM/Ctrl-C; running jobs survive a restart and are re-adopted."""
     from forgeml.core.workspace import open_workspace
@@ -92,7 +101,7 @@ def server(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     workspace = open_workspace()
-    registries, gauges = _registries(workspace)
+    registries, gauges = _registries(workspace, online_run_length)
     evaluator, alert_interval = _alert_evaluator(workspace, alert_config, registries)
     chosen = create_executor(executor, address=address)
     stop = threading.Event()
@@ -146,15 +155,16 @@ def _thread(
         thread.join(30)
 
 
-def _registries(workspace: Workspace) -> tuple[list[CollectorRegistry], Any]:
-    """The server's own metrics: the scheduler's, and the monitor's gauges (drift,
-    accuracy), which the alert rules read and `--metrics-port` exports."""
+def _registries(workspace: Workspace, run_length: int) -> tuple[list[CollectorRegistry], Any]:
+    """The server's own metrics: the scheduler's, and the monitor's gauges (drift, online
+    drift, accuracy), which the alert rules read and `--metrics-port` exports."""
     from prometheus_client import CollectorRegistry
 
+    from forgeml.monitor.drift import OnlineDriftConfig
     from forgeml.monitor.gauges import MonitorCollector
     from forgeml.scheduler.metrics import scheduler_registry
 
-    gauges = MonitorCollector(workspace)
+    gauges = MonitorCollector(workspace, online=OnlineDriftConfig(run_length=run_length))
     monitor = CollectorRegistry(auto_describe=True)
     monitor.register(gauges)
     return [scheduler_registry(workspace.store), monitor], gauges

@@ -7,7 +7,10 @@ its model version's reference, `forgeml.monitor.drift`; measured, estimated and
 reference accuracy, `forgeml.monitor.accuracy`; the labels received) and keeps the
 figures; a scrape reads the last figures, so it never waits for a measurement.
 `forgeml server` refreshes every cycle, at most every `MIN_REFRESH_S`, in a thread of its
-own (`serve_gauges`).
+own (`serve_gauges`). Given an `OnlineDriftConfig`, a refresh also feeds the rows each
+served model logged since the last one to its versions' online drift detectors
+(`forgeml.monitor.drift.OnlineWatch`: calibrated once, resumed after a restart), in that
+same thread, so a scrape never waits for a calibration either.
 
 | metric | type | labels |
 |---|---|---|
@@ -18,10 +21,15 @@ own (`serve_gauges`).
 | `forgeml_model_estimated_accuracy_ratio` | gauge (CBPE, without labels) | model, version |
 | `forgeml_model_reference_accuracy_ratio` | gauge (on the validation split) | model, version |
 | `forgeml_feedback_total` | counter (labelled rows received) | model |
+| `forgeml_drift_online_alarms_total` | counter (online detector's alarms) | ..., feature |
+| `forgeml_drift_online_statistic_ratio` | gauge (CUSUM over threshold) | ..., feature |
+| `forgeml_drift_online_rows_total` | counter (rows fed to it) | model, version |
 
 `model` is the served name (a deployment's, as in the servers' own metrics), `version`
 the model version that answered last. A figure that cannot be had (no log yet, no
-reference, no labels, a regressor's accuracy) is absent, not zero.
+reference, no labels, a regressor's accuracy) is absent, not zero; a watched version's
+online series start at zero when its detector is built, so a rule's `rate` sees its first
+alarm.
 """
 
 from __future__ import annotations
@@ -40,9 +48,16 @@ from forgeml.core.errors import ForgemlError
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
+    from forgeml.monitor.drift import (
+        OnlineDriftConfig,
+        OnlineWatch,
+        ReferenceProfile,
+        WatchedVersion,
+    )
 
 _log = logging.getLogger(__name__)
 _LABELS = ["model", "version"]
+_FEATURE_LABELS = [*_LABELS, "feature"]
 # a refresh reads every request log whole: no more often than this, whatever the cycle
 # (Prometheus scrapes every 15 s by default, so faster figures would go unread)
 MIN_REFRESH_S = 5.0
@@ -92,6 +107,19 @@ def _families() -> dict[str, GaugeMetricFamily | CounterMetricFamily]:
         ),
         "feedback": CounterMetricFamily(
             "forgeml_feedback", "Labelled prediction rows received.", labels=["model"]
+        ),
+        "online_alarms": CounterMetricFamily(
+            "forgeml_drift_online_alarms",
+            "Alarms of the online drift detector (a CUSUM per numeric feature).",
+            labels=_FEATURE_LABELS,
+        ),
+        "online_statistic": gauge(
+            "forgeml_drift_online_statistic_ratio",
+            "A feature's CUSUM statistic over the online detector's threshold (1 alarms).",
+            _FEATURE_LABELS,
+        ),
+        "online_rows": CounterMetricFamily(
+            "forgeml_drift_online_rows", "Rows fed to the online drift detector.", labels=_LABELS
         ),
     }
 
@@ -161,19 +189,28 @@ def _feedback_total(workspace: Workspace, served: str) -> int:
 class MonitorCollector(Collector):
     """The gauges of the last `refresh`, for a Prometheus registry."""
 
-    def __init__(self, workspace: Workspace, window: int = 2000) -> None:
+    def __init__(
+        self, workspace: Workspace, window: int = 2000, online: OnlineDriftConfig | None = None
+    ) -> None:
         self.workspace = workspace
         self.window = window
+        self.online = None if online is None else _online_watch(workspace, online)
         self._health: list[ModelHealth] = []
+        self._watched: list[tuple[str, str, WatchedVersion]] = []
 
     def refresh(self) -> list[ModelHealth]:
-        """Measure every served model now; the figures the next scrapes read."""
+        """Measure every served model now, and feed the online detectors; the figures the
+        next scrapes read."""
         measured = []
+        watched: list[tuple[str, str, WatchedVersion]] = []
         for served, log in served_models(self.workspace).items():
             health = measure(self.workspace, served, log, self.window)
             if health is not None:
                 measured.append(health)
-        self._health = measured  # one assignment: a scrape sees the old list or the new
+            if self.online is not None:
+                watched += _follow(self.online, served, log)
+        # one assignment each: a scrape sees the old list or the new
+        self._health, self._watched = measured, watched
         return measured
 
     def describe(self) -> Iterator[Metric]:
@@ -197,7 +234,32 @@ class MonitorCollector(Collector):
                 if value is not None:
                     families[key].add_metric(labels, value)
             families["feedback"].add_metric([health.model], health.feedback_total)
+        for served, version, figures in self._watched:
+            families["online_rows"].add_metric([served, version], figures.rows)
+            for feature, ratio in figures.statistics().items():
+                labels = [served, version, feature]
+                families["online_alarms"].add_metric(labels, figures.alarms.get(feature, 0))
+                families["online_statistic"].add_metric(labels, ratio)
         yield from families.values()
+
+
+def _online_watch(workspace: Workspace, config: OnlineDriftConfig) -> OnlineWatch:
+    from forgeml.monitor.drift import OnlineWatch, model_reference
+
+    def reference(version: str) -> ReferenceProfile:
+        return model_reference(workspace, version)[1]
+
+    return OnlineWatch(Path(workspace.settings.home), config, reference)
+
+
+def _follow(watch: OnlineWatch, served: str, log: Path) -> list[tuple[str, str, WatchedVersion]]:
+    """`served`'s watched versions after feeding its new rows (none: its state is damaged)."""
+    try:
+        versions = watch.follow(served, log)
+    except ForgemlError as error:
+        _log.warning("online drift of %s: %s", served, error)
+        return []
+    return [(served, v, figures) for v, figures in versions.items() if figures.detector is not None]
 
 
 def serve_gauges(collector: MonitorCollector, interval: float, stop: threading.Event) -> None:

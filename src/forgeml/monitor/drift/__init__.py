@@ -13,6 +13,9 @@ Online: `OnlineDriftDetector` (a CUSUM per numeric feature) and `ErrorRateDetect
 Bernoulli CUSUM on 0/1 prediction errors) take rows or errors as they arrive and alarm at
 a false-alarm rate set as the expected run length between false alarms; their state is
 JSON, so a restart resumes them. `read_log` reads a request log whole to replay it.
+`OnlineWatch` runs the feature detector live (`forgeml server`): it follows each served
+model's request log from where it last read, feeds each row to the detector of the version
+that answered it, and keeps the read position and the detectors under FORGEML_HOME.
 
 Live: `read_window` takes the latest rows a model server logged, `model_reference` the
 reference of the data a model version was trained on (built once, kept under FORGEML_HOME).
@@ -37,6 +40,7 @@ from forgeml.monitor.drift._concept import (
 from forgeml.monitor.drift._config import DriftConfig, ReferenceOptions
 from forgeml.monitor.drift._detect import detect_drift
 from forgeml.monitor.drift._embed import minilm_embedder, model_embedder, text_embedder
+from forgeml.monitor.drift._follow import LastAlarm, OnlineWatch, WatchedVersion, WatchState
 from forgeml.monitor.drift._live import (
     LiveSource,
     LoggedRequests,
@@ -86,6 +90,7 @@ __all__ = [
     "DriftReport",
     "Embed",
     "ErrorRateDetector",
+    "LastAlarm",
     "LiveSource",
     "LoggedRequests",
     "LoggedRows",
@@ -96,9 +101,12 @@ __all__ = [
     "OnlineDriftConfig",
     "OnlineDriftDetector",
     "OnlineDriftState",
+    "OnlineWatch",
     "ReferenceOptions",
     "ReferenceProfile",
     "StaleReferenceError",
+    "WatchState",
+    "WatchedVersion",
     "WindowScores",
     "build_reference",
     "chi_square",
