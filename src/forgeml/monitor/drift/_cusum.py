@@ -29,7 +29,9 @@ import numpy as np
 _CHUNK_VALUES = 2_000_000  # values simulated per vectorised chunk (~16 MB each array)
 _HORIZON = 3  # simulate runs to 3x the target ARL: ~5% are censored
 _BUDGET = 20_000_000  # values simulated at most (seconds); beyond, see `calibrate`
-_STATES = 128  # lattice states of the Markov-chain approximation
+_STATES = 128  # lattice states of the Markov-chain approximation, at least
+_WIDTH = 0.25  # standardised units per lattice state, at most (up to _MAX_STATES)
+_MAX_STATES = 512
 _TRANSIENT = 1_000  # rows whose survival the approximation computes exactly
 
 
@@ -143,14 +145,21 @@ def _simulate(
     return Calibration(threshold=high, runs=runs, alarms=alarms, horizon=horizon, arl=arl)
 
 
-def _transitions(increments: np.ndarray, threshold: float) -> np.ndarray:
+def _lattice(threshold: float) -> int:
+    """Lattice states below `threshold`: _STATES, or more, so that a step stays at most
+    _WIDTH standardised units (a coarser lattice rounds the reference value k's pull on
+    each row away, and the approximation stops growing with the threshold)."""
+    return min(_MAX_STATES, max(_STATES, math.ceil(threshold / _WIDTH)))
+
+
+def _transitions(increments: np.ndarray, threshold: float, count: int) -> np.ndarray:
     """Brook and Evans's Markov chain (Biometrika 1972) of max(0, S + x) below `threshold`,
-    x drawn from `increments`: _STATES lattice states, increments rounded to the lattice."""
-    width = threshold / _STATES
+    x drawn from `increments`: `count` lattice states, increments rounded to the lattice."""
+    width = threshold / count
     jumps = np.rint(increments / width).astype(np.int64)
     low = int(jumps.min())
     pmf = np.bincount(jumps - low) / jumps.size  # pmf[j - low] = P(jump = j)
-    states = np.arange(_STATES)
+    states = np.arange(count)
     moves = states[None, :] - states[:, None] - low  # to l from i: jump l - i
     inside = (moves >= 0) & (moves < pmf.size)
     transitions = np.where(inside, pmf[np.clip(moves, 0, pmf.size - 1)], 0.0)
@@ -163,31 +172,60 @@ def markov_arl(pool: list[np.ndarray], k: float, threshold: float) -> float:
     """The detector's ARL from its 2 x features one-sided CUSUMs' Markov chains, taken as
     independent: P(N > t) is the product of each one's survival from zero, computed
     exactly for _TRANSIENT rows and geometric after (each chain's decay rate by then)."""
+    count = _lattice(threshold)
     chains = np.stack(
-        [_transitions(sign * values - k, threshold) for values in pool for sign in (1, -1)]
+        [_transitions(sign * values - k, threshold, count) for values in pool for sign in (1, -1)]
     )
-    alive = np.ones(chains.shape[:2])  # alive[c, s]: P(chain c survives t rows | starts at s)
+    alive = np.ones((*chains.shape[:2], 1))  # alive[c, s]: P(chain c survives t rows | at s)
     total, survival = 0.0, np.ones(len(chains))
     for _ in range(_TRANSIENT):
         total += float(np.prod(survival))
         previous = survival
-        alive = np.einsum("cij,cj->ci", chains, alive)
-        survival = alive[:, 0]
+        alive = np.matmul(chains, alive)  # batched matrix-vector products (BLAS)
+        survival = alive[:, 0, 0]
+    left = float(np.prod(survival))
+    if left == 0.0:
+        return total
     rate = float(np.prod(survival / previous))
-    return total + float(np.prod(survival)) / (1.0 - rate)
+    # a chain decaying slower than float precision can tell: beyond any ARL that matters
+    return total + left / (1.0 - rate) if rate < 1.0 else math.inf
 
 
 def _markov_threshold(pool: list[np.ndarray], k: float, run_length: float, start: float) -> float:
-    """The threshold at which `markov_arl` is `run_length` (secant steps on log ARL)."""
-    low, high = start, start * 1.5
-    f_low = math.log(markov_arl(pool, k, low) / run_length)
-    f_high = math.log(markov_arl(pool, k, high) / run_length)
-    for _ in range(30):
-        if abs(f_high) < 1e-4 or f_high == f_low:
+    """The threshold at which `markov_arl` is `run_length`: the root of log ARL, bracketed
+    first, then found by Illinois false-position steps that never leave the bracket (on a
+    lattice of _STATES states the approximation is rough far from `start`, and a free
+    secant step there can jump to thresholds where it means nothing)."""
+
+    def gap(threshold: float) -> float:
+        return math.log(markov_arl(pool, k, threshold) / run_length)
+
+    low, high = start, start
+    f_low = f_high = gap(start)
+    for _ in range(40):  # widen by 1.5x until the bracket holds the root
+        if f_low <= 0 <= f_high:
             break
-        low, high, f_low = high, high - f_high * (high - low) / (f_high - f_low), f_high
-        high = max(high, 1e-3)
-        f_high = math.log(markov_arl(pool, k, high) / run_length)
+        if f_high < 0:
+            low, f_low = high, f_high
+            high *= 1.5
+            f_high = gap(high)
+        else:
+            high, f_high = low, f_low
+            low /= 1.5
+            f_low = gap(low)
+    side = 0
+    for _ in range(40):
+        if abs(f_high) < 1e-3 or high - low < 1e-4 * high:
+            break
+        finite = math.isfinite(f_high) and math.isfinite(f_low)
+        middle = high - f_high * (high - low) / (f_high - f_low) if finite else (low + high) / 2
+        f_middle = gap(middle)
+        if f_middle < 0:
+            low, f_low = middle, f_middle
+            f_high, side = (f_high / 2, -1) if side == -1 else (f_high, -1)
+        else:
+            high, f_high = middle, f_middle
+            f_low, side = (f_low / 2, 1) if side == 1 else (f_low, 1)
     return high
 
 
