@@ -253,11 +253,15 @@ def _online_watch(workspace: Workspace, config: OnlineDriftConfig) -> OnlineWatc
 
 
 def _follow(watch: OnlineWatch, served: str, log: Path) -> list[tuple[str, str, WatchedVersion]]:
-    """`served`'s watched versions after feeding its new rows (none: its state is damaged)."""
+    """`served`'s watched versions after feeding its new rows (none: its state is damaged,
+    or feeding failed; its rows are fed at the next refresh)."""
     try:
         versions = watch.follow(served, log)
     except ForgemlError as error:
         _log.warning("online drift of %s: %s", served, error)
+        return []
+    except Exception:  # one model's failure must not cost the others their figures
+        _log.exception("online drift of %s failed", served)
         return []
     return [(served, v, figures) for v, figures in versions.items() if figures.detector is not None]
 
