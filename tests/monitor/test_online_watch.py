@@ -6,6 +6,7 @@ feeding every row exactly once."""
 from __future__ import annotations
 
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -25,6 +26,7 @@ from forgeml.monitor.drift import (
     model_reference,
     read_log,
 )
+from forgeml.pipelines.trigger_kinds import AlertSource
 from forgeml.serve._supervisor import free_port
 from tests._wait import wait_until
 from tests.monitor.conftest import send, wait_logged
@@ -112,6 +114,10 @@ def test_calm_rows_raise_nothing_and_a_shifted_feature_fires_the_rule(
             record = session.get(AlertRecord, fired.alert_id)
             assert record is not None
             assert {"model": "adult-mlp", "version": VERSION}.items() <= record.labels.items()
+            # what a policy's `on_alerts: [ForgemlOnlineDriftAlarm]` trigger picks up
+            subject = "ForgemlOnlineDriftAlarm{model=adult-mlp}"
+            (event,) = AlertSource().due(session, subject, "0", datetime.now(UTC), 10)
+            assert event.key == f"alert:{fired.alert_id}"
     finally:
         evaluator.close()
         workspace.close()

@@ -15,8 +15,10 @@ h is solved for by bisection. Runs still short of h at the horizon are censored;
 estimate is the geometric maximum-likelihood one, sum(min(N, L)) / alarms. A long ARL
 would take long to simulate: past a budget, a Markov-chain approximation of each
 one-sided CUSUM on the same values extrapolates from the longest ARL simulated (see
-`calibrate`). Siegmund's approximation (Siegmund, "Sequential Analysis", 1985) for a
-normal feature is there for comparison.
+`calibrate`; its lattice stays at most _WIDTH deviations a state, since rare large jumps,
+such as a feature that is mostly zero, need thresholds of tens of deviations). Siegmund's
+approximation (Siegmund, "Sequential Analysis", 1985) for a normal feature is there for
+comparison.
 """
 
 from __future__ import annotations

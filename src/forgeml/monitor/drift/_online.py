@@ -19,7 +19,8 @@ data drawn like the reference (with the reference's centre known to about 1/sqrt
 deviations: a small reference shortens it a little). Missing values count as the centre.
 
 Calibrating simulates up to 20M values (seconds; with `calibration_cache`, once per
-reference and config); a longer ARL is extrapolated (`_cusum.calibrate`). Measured in
+reference and config); a longer ARL is extrapolated (`_cusum.calibrate`). `forgeml server`
+runs a detector per served model version over its request log (`_follow.OnlineWatch`). Measured in
 benchmarks/drift_online.py: 10 features, ARL set to 10,000, 10,773 +- 714 over 200 runs.
 """
 
