@@ -197,10 +197,14 @@ def _markov_threshold(pool: list[np.ndarray], k: float, run_length: float, start
     """The threshold at which `markov_arl` is `run_length`: the root of log ARL, bracketed
     first, then found by Illinois false-position steps that never leave the bracket (on a
     lattice of _STATES states the approximation is rough far from `start`, and a free
-    secant step there can jump to thresholds where it means nothing)."""
+    secant step there can jump to thresholds where it means nothing). The lattice makes
+    the approximation a step function of the threshold: the threshold evaluated whose ARL
+    came closest to `run_length` is the answer."""
+    seen: dict[float, float] = {}
 
     def gap(threshold: float) -> float:
-        return math.log(markov_arl(pool, k, threshold) / run_length)
+        seen[threshold] = math.log(markov_arl(pool, k, threshold) / run_length)
+        return seen[threshold]
 
     low, high = start, start
     f_low = f_high = gap(start)
@@ -228,7 +232,7 @@ def _markov_threshold(pool: list[np.ndarray], k: float, run_length: float, start
         else:
             high, f_high = middle, f_middle
             f_low, side = (f_low / 2, 1) if side == 1 else (f_low, 1)
-    return high
+    return min(seen, key=lambda threshold: abs(seen[threshold]))
 
 
 def calibrate(
