@@ -26,7 +26,6 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _adult import EXAMPLES, prepare_adult
+from _cli import make_parser, print_json
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -216,10 +216,8 @@ def format_table(report: dict[str, Any]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = make_parser(__doc__, "1 seed, 1 epoch")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default 0 1 2")
-    parser.add_argument("--quick", action="store_true", help="1 seed, 1 epoch")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     args = parser.parse_args(argv)
     if args.seeds is None:
         args.seeds = [0] if args.quick else [0, 1, 2]
@@ -231,8 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     report = measure(args.seeds, args.quick, progress=not args.json)
     print(format_table(report))
-    if args.json:
-        print(json.dumps(report))
+    print_json(args, report)
     return 0
 
 

@@ -27,7 +27,6 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import statistics
@@ -41,6 +40,7 @@ from typing import Any
 import yaml
 from sqlalchemy import select
 
+from _cli import make_parser, print_json
 from forgeml.core.config import Settings
 from forgeml.core.store import AlertRecord
 from forgeml.core.workspace import Workspace
@@ -185,9 +185,7 @@ def measure(models: int) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="30 models instead of 200")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
+    parser = make_parser(__doc__, "30 models instead of 200")
     return parser.parse_args(argv)
 
 
@@ -209,8 +207,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{'yes' if figures['promtool_agrees'] else 'NO'} |")  # fmt: skip
     if figures["promtool_output"]:
         print(figures["promtool_output"], file=sys.stderr)
-    if args.json:
-        print(json.dumps(figures))
+    print_json(args, figures)
     return 0 if figures["promtool_agrees"] in (True, None) else 1
 
 

@@ -25,9 +25,7 @@ that misses the slow changes would otherwise look fast.
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import os
 import statistics
 import sys
@@ -36,6 +34,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+
+from _cli import make_parser, print_json
 
 TRAIN = 5_000
 RUN_LENGTH = 100_000
@@ -245,9 +245,7 @@ def report(figures: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 seeds, shorter streams")
-    parser.add_argument("--json", action="store_true", help="print one JSON object last")
+    parser = make_parser(__doc__, "3 seeds, shorter streams")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per generator (30)")
     args = parser.parse_args(argv)
     seeds = args.seeds or (3 if args.quick else 30)
@@ -264,8 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     figures |= measure(seeds, before, after, kswin_seeds)
     report(figures)
-    if args.json:
-        print(json.dumps(figures))
+    print_json(args, figures)
     return 0
 
 

@@ -66,6 +66,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from _cli import make_parser, print_json
+
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
@@ -697,12 +699,10 @@ def format_table(report: dict[str, Any]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = make_parser(__doc__, "100,000 rows, 1 run")
     parser.add_argument("--rows", type=int, default=None, help="input rows (default 1,000,000)")
     parser.add_argument("--runs", type=int, default=None, help="runs per side (default 3)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="data seed (default 0)")
-    parser.add_argument("--quick", action="store_true", help="100,000 rows, 1 run")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     parser.add_argument("--worker", choices=SIDES, help="run one side once (internal)")
     parser.add_argument("--data", type=Path, help="the CSV a worker reads (default: generated)")
     parser.add_argument("--profile", action="store_true", help="cProfile a --worker run")
@@ -727,8 +727,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     report = measure(args.rows, args.runs, args.seed, progress=not args.json)
     print(format_table(report))
-    if args.json:
-        print(json.dumps(report))
+    print_json(args, report)
     return 0
 
 

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _adult import prepare_adult
+from _cli import make_parser, print_json
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -309,11 +310,9 @@ def format_table(report: dict[str, Any]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = make_parser(__doc__, "120 steps, 1 run per layout")
     parser.add_argument("--steps", type=int, default=None, help="steps per run (default 600)")
     parser.add_argument("--repeats", type=int, default=None, help="runs per layout (default 3)")
-    parser.add_argument("--quick", action="store_true", help="120 steps, 1 run per layout")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     parser.add_argument("--worker", choices=list(LAYOUTS), help="run one layout (internal)")
     parser.add_argument("--raw-rank", action="store_true", help="a baseline rank (internal)")
     parser.add_argument("--out", type=Path, help="where a baseline rank 0 writes (internal)")
@@ -340,8 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     report = measure(args.steps, args.repeats, progress=not args.json)
     print(format_table(report))
-    if args.json:
-        print(json.dumps(report))
+    print_json(args, report)
     return 0
 
 

@@ -40,7 +40,6 @@ Run from the repository root:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -52,6 +51,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from _cli import make_parser, print_json
 
 if TYPE_CHECKING:
     import polars as pl
@@ -398,12 +399,10 @@ def setup() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = make_parser(__doc__, "50,000 rows, 1 run, 20 seeds")
     parser.add_argument("--rows", type=int, default=None, help="rows (default 1,000,000)")
     parser.add_argument("--runs", type=int, default=None, help="no-drift runs (default 3)")
     parser.add_argument("--seeds", type=int, default=None, help="power windows (default 50)")
-    parser.add_argument("--quick", action="store_true", help="50,000 rows, 1 run, 20 seeds")
-    parser.add_argument("--json", action="store_true", help="print one JSON object last")
     parser.add_argument("--setup", action="store_true", help="install Evidently's venv")
     args = parser.parse_args(argv)
     if args.setup:
@@ -413,8 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seeds or (20 if args.quick else 50)
     report = measure(rows, runs, seeds, adult_seeds=5 if args.quick else seeds)
     print(format_table(report))
-    if args.json:
-        print(json.dumps(report))
+    print_json(args, report)
     return 0
 
 

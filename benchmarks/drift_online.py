@@ -21,8 +21,6 @@ seeded generator. The detector is fitted once on a 50,000-row reference (seed 0)
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import sys
@@ -31,6 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from _cli import make_parser, print_json
 
 FEATURES = 10
 REFERENCE_ROWS = 50_000
@@ -206,9 +206,7 @@ def report(figures: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="ARL 1,000 / 2,000, fewer runs")
-    parser.add_argument("--json", action="store_true", help="print one JSON object last")
+    parser = make_parser(__doc__, "ARL 1,000 / 2,000, fewer runs")
     parser.add_argument("--runs", type=int, default=None, help="no-drift runs (default 200)")
     parser.add_argument("--seeds", type=int, default=None, help="shift seeds (default 200)")
     args = parser.parse_args(argv)
@@ -220,8 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         2_000 if args.quick else 10_000, seeds, 5_000 if args.quick else 100_000
     )
     report(figures)
-    if args.json:
-        print(json.dumps(figures))
+    print_json(args, figures)
     return 0
 
 

@@ -12,8 +12,6 @@ behind `monitor drift --window`'s default of 2,000 rows.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import tempfile
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from _adult import prepare_adult
+from _cli import make_parser, print_json
 
 SIZES = (600, 1000, 2000)
 
@@ -74,14 +73,11 @@ def report(figures: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10 windows per size")
-    parser.add_argument("--json", action="store_true", help="print one JSON object last")
+    parser = make_parser(__doc__, "10 windows per size")
     args = parser.parse_args(argv)
     figures = measure(10 if args.quick else 40)
     report(figures)
-    if args.json:
-        print(json.dumps(figures))
+    print_json(args, figures)
     return 0
 
 

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from _adult import EXAMPLES, prepare_adult
+from _cli import make_parser, print_json
 
 TARGET_SECONDS = 2.0
 OVERRIDES = ("epochs=null", "max_steps=20", "schedule.warmup_steps=0", "early_stopping=null")
@@ -113,10 +114,8 @@ def print_table(figures: dict[str, object]) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = make_parser(__doc__, "2 runs of each mode")
     parser.add_argument("--runs", type=int, default=5, help="runs of each mode")
-    parser.add_argument("--quick", action="store_true", help="2 runs of each mode")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     return parser.parse_args(argv)
 
 
@@ -125,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     figures = measure(2 if args.quick else args.runs)
     print_table(figures)
-    if args.json:
-        print(json.dumps(figures))
+    print_json(args, figures)
     return 0
 
 

@@ -29,9 +29,7 @@ Run from the repository root (WordNet 3.0: Debian's wordnet-base):
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import os
 import sys
 import tempfile
@@ -40,6 +38,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from _cli import make_parser, print_json
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # examples/wordnet/make_graph.py, as `examples.wordnet`
@@ -292,9 +292,7 @@ def format_table(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a small budget (and graph)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON, last")
+    parser = make_parser(__doc__, "a small budget (and graph)")
     parser.add_argument("--graph", type=Path, help="make_graph.py's output folder")
     parser.add_argument("--steps", type=int, help="override the budget's steps")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
@@ -308,8 +306,7 @@ def main(argv: list[str]) -> None:
         budget = dataclasses.replace(budget, steps=args.steps)
     report = measure(args.graph, args.quick, budget, args.seed)
     print(format_table(report))
-    if args.json:
-        print(json.dumps(report))
+    print_json(args, report)
 
 
 if __name__ == "__main__":

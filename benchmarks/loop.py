@@ -27,7 +27,6 @@ Medians over the repeats; errors are every non-200 answer the clients saw in the
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -41,6 +40,7 @@ from typing import Any
 import httpx
 
 from _adult import REPO, prepare_adult
+from _cli import make_parser, print_json
 from forgeml.core.workspace import Workspace
 from forgeml.gateway import create_key
 from forgeml.serve import _supervisor, deployments
@@ -249,9 +249,7 @@ def print_table(figures: dict[str, Any]) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="1 repeat instead of 5")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
+    parser = make_parser(__doc__, "1 repeat instead of 5")
     return parser.parse_args(argv)
 
 
@@ -260,8 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     figures = run(args.quick)
     print_table(figures)
-    if args.json:
-        print(json.dumps(figures))
+    print_json(args, figures)
     return 0
 
 

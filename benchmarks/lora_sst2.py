@@ -59,6 +59,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _cli import make_parser, print_json
 from _flops import matmul_peak_flops
 
 REPO = Path(__file__).resolve().parents[1]
@@ -396,10 +397,8 @@ def format_table(report: dict[str, Any]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = make_parser(__doc__, "64 rows, 64 dev rows")
     parser.add_argument("--train-rows", type=int, default=None, help="SST-2 rows (8,000)")
-    parser.add_argument("--quick", action="store_true", help="64 rows, 64 dev rows")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     for key, value in DEFAULT_SETTINGS.items():
         kind = float if key.endswith(("lr", "dropout")) else int
         flag = "--" + key.replace("_", "-")
@@ -433,8 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         settings["lora_targets"] = [name.strip() for name in args.lora_targets.split(",")]
     report = measure(args.train_rows, args.quick, settings, progress=not args.json)
     print(format_table(report))
-    if args.json:
-        print(json.dumps(report))
+    print_json(args, report)
     return 0
 
 

@@ -27,13 +27,13 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _adult import EXAMPLES, prepare_adult
+from _cli import make_parser, print_json
 from _flops import matmul_peak_flops
 
 if TYPE_CHECKING:
@@ -241,11 +241,9 @@ def format_table(results: dict[str, Any]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="Few rows and steps (< 1 min).")
+    parser = make_parser(__doc__, "Few rows and steps (< 1 min).")
     parser.add_argument("--rows", type=int, default=None, help="SST-2 training rows.")
     parser.add_argument("--repeats", type=int, default=None, help="Timed calls per batch.")
-    parser.add_argument("--json", action="store_true", help="Print one JSON object last.")
     return parser.parse_args(argv)
 
 
@@ -256,8 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     repeats = args.repeats or (5 if args.quick else 50)
     results = measure(args.quick, rows, repeats)
     print(format_table(results))
-    if args.json:
-        print(json.dumps(results))
+    print_json(args, results)
     return 0
 
 

@@ -27,7 +27,6 @@ own error instead of a ratio.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from _adult import REPO
+from _cli import make_parser, print_json
 from peers_gateway import gateway_figure
 from peers_serving import serving_figure
 from peers_setup import setup_all
@@ -158,10 +158,8 @@ def report(figures: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = make_parser(__doc__, "short points, one round each")
     parser.add_argument("--setup", action="store_true", help="create the peers' venvs, then exit")
-    parser.add_argument("--quick", action="store_true", help="short points, one round each")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     parser.add_argument(
         "--only", default=",".join(FIGURES), help=f"figures to run, of {','.join(FIGURES)}"
     )
@@ -176,8 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = run(args.quick, only)
     figures["wall_s"] = time.perf_counter() - started
     report(figures)
-    if args.json:
-        print(json.dumps(figures, default=str))
+    print_json(args, figures)
     return 0
 
 

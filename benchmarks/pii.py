@@ -44,8 +44,6 @@ Run from the repository root:
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import sys
 import time
@@ -57,6 +55,7 @@ from typing import Any
 import polars as pl
 
 import _pii_baseline  # the script's folder is first on sys.path
+from _cli import make_parser, print_json
 from forgeml.data.pii import RedactParams, apply
 
 SST2 = Path(__file__).resolve().parents[2] / "shared" / "data" / "sst2"
@@ -490,9 +489,7 @@ def print_report(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="100 sentences a locale, 1 run")
-    parser.add_argument("--json", action="store_true", help="print one JSON object last")
+    parser = make_parser(__doc__, "100 sentences a locale, 1 run")
     parser.add_argument("--per-locale", type=int, default=None)
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
@@ -512,8 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows_per_s": speed(train, sentences, runs),
     }
     print_report(result)
-    if args.json:
-        print(json.dumps(result))
+    print_json(args, result)
     return 0
 
 

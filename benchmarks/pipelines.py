@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from _cli import make_parser, print_json
 from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
 from forgeml.pipelines import load_pipeline, run_pipeline
@@ -181,10 +182,8 @@ def print_table(figures: dict[str, Any]) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = make_parser(__doc__, "3 cached re-runs per backend")
     parser.add_argument("--reruns", type=int, default=10, help="cached re-runs per backend")
-    parser.add_argument("--quick", action="store_true", help="3 cached re-runs per backend")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     return parser.parse_args(argv)
 
 
@@ -193,8 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     figures = measure(3 if args.quick else args.reruns)
     print_table(figures)
-    if args.json:
-        print(json.dumps(figures))
+    print_json(args, figures)
     return 0
 
 

@@ -28,8 +28,6 @@ everything runs, not what the models can do.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
@@ -38,6 +36,8 @@ from typing import Any
 
 import polars as pl
 import torch
+
+from _cli import make_parser, print_json
 
 REPO = Path(__file__).resolve().parents[1]
 SST2 = REPO.parent / "shared" / "data" / "sst2"
@@ -172,19 +172,16 @@ def format_table(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = make_parser(__doc__, "2,000 rows, a small RNN, 1 epoch")
     parser.add_argument("--train-rows", type=int, default=None, help="SST-2 rows (all)")
-    parser.add_argument("--quick", action="store_true", help="2,000 rows, a small RNN, 1 epoch")
     parser.add_argument("--epochs", type=int, default=None, help="RNN epochs (1)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     args = parser.parse_args(argv)
     if not (SST2 / "train.tsv").is_file():
         print(f"SST-2 is missing at {SST2}.", file=sys.stderr)
         return 1
     report = measure(args.train_rows, args.quick, args.epochs)
     print(format_table(report))
-    if args.json:
-        print(json.dumps(report))
+    print_json(args, report)
     return 0
 
 

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import json
 import math
 import os
 import random
@@ -61,6 +60,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from _cli import make_parser, print_json
 from forgeml.scheduler.model import (
     PRIORITY_CLASSES,
     Decisions,
@@ -588,20 +588,18 @@ def profile_cycle(seed: int) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = make_parser(__doc__, "3 repeats, 800 jobs, 1 seed")
     parser.add_argument("--repeats", type=int, default=None, help="cycles timed (default 5)")
     parser.add_argument("--jobs", type=int, default=None, help="trace jobs (default 2,400)")
     parser.add_argument("--nodes", type=int, default=None, help="simulated nodes (default 16)")
     parser.add_argument("--seeds", type=int, default=None, help="traces (default 3)")
     parser.add_argument("--seed", type=int, default=0, help="seed of part 1 (default 0)")
-    parser.add_argument("--quick", action="store_true", help="3 repeats, 800 jobs, 1 seed")
     parser.add_argument(
         "--reserve-after",
         type=float,
         default=None,
         help="forgeml's PolicyOptions.reserve_after_s in part 2 (default: the policy's)",
     )
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     parser.add_argument("--profile", action="store_true", help="cProfile one cycle and stop")
     args = parser.parse_args(argv)
     quick = {"repeats": 3, "jobs": 800, "nodes": 16, "seeds": 1}
@@ -624,8 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     report = measure(args)
     print(format_table(report))
-    if args.json:
-        print(json.dumps(report))
+    print_json(args, report)
     return 0
 
 

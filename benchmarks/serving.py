@@ -42,7 +42,6 @@ latency does not depend on how long a model trained.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -56,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from _adult import REPO, prepare_adult
+from _cli import make_parser, print_json
 
 SST2 = REPO.parent / "shared" / "data" / "sst2" / "train.tsv"
 TEXT = "a gorgeous, witty, seductive movie that keeps you guessing."
@@ -675,9 +675,7 @@ def report(figures: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="2 s per load point, fewer points")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
+    parser = make_parser(__doc__, "2 s per load point, fewer points")
     parser.add_argument("--load-worker", type=Path, help="run the load generator (internal)")
     parser.add_argument("--limit-worker", type=Path, help="time the models (internal)")
     parser.add_argument("--concurrency", type=int, default=1, help="load worker (internal)")
@@ -695,8 +693,7 @@ def main(argv: list[str] | None = None) -> None:
     figures = run(args.quick)
     figures["wall_s"] = time.perf_counter() - started
     report(figures)
-    if args.json:
-        print(json.dumps(figures, default=str))
+    print_json(args, figures)
 
 
 if __name__ == "__main__":

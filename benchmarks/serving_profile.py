@@ -27,8 +27,6 @@ that is not set up is reported with the reason instead.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
 import subprocess
@@ -44,6 +42,7 @@ from typing import Any
 
 import psutil
 
+from _cli import make_parser, print_json
 from peers_serving import PEER_SERVERS, PeerError, Server, start_forgeml, stop
 from peers_setup import VENVS
 from serving import TEXT, measure, prepare, start_gateway, stop_server
@@ -374,14 +373,11 @@ def _rows(mean: float | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 s per server")
-    parser.add_argument("--json", action="store_true", help="print one JSON object last")
+    parser = make_parser(__doc__, "3 s per server")
     args = parser.parse_args(argv)
     figures = run(args.quick)
     report(figures)
-    if args.json:
-        print(json.dumps(figures))
+    print_json(args, figures)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,6 @@ figure), so a tail that is the generator's is not taken for the server's.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import tempfile
@@ -34,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _cli import make_parser, print_json
 from serving import adult_rows, measure, prepare, start_server, stop_server, sustained_rate
 
 P99_TARGET_MS = 50.0
@@ -186,10 +185,8 @@ def report(figures: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="a 15 s hold, 2 s probes")
+    parser = make_parser(__doc__, "a 15 s hold, 2 s probes")
     parser.add_argument("--hold", type=float, default=None, help="seconds held (default 180)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     parser.add_argument(
         "--server-flags",
         default="",
@@ -212,8 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = run(hold, probe, args.server_flags.split(), args.rate, args.rounds)
     figures["wall_s"] = time.perf_counter() - started
     report(figures)
-    if args.json:
-        print(json.dumps(figures))
+    print_json(args, figures)
     return 0
 
 

@@ -41,7 +41,6 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -52,6 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _adult import prepare_adult
+from _cli import make_parser, print_json
 from _flops import matmul_peak_flops
 
 if TYPE_CHECKING:
@@ -299,12 +299,10 @@ def format_table(report: dict[str, Any]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = make_parser(__doc__, "100 steps, 3 runs per side")
     parser.add_argument("--steps", type=int, default=None, help="steps per run (default 600)")
     parser.add_argument("--repeats", type=int, default=None, help="runs per side (default 9)")
-    parser.add_argument("--quick", action="store_true", help="100 steps, 3 runs per side")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: cores)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     args = parser.parse_args(argv)
     if args.steps is None:
         args.steps = 100 if args.quick else 600
@@ -320,8 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     report = measure(args.steps, args.repeats, args.threads, progress=not args.json)
     print(format_table(report))
-    if args.json:
-        print(json.dumps(report))
+    print_json(args, report)
     return 0
 
 

@@ -15,13 +15,13 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
 
+from _cli import make_parser, print_json
 from forgeml.scheduler._usage import ProcessTreeSampler
 
 TARGET_SECONDS = 0.005
@@ -73,10 +73,8 @@ def print_table(figures: dict[str, object]) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = make_parser(__doc__, "50 samples")
     parser.add_argument("--samples", type=int, default=500, help="samples to time")
-    parser.add_argument("--quick", action="store_true", help="50 samples")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON last")
     return parser.parse_args(argv)
 
 
@@ -85,8 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     figures = measure(50 if args.quick else args.samples)
     print_table(figures)
-    if args.json:
-        print(json.dumps(figures))
+    print_json(args, figures)
     return 0
 
 

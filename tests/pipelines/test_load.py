@@ -7,7 +7,7 @@ import pytest
 
 from forgeml.core.errors import ConfigError, UsageError
 from forgeml.pipelines import load_pipeline
-from forgeml.pipelines.steps import CommandStep, DataStep
+from forgeml.pipelines.steps import CommandStep, DataStep, PromoteStep
 from tests.pipelines.conftest import write_pipeline
 
 GOOD = """
@@ -159,7 +159,23 @@ steps:
         "step 'a': key 'outputs': 'digests' cannot name an output",
     ),
     "no steps": ("name: p\nsteps: []\n", "key 'steps': List should have at least 1 item"),
+    "a promote step's gate that is no reference": (
+        """
+name: p
+steps:
+  - {name: a, kind: promote, model: m@v2, gate: best}
+""",
+        "step 'a': key 'gate': give the gate's verdict as ${steps.GATE.verdict}",
+    ),
 }
+
+RELEASE = """
+name: release
+steps:
+  - {name: check, kind: gate, challenger: m@v2, champion: m@production, metric: loss, mode: min}
+  - {name: promote, kind: promote, model: "${steps.check.challenger}"}
+  - {name: pinned, kind: promote, model: m@v2, alias: staging}
+"""
 
 
 def test_a_valid_file_infers_needs_from_references_and_orders_the_steps(tmp_path: Path) -> None:
@@ -175,6 +191,16 @@ def test_a_valid_file_infers_needs_from_references_and_orders_the_steps(tmp_path
     assert isinstance(pipeline.step("split"), DataStep)
     assert isinstance(pipeline.step("report"), CommandStep)
     assert pipeline.base == tmp_path.resolve()
+
+
+def test_a_promote_step_of_a_gates_challenger_carries_that_gates_verdict(tmp_path: Path) -> None:
+    pipeline = load_pipeline(write_pipeline(tmp_path, RELEASE))
+
+    promote, pinned = pipeline.step("promote"), pipeline.step("pinned")
+    assert isinstance(promote, PromoteStep) and isinstance(pinned, PromoteStep)
+    assert promote.gate == "${steps.check.verdict}"
+    assert pinned.gate is None
+    assert pipeline.needs == {"check": [], "promote": ["check"], "pinned": []}
 
 
 @pytest.mark.parametrize("case", list(BAD))

@@ -16,8 +16,8 @@ from forgeml.core.errors import CanaryRolledBackError, GateRejectedError
 from forgeml.core.store import AuditEvent
 from forgeml.core.workspace import Workspace
 from forgeml.pipelines.canary import Measures, judge, parse_measures
-from forgeml.pipelines.release import run_canary, run_gate
-from forgeml.pipelines.steps import CanaryBounds, CanaryStep, GateStep
+from forgeml.pipelines.release import run_canary, run_gate, run_promote
+from forgeml.pipelines.steps import CanaryBounds, CanaryStep, GateStep, PromoteStep
 from forgeml.serve import deployments
 from forgeml.tracking import get_model_version, promote
 from tests.cli.conftest import json_out
@@ -140,6 +140,30 @@ def test_the_gate_refuses_a_widening_slice_gap(trained: Workspace) -> None:
     )["passed"]
 
 
+@pytest.mark.slow
+def test_a_promotion_after_a_gate_audits_the_gates_metric_mode_and_verdict(
+    trained: Workspace,
+) -> None:
+    good, poor = "adult-mlp@v1", "adult-mlp@v2"
+    gate = _gate(challenger=good, champion=poor, metric="loss", mode="min", margin=0.001)
+    verdict = run_gate(trained, gate)["verdict"]
+    step = {"name": "promote", "kind": "promote", "model": good, "alias": "gated"}
+
+    run_promote(trained, PromoteStep.model_validate(step | {"gate": verdict}))
+
+    with trained.store.session() as session:
+        latest = select(AuditEvent).where(AuditEvent.action == "model.promote")
+        event = session.scalars(latest.order_by(AuditEvent.seq.desc())).first()
+        assert event is not None
+        target, payload = event.object_ref, event.payload
+    assert target == good and payload["alias"] == "gated"
+    assert (payload["metric"], payload["mode"]) == ("loss", "min")
+    audited = payload["gate"]["verdict"]
+    assert audited["gate"] == "gate" and audited["margin"] == 0.001
+    assert audited["champion"] == poor
+    assert audited["challenger_value"] < audited["champion_value"]
+
+
 CANARY = "canary-adult"
 
 
@@ -251,8 +275,12 @@ def test_a_pipeline_promotes_only_what_passes_its_gate(
         "--json",
     )
     shown = json_out(cli("models", "show", "adult-mlp@production", "--json"))
+    events = json_out(cli("audit", "log", "--json"))
 
     assert [s["state"] for s in first["steps"]] == ["SUCCEEDED"] * 3
+    [promoted] = [e["payload"] for e in events if e["action"] == "model.promote"]
+    # the promote step took the gate's verdict from `model: ${steps.gate.challenger}`
+    assert promoted["metric"] == "accuracy" and promoted["gate"]["verdict"]["gate"] == "gate"
     assert second.code == 1
     states = {
         s["name"]: s["state"]

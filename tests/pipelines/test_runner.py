@@ -143,6 +143,22 @@ def test_a_cached_output_file_deleted_since_makes_its_step_run_again(
     assert again["after-sibling"]["cached"]
 
 
+def test_a_cache_entry_without_an_output_its_kind_declares_is_a_miss(
+    pipe_workspace: Workspace, tmp_path: Path
+) -> None:
+    path = write_pipeline(tmp_path, FAILING)
+    key = steps_by_name(run(pipe_workspace, path))["sibling"]["cache_key"]
+    with pipe_workspace.store.session() as session:  # as an older kind would have recorded it
+        entry = session.get(PipelineCacheRecord, key)
+        assert entry is not None
+        entry.outputs = {"digests": {}}
+
+    again = steps_by_name(run(pipe_workspace, path))
+
+    assert not again["sibling"]["cached"] and again["sibling"]["state"] == "SUCCEEDED"
+    assert again["after-sibling"]["state"] == "SUCCEEDED"
+
+
 def test_a_failed_step_stops_its_dependents_but_not_its_siblings(
     pipe_workspace: Workspace, tmp_path: Path
 ) -> None:

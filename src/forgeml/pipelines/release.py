@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from forgeml.core.errors import CanaryRolledBackError, GateRejectedError, NotFoundError
 from forgeml.pipelines.canary import Measures, feedback_accuracy, judge, read_roles
-from forgeml.pipelines.steps import CanaryStep, DeployStep, GateStep, PromoteStep
+from forgeml.pipelines.steps import CanaryStep, DeployStep, GateStep, GateVerdict, PromoteStep
 from forgeml.scheduler.contract import JobContext, run_job, spec_argument
 
 if TYPE_CHECKING:
@@ -73,22 +73,10 @@ def run_gate(workspace: Workspace, step: GateStep) -> dict[str, Any]:
     try:
         champion = get_model_version(workspace, step.champion)
     except NotFoundError:
-        return {
-            "passed": True,
-            "challenger": challenger.ref,
-            "champion": "",
-            "challenger_value": value,
-            "champion_value": None,
-        }
+        return _gate_outputs(step, challenger.ref, value, "", None)
     held = score_on_split(workspace, champion.ref, data, step.split, slices)
     base = held.get(step.metric)
-    outputs = {
-        "passed": True,
-        "challenger": challenger.ref,
-        "champion": champion.ref,
-        "challenger_value": value,
-        "champion_value": base,
-    }
+    outputs = _gate_outputs(step, challenger.ref, value, champion.ref, base)
     if champion.ref == challenger.ref:
         raise GateRejectedError(
             f"Gate '{step.name}': {challenger.ref} already is {step.champion}; nothing to release."
@@ -116,18 +104,44 @@ def run_gate(workspace: Workspace, step: GateStep) -> dict[str, Any]:
     return outputs
 
 
+def _gate_outputs(
+    step: GateStep, challenger: str, value: float, champion: str, base: float | None
+) -> dict[str, Any]:
+    verdict = GateVerdict(
+        gate=step.name,
+        metric=step.metric,
+        mode=step.mode,
+        margin=step.margin,
+        champion=champion,
+        challenger_value=value,
+        champion_value=base,
+    )
+    return {
+        "passed": True,
+        "challenger": challenger,
+        "champion": champion,
+        "challenger_value": value,
+        "champion_value": base,
+        "verdict": verdict.model_dump(mode="json"),
+    }
+
+
 def run_promote(workspace: Workspace, step: PromoteStep) -> dict[str, Any]:
-    """Move the alias to the model (the gate ran as an earlier step)."""
+    """Move the alias to the model (the gate ran as an earlier step); the audit event
+    carries the gate's metric and mode, and its verdict (without one: `accuracy`)."""
     from forgeml.tracking import get_model_version, promote
 
     record = get_model_version(workspace, step.model)
+    verdict = step.gate if isinstance(step.gate, GateVerdict) else None
     done = promote(
         workspace,
         record.name,
         record.version,
         step.alias,
-        "accuracy",
-        gate={"step": step.name, "by": "pipeline"},
+        verdict.metric if verdict else "accuracy",
+        mode=verdict.mode if verdict else "max",
+        gate={"step": step.name, "by": "pipeline"}
+        | ({"verdict": verdict.model_dump(mode="json")} if verdict else {}),
     )
     return {"model": record.ref, "alias": step.alias, "previous": done.previous or ""}
 

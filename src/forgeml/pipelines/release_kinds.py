@@ -35,7 +35,9 @@ class GateKind:
     name = "gate"
 
     def outputs(self, step: StepBase) -> frozenset[str]:
-        return frozenset({"passed", "challenger", "champion", "challenger_value", "champion_value"})
+        return frozenset(
+            {"passed", "challenger", "champion", "challenger_value", "champion_value", "verdict"}
+        )
 
     def inputs(self, workspace: Workspace, step: StepBase, base: Path) -> dict[str, str]:
         from forgeml.data import catalog

@@ -121,6 +121,8 @@ def _run_step(run: _RunState, name: str) -> None:
     key = cache.cache_key(parts)
     with run.workspace.store.session() as session:
         hit = None if step.kind in EFFECT_KINDS else cache.lookup(session, key)
+        if hit is not None and not get_kind(step.kind).outputs(step) <= hit.keys():
+            hit = None  # recorded by a forgeml whose kind had fewer outputs
         if hit is not None:
             fields = {"cached": True, "outputs": hit, "cache_key": key}
             fields |= {"started_at": started, "finished_at": utcnow()}

@@ -152,12 +152,52 @@ class GateStep(StepBase):
     )
 
 
+class GateVerdict(_Strict):
+    """What a gate step compared, handed to the promotion after it (its `verdict` output)."""
+
+    gate: str = Field(description="The gate step's name.")
+    metric: str
+    mode: Literal["max", "min"]
+    margin: float
+    champion: str = Field(description="The model it beat; empty when nobody held the alias.")
+    challenger_value: float
+    champion_value: float | None
+
+
+# `${steps.NAME.challenger}` whole: only a gate step has a `challenger` output
+_GATE_CHALLENGER = re.compile(r"^\$\{\s*steps\.([^.{}\s]+)\.challenger\s*\}$")
+_WHOLE_REFERENCE = re.compile(r"^\$\{[^{}]*\}$")
+
+
 class PromoteStep(StepBase):
     """Point an alias at a model version (after a gate step)."""
 
     kind: Literal["promote"]
     model: str = Field(description="The model version to promote (NAME@vN).")
     alias: str = Field("production", description="The alias that moves.")
+    # a str only until the run substitutes the reference
+    gate: GateVerdict | str | None = Field(
+        None,
+        description="The gate's verdict, audited with the promotion (its metric, mode, margin "
+        "and values): `${steps.GATE.verdict}`, which is the default when `model` is "
+        "`${steps.GATE.challenger}`.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gate_of_model(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "gate" not in data:
+            found = _GATE_CHALLENGER.match(str(data.get("model", "")))
+            if found:
+                return data | {"gate": f"${{steps.{found.group(1)}.verdict}}"}
+        return data
+
+    @field_validator("gate")
+    @classmethod
+    def _gate_reference(cls, gate: GateVerdict | str | None) -> GateVerdict | str | None:
+        if isinstance(gate, str) and not _WHOLE_REFERENCE.match(gate):
+            raise ValueError("give the gate's verdict as ${steps.GATE.verdict}")
+        return gate
 
 
 class DeployStep(StepBase):

@@ -8,13 +8,13 @@ acting on" means, the p-value only guards small windows against noise.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, PositiveFloat
+
+from forgeml.monitor.drift._options import Options, Share
 
 
-class ReferenceOptions(BaseModel):
+class ReferenceOptions(Options):
     """How a reference profile summarises a training split."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     bins: int = Field(
         default=10,
@@ -51,39 +51,30 @@ class ReferenceOptions(BaseModel):
     seed: int = Field(default=0, description="Seed of the reference samples.")
 
 
-class DriftConfig(BaseModel):
+class DriftConfig(Options):
     """When a column, and a dataset, counts as drifted."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     alpha: float = Field(
         default=0.05, gt=0, lt=1, description="A test's p-value must be below this."
     )
-    psi_threshold: float = Field(
-        default=0.1, gt=0, description="Population stability index that counts as drift."
+    psi_threshold: PositiveFloat = Field(
+        default=0.1, description="Population stability index that counts as drift."
     )
-    wasserstein_threshold: float = Field(
+    wasserstein_threshold: PositiveFloat = Field(
         default=0.1,
-        gt=0,
         description="Wasserstein distance, in reference standard deviations, that counts "
         "as drift (numeric columns).",
     )
-    js_threshold: float = Field(
+    js_threshold: Share = Field(
         default=0.1,
-        gt=0,
-        le=1,
         description="Jensen-Shannon distance (base 2, in [0, 1]) that counts as drift.",
     )
-    null_share_threshold: float = Field(
+    null_share_threshold: Share = Field(
         default=0.05,
-        gt=0,
-        le=1,
         description="Change in the share of missing values that counts as drift.",
     )
-    dataset_drift_share: float = Field(
+    dataset_drift_share: Share = Field(
         default=0.5,
-        gt=0,
-        le=1,
         description="Share of drifted feature columns at which the dataset counts as drifted.",
     )
     sample_size: int = Field(
@@ -102,9 +93,8 @@ class DriftConfig(BaseModel):
     )
     # two halves of 200 positive SST-2 reviews (MiniLM) read up to 0.0025 by chance; the
     # same 100 against 100 negative ones 0.0125 (tests/monitor/drift/test_multivariate.py)
-    mmd_threshold: float = Field(
+    mmd_threshold: PositiveFloat = Field(
         default=0.005,
-        gt=0,
         description="Unbiased MMD^2 of text embeddings (RBF kernel, median heuristic) that "
         "counts as drift of a text column.",
     )

@@ -9,17 +9,15 @@ with a longer delay.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from forgeml.monitor.drift._options import Options, RunLength
 
 
-class OnlineDriftConfig(BaseModel):
+class OnlineDriftConfig(Options):
     """The online feature-drift detector: a two-sided CUSUM per numeric feature."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    run_length: int = Field(
-        ge=10,
-        le=10_000_000,
+    run_length: RunLength = Field(
         description="Expected rows between false alarms (ARL) on data like the reference.",
     )
     shift: float = Field(
@@ -46,14 +44,10 @@ class OnlineDriftConfig(BaseModel):
     seed: int = Field(default=0, description="Seed of the calibration.")
 
 
-class ConceptDriftConfig(BaseModel):
+class ConceptDriftConfig(Options):
     """The concept-drift detector: a Bernoulli CUSUM on a stream of 0/1 prediction errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    run_length: int = Field(
-        ge=10,
-        le=10_000_000,
+    run_length: RunLength = Field(
         description="Expected labelled predictions between false alarms (ARL) while the "
         "error rate stays at its in-control level.",
     )
