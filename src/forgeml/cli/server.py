@@ -163,10 +163,13 @@ def _registries(workspace: Workspace, run_length: int) -> tuple[list[CollectorRe
     from forgeml.monitor.drift import OnlineDriftConfig
     from forgeml.monitor.gauges import MonitorCollector
     from forgeml.scheduler.metrics import scheduler_registry
+    from forgeml.tracking.metrics import TrainingCollector
 
     gauges = MonitorCollector(workspace, online=OnlineDriftConfig(run_length=run_length))
     monitor = CollectorRegistry(auto_describe=True)
     monitor.register(gauges)
+    # the latest metrics of running training runs
+    monitor.register(TrainingCollector(workspace))
     return [scheduler_registry(workspace.store), monitor], gauges
 
 

@@ -25,6 +25,7 @@ from forgeml.core.errors import NotFoundError, UsageError
 from forgeml.core.ids import validate_name
 from forgeml.core.store import DatasetVersion, RunRecord
 from forgeml.core.workspace import Workspace
+from forgeml.scheduler.contract import JobContext
 from forgeml.tracking import _context
 from forgeml.tracking._mlflow import (
     MAX_TAG_VALUE_LENGTH,
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
 
 ENVIRONMENT_ARTIFACT = "environment.json"
+# the scheduler job whose process writes the run (absent outside a job); a resumed run
+# carries the job that resumed it
+JOB_TAG = "forgeml.job"
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -150,6 +154,8 @@ def _tags(
     if version is not None:
         tags["forgeml.dataset"] = version.ref
         tags["forgeml.dataset_digest"] = version.digest
+    if (job := JobContext.from_environ()) is not None:
+        tags[JOB_TAG] = job.job_id
     if parent_run_id is not None:
         # MLflow's own convention: its UI nests the trial under the study run
         tags[mlflow_tags.MLFLOW_PARENT_RUN_ID] = parent_run_id
@@ -295,6 +301,8 @@ def resume_run(workspace: Workspace, ref: str, lease_seconds: int | None = None)
         record.lease_seconds = lease_seconds or record.lease_seconds
         workspace.audit(session, "run.resume", record.id, {"pid": record.pid})
         client.update_run(record.id, status=RunStatus.RUNNING.value)
+        job = JobContext.from_environ()
+        client.set_tag(record.id, JOB_TAG, job.job_id if job is not None else "")
     experiment_id = str(client.get_run(record.id).info.experiment_id)
     handle = RunHandle(
         workspace, client, record.id, record.name, experiment_id, record.lease_seconds
@@ -383,7 +391,7 @@ def reap_expired(workspace: Workspace, now: datetime | None = None) -> list[str]
         running = session.scalars(
             select(RunRecord).where(RunRecord.status == RunStatus.RUNNING.value)
         ).all()
-        expired = [run for run in running if _expiry(run) < now]
+        expired = [run for run in running if lease_expiry(run) < now]
         if not expired:
             return []
         client = open_client(workspace)
@@ -399,7 +407,8 @@ def reap_expired(workspace: Workspace, now: datetime | None = None) -> list[str]
         return [run.id for run in expired]
 
 
-def _expiry(run: RunRecord) -> datetime:
+def lease_expiry(run: RunRecord) -> datetime:
+    """When a RUNNING run's lease runs out unless its heartbeat renews it."""
     return _utc(run.heartbeat_at) + timedelta(seconds=run.lease_seconds)
 
 
