@@ -162,14 +162,16 @@ def _registries(workspace: Workspace, run_length: int) -> tuple[list[CollectorRe
 
     from forgeml.monitor.drift import OnlineDriftConfig
     from forgeml.monitor.gauges import MonitorCollector
+    from forgeml.monitor.gpus import DeploymentGpuCollector
     from forgeml.scheduler.metrics import scheduler_registry
     from forgeml.tracking.metrics import TrainingCollector
 
     gauges = MonitorCollector(workspace, online=OnlineDriftConfig(run_length=run_length))
     monitor = CollectorRegistry(auto_describe=True)
     monitor.register(gauges)
-    # the latest metrics of running training runs
+    # the latest metrics of running training runs, and each deployment's GPU use
     monitor.register(TrainingCollector(workspace))
+    monitor.register(DeploymentGpuCollector(workspace))
     return [scheduler_registry(workspace.store), monitor], gauges
 
 
