@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import select
 
+from forgeml.core import nvml
 from forgeml.core.store import DeploymentRecord, DeploymentReplicaRecord
 from forgeml.core.workspace import Workspace
 from forgeml.monitor.gpus import (
@@ -23,7 +24,6 @@ from forgeml.monitor.gpus import (
     deployment_gpu_use,
     replica_owners,
 )
-from forgeml.scheduler import _usage
 from tests.gateway.conftest import add_deployment
 
 NOW = 1_800_000_000.0  # the collector's wall clock, seconds
@@ -197,7 +197,7 @@ def test_without_nvml_there_are_no_series(workspace: Workspace, replica: tuple[i
 def test_this_machines_nvml_gives_no_series_when_it_finds_no_gpu(
     workspace: Workspace, replica: tuple[int, int]
 ) -> None:
-    if _usage.nvml_module() is not None:
+    if nvml.nvml_module() is not None:
         pytest.skip("this machine has an NVML driver; the absent path needs one without")
     _record_pids(workspace, "adult", [replica[0]])
     registry = CollectorRegistry()

@@ -12,12 +12,11 @@ import psutil
 import pytest
 from sqlalchemy import select
 
-from forgeml.core import audit
+from forgeml.core import audit, nvml
 from forgeml.core.errors import ConfigError, UsageError
 from forgeml.core.ids import new_id
 from forgeml.core.store import AuditEvent, JobAttemptRecord, JobRecord, QueueRecord
 from forgeml.core.workspace import Workspace
-from forgeml.scheduler import _usage
 from forgeml.scheduler._usage import ProcessTreeSampler
 from forgeml.scheduler.cost import (
     BUDGET_EXCEEDED,
@@ -264,7 +263,7 @@ def test_sampler_counts_a_gpu_busy_while_a_tree_process_holds_it(
     try:
         wait_until(lambda: psutil.Process(pid).children(), what="the child's start")
         (child,) = psutil.Process(pid).children()
-        monkeypatch.setitem(_usage._nvml_state, "module", _fake_nvml(holder=child.pid))
+        monkeypatch.setitem(nvml._nvml_state, "module", _fake_nvml(holder=child.pid))
         sampler = ProcessTreeSampler(pid, clock=clock)
         first = sampler.sample()
         clock.advance(2.0)

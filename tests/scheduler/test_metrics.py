@@ -14,8 +14,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from forgeml.core import nvml
 from forgeml.core.workspace import Workspace
-from forgeml.scheduler import _usage
 from forgeml.scheduler.executors.local import LocalExecutor
 from forgeml.scheduler.jobs import find_job
 from forgeml.scheduler.metrics import scheduler_registry
@@ -91,7 +91,7 @@ def test_a_budget_is_exported_beside_the_spend(sched_workspace: Workspace) -> No
 def test_gpus_are_absent_without_nvml_and_reported_with_it(
     sched_workspace: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(_usage._nvml_state, "module", None)
+    monkeypatch.setitem(nvml._nvml_state, "module", None)
     registry = scheduler_registry(sched_workspace.store)
     names = {sample.name for family in registry.collect() for sample in family.samples}
     assert "forgeml_gpu_utilization_ratio" not in names
@@ -101,7 +101,7 @@ def test_gpus_are_absent_without_nvml_and_reported_with_it(
         nvmlDeviceGetHandleByIndex=lambda index: index,
         nvmlDeviceGetUtilizationRates=lambda handle: SimpleNamespace(gpu=[37, 0][handle]),
     )
-    monkeypatch.setitem(_usage._nvml_state, "module", fake)
+    monkeypatch.setitem(nvml._nvml_state, "module", fake)
     assert registry.get_sample_value("forgeml_gpu_utilization_ratio", {"gpu": "0"}) == 0.37
     assert registry.get_sample_value("forgeml_gpu_utilization_ratio", {"gpu": "1"}) == 0.0
 

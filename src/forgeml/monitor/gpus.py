@@ -29,8 +29,8 @@ import psutil
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from forgeml.core.nvml import nvml_module
 from forgeml.core.workspace import Workspace
-from forgeml.scheduler._usage import nvml_module
 from forgeml.serve.deployments import list_deployments
 
 # how far back utilisation samples count: a few of NVML's sample periods, well under a

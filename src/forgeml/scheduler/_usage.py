@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from typing import Any
 
 import psutil
 
+from forgeml.core.nvml import nvml_module
 from forgeml.scheduler.executors.base import AttemptUsage
 
 _GB = 1e9  # decimal GB, as in resource requests and `cluster.local_capacity`
@@ -243,23 +243,6 @@ def _child_pids(pid: int) -> list[int]:
 
 
 # ---- NVML, initialised once per process
-
-_nvml_lock = threading.Lock()
-_nvml_state: dict[str, Any] = {}
-
-
-def nvml_module() -> Any:
-    """The initialised `pynvml` module, or None without the library, a driver or a GPU."""
-    with _nvml_lock:
-        if "module" not in _nvml_state:
-            try:
-                import pynvml
-
-                pynvml.nvmlInit()
-                _nvml_state["module"] = pynvml
-            except Exception:  # not installed, no driver, no device: no GPU metering
-                _nvml_state["module"] = None
-        return _nvml_state["module"]
 
 
 def _gpu_handles(gpus: Sequence[int] | None) -> list[Any]:

@@ -28,8 +28,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from forgeml.core.nvml import nvml_module
 from forgeml.core.store import JobAttemptRecord, JobRecord, QueueRecord, Store
-from forgeml.scheduler import _usage
 from forgeml.scheduler.jobs import utcnow
 from forgeml.scheduler.model import JobState
 
@@ -150,7 +150,7 @@ class SchedulerCollector(Collector):
 
 def gpu_utilization() -> list[tuple[int, float]]:
     """(NVML index, busy share 0-1) of each GPU NVML sees; empty without NVML or GPUs."""
-    nvml = _usage.nvml_module()
+    nvml = nvml_module()
     if nvml is None:
         return []
     try:
