@@ -159,7 +159,7 @@ def _queued(job_id: str, state: str, as_json: bool) -> None:
         say(f"job {job_id} queued for the server; `forgeml jobs logs -f {job_id[:12]}`")
 
 
-_LIVE = ("loss", "samples_per_second", "lr")
+_LIVE = ("train_loss", "samples_per_s", "lr")  # the names the trainer reports each step
 
 
 def _print_summary(payload: dict[str, Any], as_json: bool) -> None:
