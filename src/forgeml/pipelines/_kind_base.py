@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from forgeml.core.artifacts import file_digest
 from forgeml.core.errors import NotFoundError
@@ -48,6 +48,20 @@ class StepKind(Protocol):
 
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
         """The job that runs the (resolved) step."""
+        ...
+
+
+@runtime_checkable
+class CheckedKind(Protocol):
+    """A kind whose step names files that can be checked when the pipeline is loaded."""
+
+    def check(self, step: StepBase, base: Path) -> None:
+        """Check what the step's own files say (a config file's sections), before anything
+        is recorded; a step whose files are named by other steps' outputs is left alone.
+
+        Raises:
+            ForgemlError: the step cannot run as written (one sentence naming the file).
+        """
         ...
 
 
