@@ -3,6 +3,7 @@ and bad input refused before anything is recorded."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,9 @@ from tests.pipelines.conftest import row_counts, run, steps_by_name, write_pipel
 from tests.train.conftest import (
     ADULT_CONFIG,
     EXAMPLES,
+    SST2_DIR,
     copy_adult_home,
+    copy_empty_home,
     copy_home,
     trained_adult_template,
 )
@@ -417,3 +420,60 @@ def test_each_input_of_the_new_kinds_is_in_its_key(trained: Workspace, tmp_path:
     assert same == before
     keys = [*before, *changed_fields, new_data, new_search, *moved]
     assert len(set(keys)) == len(keys)
+
+
+@pytest.mark.slow
+def test_a_lora_finetune_step_registers_an_adapter_whose_parent_is_its_base(
+    cli: Cli,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not (SST2_DIR / "train.tsv").is_file():
+        pytest.skip(f"the SST-2 data set is missing at {SST2_DIR}")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    copy_empty_home(tmp_path_factory, tmp_path / "home")
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("".join((SST2_DIR / "dev.tsv").read_text().splitlines(True)[:33]))
+    json_out(cli("data", "add", "sst2", SST2_DIR / "train.tsv", "--json"))
+    json_out(cli("data", "add", "sst2-dev", dev, "--json"))
+    split = json_out(cli("data", "split", "sst2", "--ratios", "0.95,0.05", "--json"))
+    path = write_pipeline(
+        tmp_path,
+        f"""
+name: lora
+steps:
+  - name: lora
+    kind: finetune
+    config: {EXAMPLES / "sst2" / "lora.yaml"}
+    data: {split["ref"]}
+    overrides: [data.max_rows=32, epochs=null, max_steps=2, lora.merge=false]
+""",
+    )
+
+    (step,) = json_out(cli("pipelines", "run", path, "--json"))["steps"]
+
+    assert step["state"] == "SUCCEEDED" and step["outputs"]["model"] == "sst2-minilm-lora@v1"
+    shown = json_out(cli("models", "show", "sst2-minilm-lora@v1", "--json"))
+    assert shown["parent"].startswith("hf:") and shown["dataset"] == split["ref"]
+    assert json_out(cli("jobs", "list", "--json"))[0]["kind"] == "finetune"
+
+
+def test_the_readme_s_pipeline_example_loads(tmp_path: Path) -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(name: adult-release\n.*?)```", readme, re.S)
+    assert block is not None
+    text = block.group(1).replace("../adult/", f"{EXAMPLES / 'adult'}/")
+
+    pipeline = load_pipeline(write_pipeline(tmp_path, text))
+
+    assert pipeline.kinds == {
+        "train": "train",
+        "student": "finetune",
+        "tune": "tune",
+        "evaluate": "evaluate",
+        "gate": "gate",
+        "promote": "promote",
+    }
+    assert pipeline.needs["gate"] == ["evaluate"] and pipeline.needs["student"] == ["train"]

@@ -20,6 +20,7 @@ from forgeml.pipelines._kind_base import (
     JobCall,
     StepKind,
     file_input,
+    model_job_resources,
     params_of,
     step_path,
 )
@@ -114,7 +115,8 @@ class TrainKind:
 
         config = self._config(workspace, step, base)
         spec = TrainJobSpec(config=config.model_dump(mode="json"))
-        return JobCall(TRAIN_MODULE, spec.model_dump(mode="json"), "train")
+        resources = model_job_resources(workspace)
+        return JobCall(TRAIN_MODULE, spec.model_dump(mode="json"), "train", resources=resources)
 
 
 class OptimizeKind:

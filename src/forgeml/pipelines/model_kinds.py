@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forgeml.core.errors import ConfigError
-from forgeml.pipelines._kind_base import JobCall, file_input, step_path
+from forgeml.pipelines._kind_base import JobCall, file_input, model_job_resources, step_path
 from forgeml.pipelines.steps import EvaluateStep, FinetuneStep, StepBase, TuneStep
 
 if TYPE_CHECKING:
@@ -101,7 +101,8 @@ class FinetuneKind:
         from forgeml.tracking.jobs import TRAIN_MODULE, TrainJobSpec
 
         spec = TrainJobSpec(config=self._config(step, base).model_dump(mode="json"))
-        return JobCall(TRAIN_MODULE, spec.model_dump(mode="json"), "finetune")
+        resources = model_job_resources(workspace)
+        return JobCall(TRAIN_MODULE, spec.model_dump(mode="json"), "finetune", resources=resources)
 
 
 class TuneKind:
@@ -163,7 +164,8 @@ class TuneKind:
             study=f"{template.name}-study-{json_digest(searched)[:12]}",
             require_model=True,
         )
-        return JobCall(TUNE_MODULE, spec.model_dump(mode="json"), "tune")
+        resources = model_job_resources(workspace)
+        return JobCall(TUNE_MODULE, spec.model_dump(mode="json"), "tune", resources=resources)
 
 
 class EvaluateKind:
@@ -189,7 +191,10 @@ class EvaluateKind:
         from forgeml.pipelines.evaluate import EVALUATE_MODULE, EvaluateJobSpec
 
         spec = EvaluateJobSpec(step=step.model_dump(mode="json"))
-        return JobCall(EVALUATE_MODULE, spec.model_dump(mode="json"), "evaluate")
+        resources = model_job_resources(workspace)
+        return JobCall(
+            EVALUATE_MODULE, spec.model_dump(mode="json"), "evaluate", resources=resources
+        )
 
 
 MODEL_KINDS = (FinetuneKind(), TuneKind(), EvaluateKind())
