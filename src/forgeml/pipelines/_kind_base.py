@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from forgeml.core.artifacts import file_digest
 from forgeml.core.errors import NotFoundError
@@ -21,12 +21,22 @@ SCHEDULING_FIELDS = frozenset({"name", "needs", "retries", "timeout", "env"})
 
 @dataclass(frozen=True)
 class JobCall:
-    """The job a step runs: `python -m MODULE SPEC_JSON`, of scheduler kind `job_kind`."""
+    """The job a step runs: `python -m MODULE SPEC_JSON`, of scheduler kind `job_kind`;
+    `resources` is what it asks for (None: the scheduler's default, 1 CPU and 1 GB)."""
 
     module: str
     spec: dict[str, Any]
     job_kind: str
     env: dict[str, str] = field(default_factory=dict)
+    resources: dict[str, float] | None = None
+
+
+def model_job_resources(workspace: Workspace) -> dict[str, float]:
+    """What a job that trains or scores a model asks for: what `forgeml train` asks for
+    (4 GB or what there is, a GPU when there is one), not a command's 1 GB."""
+    from forgeml.scheduler.submit import JobOptions, job_resources
+
+    return job_resources(workspace, JobOptions(), workers=1)
 
 
 class StepKind(Protocol):
@@ -48,6 +58,20 @@ class StepKind(Protocol):
 
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
         """The job that runs the (resolved) step."""
+        ...
+
+
+@runtime_checkable
+class CheckedKind(Protocol):
+    """A kind whose step names files that can be checked when the pipeline is loaded."""
+
+    def check(self, step: StepBase, base: Path) -> None:
+        """Check what the step's own files say (a config file's sections), before anything
+        is recorded; a step whose files are named by other steps' outputs is left alone.
+
+        Raises:
+            ForgemlError: the step cannot run as written (one sentence naming the file).
+        """
         ...
 
 

@@ -83,6 +83,27 @@ def substitute(
     return value
 
 
+def substitute_params(value: Any, params: Mapping[str, Any]) -> Any:
+    """`value` with every `${params.NAME}` replaced; step outputs are left as written (what
+    a file holds before its run: see `load.py`)."""
+    if isinstance(value, str):
+        whole = _REFERENCE.fullmatch(value)
+        if whole is not None:
+            reference = parse(whole.group(1))
+            return params[reference.name] if reference.scope == "params" else value
+
+        def one(match: re.Match[str]) -> str:
+            reference = parse(match.group(1))
+            return str(params[reference.name]) if reference.scope == "params" else match[0]
+
+        return _REFERENCE.sub(one, value)
+    if isinstance(value, Mapping):
+        return {key: substitute_params(item, params) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [substitute_params(item, params) for item in value]
+    return value
+
+
 def _lookup(
     reference: Reference, params: Mapping[str, Any], outputs: Mapping[str, Mapping[str, Any]]
 ) -> Any:

@@ -16,12 +16,15 @@ from forgeml.core.errors import ConfigError
 from forgeml.pipelines._kind_base import (
     SCHEDULING_FIELDS,
     STEP_MODULE,
+    CheckedKind,
     JobCall,
     StepKind,
     file_input,
+    model_job_resources,
     params_of,
     step_path,
 )
+from forgeml.pipelines.model_kinds import MODEL_KINDS
 from forgeml.pipelines.release_kinds import RELEASE_KINDS
 from forgeml.pipelines.steps import CommandStep, DataStep, OptimizeStep, StepBase, TrainStep
 
@@ -112,7 +115,8 @@ class TrainKind:
 
         config = self._config(workspace, step, base)
         spec = TrainJobSpec(config=config.model_dump(mode="json"))
-        return JobCall(TRAIN_MODULE, spec.model_dump(mode="json"), "train")
+        resources = model_job_resources(workspace)
+        return JobCall(TRAIN_MODULE, spec.model_dump(mode="json"), "train", resources=resources)
 
 
 class OptimizeKind:
@@ -157,7 +161,21 @@ def get_kind(name: str) -> StepKind:
     return KINDS[name]
 
 
-for _kind in (CommandKind(), DataKind(), TrainKind(), OptimizeKind(), *RELEASE_KINDS):
+for _kind in (
+    CommandKind(),
+    DataKind(),
+    TrainKind(),
+    *MODEL_KINDS,
+    OptimizeKind(),
+    *RELEASE_KINDS,
+):
     register_kind(_kind)
 
-__all__ = ["SCHEDULING_FIELDS", "STEP_MODULE", "JobCall", "StepKind", "params_of"]
+__all__ = [
+    "SCHEDULING_FIELDS",
+    "STEP_MODULE",
+    "CheckedKind",
+    "JobCall",
+    "StepKind",
+    "params_of",
+]

@@ -15,9 +15,9 @@ import yaml
 from pydantic import ValidationError
 
 from forgeml.core.configfile import load_yaml
-from forgeml.core.errors import ConfigError, UsageError
+from forgeml.core.errors import ConfigError, ForgemlError, UsageError
 from forgeml.pipelines import _refs, graph
-from forgeml.pipelines.kinds import KINDS, SCHEDULING_FIELDS, get_kind
+from forgeml.pipelines.kinds import KINDS, SCHEDULING_FIELDS, CheckedKind, get_kind
 from forgeml.pipelines.steps import PipelineSpec, StepBase
 
 
@@ -85,6 +85,7 @@ def load_pipeline(path: str | Path, overrides: Sequence[str] = ()) -> Pipeline:
     cycle = graph.find_cycle(needs)
     if cycle:
         raise ConfigError(f"{source}: the steps form a cycle: {' -> '.join(cycle)}.")
+    _check_files(spec, file.parent, source)
     return Pipeline(spec, file, needs, graph.topological_order(needs))
 
 
@@ -188,6 +189,27 @@ def _needs(spec: PipelineSpec, source: str) -> dict[str, list[str]]:
                 wanted.append(reference.name)
         needs[step.name] = wanted
     return needs
+
+
+def _check_files(spec: PipelineSpec, base: Path, source: str) -> None:
+    """What each step's own files say (a tune config's `search`), checked now, with the
+    file's parameters in place, rather than when the step's turn comes."""
+    for step in spec.steps:
+        kind = get_kind(step.kind)
+        if not isinstance(kind, CheckedKind):
+            continue
+        fields = _refs.substitute_params(step.model_dump(mode="json"), spec.params)
+        try:
+            kind.check(type(step).model_validate(fields), base)
+        except ValidationError as error:  # a parameter's value does not fit its key
+            first = error.errors()[0]
+            key = ".".join(str(part) for part in first["loc"])
+            raise ConfigError(
+                f"{source}: step '{step.name}': key '{key}' with the file's params in place: "
+                f"{first['msg']}."
+            ) from None
+        except ForgemlError as error:
+            raise ConfigError(f"{source}: step '{step.name}': {error}") from None
 
 
 def _check_reference(

@@ -1,9 +1,10 @@
 """`python -m forgeml.pipelines.release SPEC_JSON`: a gate, promote, deploy or canary step
 as a scheduler job.
 
-gate: both models scored on the very same rows (`score_on_split`: the held-out split of
-one dataset version, each encoded as its own training encoded it); the challenger passes
-when it beats the champion by the margin and no named slice's gap widens past its bound.
+gate: both models scored on the very same rows (`evaluate.score_model`, as an evaluate
+step scores: the held-out split of one dataset version, each encoded as its own training
+encoded it); the challenger passes when it beats the champion by the margin and no named
+slice's gap widens past its bound.
 A rejection fails the step, so the release steps after it do not run.
 promote: the alias moves; the gate's verdict is audited with it (`model.promote`).
 deploy: a new revision of the deployment (replicas started, ready, then recorded).
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from forgeml.core.errors import CanaryRolledBackError, GateRejectedError, NotFoundError
 from forgeml.pipelines.canary import Measures, feedback_accuracy, judge, read_roles
+from forgeml.pipelines.evaluate import metric_value, score_model
 from forgeml.pipelines.steps import CanaryStep, DeployStep, GateStep, GateVerdict, PromoteStep
 from forgeml.scheduler.contract import JobContext, run_job, spec_argument
 
@@ -52,54 +54,46 @@ def run_gate(workspace: Workspace, step: GateStep) -> dict[str, Any]:
 
     Raises:
         GateRejectedError: the challenger does not pass.
+        ConfigError: the challenger's scorer gives no such metric.
         NotFoundError: an unknown challenger or dataset.
     """
-    from forgeml.optimize import score_on_split
     from forgeml.tracking import get_model_version
 
-    challenger = get_model_version(workspace, step.challenger)
-    data = step.data
-    if data is None and challenger.dataset_version is not None:
-        data = challenger.dataset_version.ref
+    who = f"Gate '{step.name}'"
     slices = list(step.slices)
-    scored = score_on_split(workspace, challenger.ref, data, step.split, slices)
-    value = scored.get(step.metric)
-    if value is None:
-        known = ", ".join(sorted(k for k in scored if "/" not in k))
-        raise GateRejectedError(
-            f"Gate '{step.name}': {challenger.ref} has no metric '{step.metric}' on {data} "
-            f"(its metrics: {known})."
-        )
+    scored = score_model(workspace, step.challenger, step.data, step.split, slices)
+    value = metric_value(scored, step.metric, who)
+    challenger = scored.model
     try:
-        champion = get_model_version(workspace, step.champion)
+        champion = get_model_version(workspace, step.champion).ref
     except NotFoundError:
-        return _gate_outputs(step, challenger.ref, value, "", None)
-    held = score_on_split(workspace, champion.ref, data, step.split, slices)
-    base = held.get(step.metric)
-    outputs = _gate_outputs(step, challenger.ref, value, champion.ref, base)
-    if champion.ref == challenger.ref:
+        return _gate_outputs(step, challenger, value, "", None)
+    held = score_model(workspace, champion, scored.data, step.split, slices)
+    base = held.metrics.get(step.metric)
+    outputs = _gate_outputs(step, challenger, value, champion, base)
+    if champion == challenger:
         raise GateRejectedError(
-            f"Gate '{step.name}': {challenger.ref} already is {step.champion}; nothing to release."
+            f"Gate '{step.name}': {challenger} already is {step.champion}; nothing to release."
         )
     if base is None:
         raise GateRejectedError(
-            f"Gate '{step.name}': the champion {champion.ref} has no metric '{step.metric}' on "
-            f"{data}, so the challenger cannot be compared with it."
+            f"Gate '{step.name}': the champion {champion} has no metric '{step.metric}' "
+            f"{held.where}, so the challenger cannot be compared with it."
         )
     gain = value - base if step.mode == "max" else base - value
-    where = f"on {data} ({step.split})"
     if gain < step.margin:
         raise GateRejectedError(
-            f"Gate '{step.name}': {challenger.ref} {step.metric} {value:.4f} does not beat "
-            f"{champion.ref}'s {base:.4f} by {step.margin:g} {where}."
+            f"Gate '{step.name}': {challenger} {step.metric} {value:.4f} does not beat "
+            f"{champion}'s {base:.4f} by {step.margin:g} {scored.where}."
         )
     for column, bound in step.slices.items():
-        new, old = _slice_gap(scored, step.metric, column), _slice_gap(held, step.metric, column)
+        new = _slice_gap(scored.metrics, step.metric, column)
+        old = _slice_gap(held.metrics, step.metric, column)
         if new is not None and old is not None and new - old > bound:
             raise GateRejectedError(
                 f"Gate '{step.name}': the {step.metric} gap across {column} widens from "
-                f"{old:.4f} ({champion.ref}) to {new:.4f} ({challenger.ref}), more than "
-                f"{bound:g} {where}."
+                f"{old:.4f} ({champion}) to {new:.4f} ({challenger}), more than "
+                f"{bound:g} {scored.where}."
             )
     return outputs
 

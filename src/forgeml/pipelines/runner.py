@@ -160,7 +160,7 @@ def key_parts(run: _RunState, step: StepBase) -> cache.KeyParts:
 def _job_fields(run: _RunState, step: StepBase) -> dict[str, Any]:
     call = get_kind(step.kind).job(run.workspace, step, run.pipeline.base)
     declared = {k: v for k, v in cache.declared_env(step.env).items() if v is not None}
-    return {
+    fields = {
         "name": f"{run.pipeline.name}.{step.name}",
         "kind": call.job_kind,
         "command": [sys.executable, "-m", call.module, json.dumps(call.spec)],
@@ -168,6 +168,9 @@ def _job_fields(run: _RunState, step: StepBase) -> dict[str, Any]:
         "timeout_seconds": step.timeout,
         "env": declared | call.env,
     }
+    if call.resources is not None:
+        fields["resources"] = call.resources
+    return fields
 
 
 def _run_job(run: _RunState, step: StepBase, key: str, parts: cache.KeyParts) -> None:

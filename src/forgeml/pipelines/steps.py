@@ -1,8 +1,8 @@
 """The typed steps of a pipeline file: one pydantic model per kind, a union on `kind`.
 
-A new kind is one model here, added to `Step`, and one record in `kinds.py` (or, for the
-release kinds gate, promote, deploy and canary, `release_kinds.py`): its outputs, inputs
-and job.
+A new kind is one model here, added to `Step`, and one record in `kinds.py` (or, for
+finetune, tune and evaluate, `model_kinds.py`; for the release kinds gate, promote, deploy
+and canary, `release_kinds.py`): its outputs, inputs and job.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pydantic import (
     Field,
     NonNegativeInt,
     PositiveFloat,
+    PositiveInt,
     field_validator,
     model_validator,
 )
@@ -114,6 +115,57 @@ class TrainStep(StepBase):
         if (self.config is None) == (self.reproduce is None):
             raise ValueError("give exactly one of `config` and `reproduce`")
         return self
+
+
+class FinetuneStep(StepBase):
+    """Fine-tune a pretrained model as `forgeml finetune CONFIG` does: LoRA through PEFT, or
+    distillation from a registered teacher; its output is the registered model version."""
+
+    kind: Literal["finetune"]
+    config: str = Field(
+        description="A fine-tuning config file (YAML) with a `lora` or `distill` section."
+    )
+    data: str | None = Field(
+        None, description="The dataset version to fine-tune on instead of the config's."
+    )
+    overrides: list[str] = Field(
+        default_factory=list, description="key.path=value overrides of the config."
+    )
+
+
+class TuneStep(StepBase):
+    """Search hyper-parameters as `forgeml tune CONFIG --trials N` does (Optuna; each trial
+    a child run); its outputs are the best trial's registered model, run and value."""
+
+    kind: Literal["tune"]
+    config: str = Field(
+        description="A tune config file: a train config with `search` and `tune` sections."
+    )
+    trials: PositiveInt = Field(10, description="How many trials the study runs.")
+    data: str | None = Field(
+        None, description="The dataset version to search on instead of the config's."
+    )
+    overrides: list[str] = Field(
+        default_factory=list, description="key.path=value overrides of the training part."
+    )
+
+
+class EvaluateStep(StepBase):
+    """Score a model version on a dataset version's split, as the gate scores (overall and
+    per slice); the scores are recorded as a run of the `evaluate` experiment."""
+
+    kind: Literal["evaluate"]
+    model: str = Field(description="The model version (NAME@vN or NAME@ALIAS).")
+    data: str | None = Field(
+        None,
+        description="Dataset version whose split it is scored on (default: the model's "
+        "training data).",
+    )
+    split: Literal["train", "validation", "test"] = "test"
+    metric: str = Field("accuracy", description="The metric that is the step's `score`.")
+    slices: list[str] = Field(
+        default_factory=list, description="Columns to score per value of, e.g. [sex, race]."
+    )
 
 
 class OptimizeStep(StepBase):
@@ -252,6 +304,9 @@ Step = Annotated[
     CommandStep
     | DataStep
     | TrainStep
+    | FinetuneStep
+    | TuneStep
+    | EvaluateStep
     | OptimizeStep
     | GateStep
     | PromoteStep

@@ -34,7 +34,15 @@ class JobState(StrEnum):
 FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
 JobKind = Literal[
-    "train", "finetune", "tune", "optimize", "data", "batch-predict", "command", "release"
+    "train",
+    "finetune",
+    "tune",
+    "evaluate",
+    "optimize",
+    "data",
+    "batch-predict",
+    "command",
+    "release",
 ]
 
 # Volcano/Kubernetes-style priority classes; a bigger value is more important

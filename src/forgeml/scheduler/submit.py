@@ -82,7 +82,9 @@ def submit_and_run(
     return job
 
 
-def _resources(workspace: Workspace, options: JobOptions, workers: int) -> dict[str, float]:
+def job_resources(workspace: Workspace, options: JobOptions, workers: int) -> dict[str, float]:
+    """What one worker of a forgeml job asks for: `options`' figures, memory and GPUs
+    defaulted from this machine (`DEFAULT_MEMORY_GB`, one GPU per worker when there are)."""
     memory, gpus = options.memory_gb, options.gpus
     if memory is None or gpus is None:
         from forgeml.scheduler.cluster import local_capacity
@@ -124,7 +126,7 @@ def run_entry_point(
         "name": name,
         "kind": kind,
         "command": [sys.executable, "-m", module, json.dumps(spec)],
-        "resources": _resources(workspace, options, workers),
+        "resources": job_resources(workspace, options, workers),
         "workers": workers,
         "queue": options.queue,
         "priority": options.priority,

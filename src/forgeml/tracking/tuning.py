@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from forgeml.core.workspace import Workspace
     from forgeml.train.config import TrainConfig
+    from forgeml.train.hpo import SearchSpace
 
 
 class TuneOptions(BaseModel):
@@ -48,7 +49,15 @@ class TuneOptions(BaseModel):
     register_best: bool = Field(default=True, description="Register the best trial's model.")
 
 
-def _split_config(path: str, overrides: list[str]) -> tuple[dict[str, Any], Any, TuneOptions]:
+def read_tune_config(
+    path: str, overrides: list[str]
+) -> tuple[dict[str, Any], SearchSpace, TuneOptions]:
+    """The tune config at `path` split into its training part (`overrides` applied), its
+    search space and its `tune` options.
+
+    Raises:
+        ConfigError: the file is not a mapping, lacks `search`, or a section is invalid.
+    """
     from forgeml.train.config import apply_overrides
     from forgeml.train.hpo import SearchSpace
 
@@ -97,9 +106,17 @@ def _best_run(
 
 
 def run_tuning(
-    workspace: Workspace, path: str, trials: int, overrides: list[str]
+    workspace: Workspace,
+    path: str,
+    trials: int,
+    overrides: list[str],
+    study_name: str | None = None,
 ) -> dict[str, Any]:
-    """Run the study of tune config `path`; returns a JSON summary with the best trial."""
+    """Run the study of tune config `path`; returns a JSON summary with the best trial.
+
+    The Optuna study is `study_name` (default: the config's name + "-study"); a study of
+    that name that exists already is continued.
+    """
     import optuna
 
     from forgeml.train.config import TrainConfig
@@ -107,7 +124,7 @@ def run_tuning(
 
     # failed trials surface as forgeml's own one-sentence error, not Optuna's traceback
     optuna.logging.set_verbosity(optuna.logging.CRITICAL)
-    base, space, options = _split_config(path, overrides)
+    base, space, options = read_tune_config(path, overrides)
     template = parse_model(TrainConfig, _deep_copy(base), path)
     study_run = start_run(
         workspace,
@@ -157,7 +174,7 @@ def run_tuning(
             space,
             n_trials=trials,
             storage_url=workspace.settings.database_url,
-            study_name=f"{template.name}-study",
+            study_name=study_name or f"{template.name}-study",
             direction=options.direction,
             sampler=options.sampler,
             pruner=options.pruner,

@@ -36,6 +36,16 @@ class TuneJobSpec(BaseModel):
     config_path: str
     trials: int = 10  # the study itself refuses fewer than 1
     overrides: list[str] = Field(default_factory=list)
+    study: str | None = Field(
+        default=None,
+        description="The Optuna study (default: the config's name + '-study', continued "
+        "by each run); a pipeline step names one per distinct search.",
+    )
+    require_model: bool = Field(
+        default=False,
+        description="Fail when no trial completed, so there is no best model (a pipeline's "
+        "later steps need one).",
+    )
 
 
 def run_payload(summary: RunSummary) -> dict[str, Any]:
@@ -90,10 +100,22 @@ def train_job(
 
 
 def tune_job(workspace: Workspace, spec: TuneJobSpec) -> dict[str, Any]:
-    """Run the study `spec` names; returns its summary (best trial, its run and model)."""
+    """Run the study `spec` names; returns its summary (best trial, its run and model).
+
+    Raises:
+        ConfigError: the config is invalid, or `require_model` and no trial completed.
+    """
+    from forgeml.core.errors import ConfigError
     from forgeml.tracking.tuning import run_tuning
 
-    return run_tuning(workspace, spec.config_path, spec.trials, spec.overrides)
+    result = run_tuning(workspace, spec.config_path, spec.trials, spec.overrides, spec.study)
+    if spec.require_model and result["model"] is None:
+        states = ", ".join(sorted({str(t["state"]) for t in result["trials"]})) or "none"
+        raise ConfigError(
+            f"Study {result['study']}: no trial completed (trial states: {states}), so there "
+            "is no best model; widen the search space or run more trials."
+        )
+    return result
 
 
 def submit_training(
