@@ -220,8 +220,11 @@ steps:
 
     job = find_job(pipe_workspace, step["job_id"])
     assert job.spec["timeout_seconds"] == 1.5 and job.spec["max_retries"] == 0
-    # the timeout ended it (the program itself never returns), not the program
-    assert job.state == "FAILED" and "timed out or was cancelled" in step["error"]
+    # the timeout ended it (the program itself never returns): in the step's own words
+    # ("its job timed out or was cancelled") when the job had started the program, else in
+    # the scheduler's ("timed out after 1.5 s": under load the interpreter may still be
+    # importing when the 1.5 s are up)
+    assert job.state == "FAILED" and "timed out" in step["error"]
 
 
 def test_a_missing_read_file_fails_the_step_before_any_job(

@@ -105,6 +105,17 @@ def test_tune_runs_trials_as_child_runs_and_registers_the_best(
     assert best["config"]["optimizer"]["lr"] == result["best_params"]["optimizer.lr"]
     assert best["config"]["data"]["max_rows"] == 2048  # --set reaches every trial
 
+    # the pruner saw every trial's training-loss curve, one point a step
+    import optuna
+
+    from forgeml.train.hpo import optuna_storage
+
+    stored = optuna.load_study(
+        study_name="adult-mlp-study",
+        storage=optuna_storage(workspace_of(tmp_path).settings.database_url),
+    )
+    assert [sorted(t.intermediate_values) for t in stored.trials] == [list(range(1, 16))] * 3
+
     assert result["model"] == "adult-mlp@v1"
     [model] = json_out(adult("models", "list", "--json"))
     assert (model["ref"], model["run_id"], model["dataset"]) == (

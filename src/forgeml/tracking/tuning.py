@@ -140,8 +140,8 @@ def run_tuning(
 
         def report(step: int, _total: int, metrics: dict[str, float]) -> None:
             # prune on the training-loss curve, oriented to the study's direction
-            if "loss" in metrics:
-                trial.report(sign * metrics["loss"], step)
+            if "train_loss" in metrics:  # the trainer's step metrics (train/loop.py)
+                trial.report(sign * metrics["train_loss"], step)
                 if trial.should_prune():
                     raise optuna.TrialPruned(f"pruned by the study's pruner at step {step}")
 
