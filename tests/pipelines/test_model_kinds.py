@@ -396,7 +396,8 @@ def test_each_input_of_the_new_kinds_is_in_its_key(trained: Workspace, tmp_path:
         "config": str(ADULT_CONFIG),
         "overrides": ["distill.teacher=adult-mlp@keyed"],
     }
-    steps = (evaluate, tune, finetune)
+    train = finetune | {"name": "r", "kind": "train"}  # a train step distilling too
+    steps = (evaluate, tune, finetune, train)
     before = [_key(trained, tmp_path, step) for step in steps]
 
     same = [_key(trained, tmp_path, step) for step in steps]
@@ -415,7 +416,7 @@ def test_each_input_of_the_new_kinds_is_in_its_key(trained: Workspace, tmp_path:
     (tmp_path / "tune.yaml").write_text(edited)
     new_search = _key(trained, tmp_path, tune)
     promote(trained, "adult-mlp", 2, "keyed", "accuracy", force=True)
-    moved = [_key(trained, tmp_path, evaluate), _key(trained, tmp_path, finetune)]
+    moved = [_key(trained, tmp_path, step) for step in (evaluate, finetune, train)]
 
     assert same == before
     keys = [*before, *changed_fields, new_data, new_search, *moved]

@@ -24,7 +24,7 @@ from forgeml.pipelines._kind_base import (
     params_of,
     step_path,
 )
-from forgeml.pipelines.model_kinds import MODEL_KINDS
+from forgeml.pipelines.model_kinds import MODEL_KINDS, training_inputs
 from forgeml.pipelines.release_kinds import RELEASE_KINDS
 from forgeml.pipelines.steps import CommandStep, DataStep, OptimizeStep, StepBase, TrainStep
 
@@ -94,21 +94,9 @@ class TrainKind:
         return load_config(str(step_path(base, step.config)), overrides)
 
     def inputs(self, workspace: Workspace, step: StepBase, base: Path) -> dict[str, str]:
-        from forgeml.core.ids import json_digest
-        from forgeml.data import catalog
-
         assert isinstance(step, TrainStep)
         config = self._config(workspace, step, base)
-        with workspace.store.session() as session:
-            version = catalog.resolve(session, config.data.dataset)
-        # the resolved config is the whole recipe: a file edit or a new champion changes it
-        found = {
-            "config": json_digest(config.model_dump(mode="json")),
-            f"dataset:{config.data.dataset}": version.digest,
-        }
-        if step.config is not None:
-            found[f"file:{step.config}"] = file_input(base, step, step.config)
-        return found
+        return training_inputs(workspace, step, config, base, step.config)
 
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
         from forgeml.tracking.jobs import TRAIN_MODULE, TrainJobSpec

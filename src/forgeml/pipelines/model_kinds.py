@@ -52,17 +52,19 @@ def _unresolved(step: FinetuneStep | TuneStep) -> bool:
 
 
 def training_inputs(
-    workspace: Workspace, step: StepBase, config: TrainConfig, base: Path, file: str
+    workspace: Workspace, step: StepBase, config: TrainConfig, base: Path, file: str | None
 ) -> dict[str, str]:
     """What a training step's key digests: the resolved config (the whole recipe: a file
-    edit or an override changes it), its dataset version, its teacher, its config file."""
+    edit, an override or a new champion changes it), its dataset version, its teacher's
+    version (an alias that moves re-runs it), its config file (None: a reproduced run's)."""
     from forgeml.core.ids import json_digest
 
     found = {
         "config": json_digest(config.model_dump(mode="json")),
         f"dataset:{config.data.dataset}": _dataset_digest(workspace, config.data.dataset),
-        f"file:{file}": file_input(base, step, file),
     }
+    if file is not None:
+        found[f"file:{file}"] = file_input(base, step, file)
     if config.distill is not None:
         teacher = config.distill.teacher
         found[f"model:{teacher}"] = _model_digest(workspace, teacher)
