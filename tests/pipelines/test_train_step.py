@@ -60,3 +60,33 @@ def test_train_and_optimize_steps_register_models_later_steps_read_and_rerun_cac
     assert second["steps"][0]["outputs"] == train["outputs"]
     models = json_out(cli("models", "list", "--json"))
     assert len(models) == 2  # the trained one and its ONNX child; the re-run made none
+
+
+@pytest.mark.slow
+def test_a_train_step_of_two_workers_runs_as_one_gang_of_two(
+    cli: Cli,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    copy_adult_home(tmp_path_factory, tmp_path / "home")
+    path = write_pipeline(
+        tmp_path,
+        f"""
+name: ddp
+steps:
+  - name: train
+    kind: train
+    config: {ADULT_CONFIG}
+    overrides: [workers=2, epochs=null, max_steps=4, batch_size=64, data.max_rows=2048]
+""",
+    )
+
+    [step] = json_out(cli("pipelines", "run", path, "--json"))["steps"]
+
+    assert step["state"] == "SUCCEEDED", step["error"]
+    [job] = json_out(cli("jobs", "list", "--json"))
+    assert (job["kind"], job["workers"]) == ("train", 2)
+    shown = json_out(cli("runs", "show", step["outputs"]["run_id"], "--json"))
+    assert (shown["status"], shown["config"]["workers"]) == ("FINISHED", 2)

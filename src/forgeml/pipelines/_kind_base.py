@@ -22,21 +22,24 @@ SCHEDULING_FIELDS = frozenset({"name", "needs", "retries", "timeout", "env"})
 @dataclass(frozen=True)
 class JobCall:
     """The job a step runs: `python -m MODULE SPEC_JSON`, of scheduler kind `job_kind`;
-    `resources` is what it asks for (None: the scheduler's default, 1 CPU and 1 GB)."""
+    `resources` is what each of its `workers` asks for (None: the scheduler's default, 1
+    CPU and 1 GB); a job of several workers is one gang, as `forgeml train` submits it."""
 
     module: str
     spec: dict[str, Any]
     job_kind: str
     env: dict[str, str] = field(default_factory=dict)
     resources: dict[str, float] | None = None
+    workers: int = 1
 
 
-def model_job_resources(workspace: Workspace) -> dict[str, float]:
-    """What a job that trains or scores a model asks for: what `forgeml train` asks for
-    (4 GB or what there is, a GPU when there is one), not a command's 1 GB."""
+def model_job_resources(workspace: Workspace, workers: int = 1) -> dict[str, float]:
+    """What each worker of a job that trains or scores a model asks for: what `forgeml
+    train` asks for (4 GB or a share of what there is, a GPU each when there are enough),
+    not a command's 1 GB."""
     from forgeml.scheduler.submit import JobOptions, job_resources
 
-    return job_resources(workspace, JobOptions(), workers=1)
+    return job_resources(workspace, JobOptions(), workers=workers)
 
 
 class StepKind(Protocol):

@@ -103,8 +103,14 @@ class TrainKind:
 
         config = self._config(workspace, step, base)
         spec = TrainJobSpec(config=config.model_dump(mode="json"))
-        resources = model_job_resources(workspace)
-        return JobCall(TRAIN_MODULE, spec.model_dump(mode="json"), "train", resources=resources)
+        resources = model_job_resources(workspace, config.workers)
+        return JobCall(
+            TRAIN_MODULE,
+            spec.model_dump(mode="json"),
+            "train",
+            resources=resources,
+            workers=config.workers,
+        )
 
 
 class OptimizeKind:

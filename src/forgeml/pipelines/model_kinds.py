@@ -102,9 +102,16 @@ class FinetuneKind:
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
         from forgeml.tracking.jobs import TRAIN_MODULE, TrainJobSpec
 
-        spec = TrainJobSpec(config=self._config(step, base).model_dump(mode="json"))
-        resources = model_job_resources(workspace)
-        return JobCall(TRAIN_MODULE, spec.model_dump(mode="json"), "finetune", resources=resources)
+        config = self._config(step, base)
+        spec = TrainJobSpec(config=config.model_dump(mode="json"))
+        resources = model_job_resources(workspace, config.workers)
+        return JobCall(
+            TRAIN_MODULE,
+            spec.model_dump(mode="json"),
+            "finetune",
+            resources=resources,
+            workers=config.workers,
+        )
 
 
 class TuneKind:

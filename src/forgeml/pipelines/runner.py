@@ -167,6 +167,7 @@ def _job_fields(run: _RunState, step: StepBase) -> dict[str, Any]:
         "max_retries": step.retries,
         "timeout_seconds": step.timeout,
         "env": declared | call.env,
+        "workers": call.workers,
     }
     if call.resources is not None:
         fields["resources"] = call.resources
