@@ -13,8 +13,10 @@ from types import SimpleNamespace
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
 
 from forgeml.core import nvml
+from forgeml.core.store import JobAttemptRecord
 from forgeml.core.workspace import Workspace
 from forgeml.scheduler.executors.local import LocalExecutor
 from forgeml.scheduler.jobs import find_job
@@ -79,6 +81,40 @@ def test_a_running_job_has_its_own_series_until_it_ends(
     done = {"queue": "default", "state": "SUCCEEDED"}
     assert registry.get_sample_value("forgeml_scheduler_jobs", done) == 1
     assert registry.get_sample_value("forgeml_queue_cost_total", {"queue": "default"}) is not None
+
+
+def test_a_running_jobs_gpu_seconds_are_exported_only_where_gpus_are_metered(
+    sched_workspace: Workspace, gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(nvml._nvml_state, "module", None)
+    scheduler = Scheduler(
+        sched_workspace, LocalExecutor(cpus=[0, 1], gpus=0), policy_options=PolicyOptions()
+    )
+    job_id = submit_local(sched_workspace, python_job(gate.wait_code))
+    wait_for(lambda: state_of(sched_workspace, job_id) == "RUNNING", step=scheduler.cycle)
+    registry = scheduler_registry(sched_workspace.store)
+    labels = {"job": job_id, "queue": "default", "kind": "command"}
+    # no NVML and no GPU second recorded: absent, not an idle 0
+    assert registry.get_sample_value("forgeml_job_gpu_seconds_total", labels) is None
+    with sched_workspace.store.session() as session:
+        [attempt] = session.scalars(
+            select(JobAttemptRecord).where(JobAttemptRecord.job_id == job_id)
+        ).all()
+        attempt.gpu_seconds = 12.5  # what the usage meter stores at a heartbeat
+        session.commit()
+    assert registry.get_sample_value("forgeml_job_gpu_seconds_total", labels) == 12.5
+    gate.release()
+    assert run_to_end(scheduler, job_id) == "SUCCEEDED"
+    # NVML with no GPU this job holds: its GPU seconds are a measured 0
+    no_gpus = SimpleNamespace(NVMLError=RuntimeError, nvmlDeviceGetCount=lambda: 0)
+    monkeypatch.setitem(nvml._nvml_state, "module", no_gpus)
+    idle = submit_local(sched_workspace, python_job(gate.wait_code))
+    wait_for(lambda: state_of(sched_workspace, idle) == "RUNNING", step=scheduler.cycle)
+    idle_labels = labels | {"job": idle}
+    assert registry.get_sample_value("forgeml_job_gpu_seconds_total", idle_labels) == 0.0
+    gate.release()
+    assert run_to_end(scheduler, idle) == "SUCCEEDED"
+    assert registry.get_sample_value("forgeml_job_gpu_seconds_total", idle_labels) is None
 
 
 def test_a_budget_is_exported_beside_the_spend(sched_workspace: Workspace) -> None:

@@ -11,11 +11,14 @@ scrapes, so a restarted server exports the same values and two servers on one st
 | `forgeml_queue_budget` | gauge (queues with a budget only) | queue |
 | `forgeml_job_cpu_seconds_total` | counter (running jobs, all attempts) | job, queue, kind |
 | `forgeml_job_peak_memory_bytes` | gauge (running jobs, the current attempt) | job, queue, kind |
+| `forgeml_job_gpu_seconds_total` | counter (running jobs, all attempts) | job, queue, kind |
 | `forgeml_gpu_utilization_ratio` | gauge (0-1, each GPU NVML sees; absent without GPUs) | gpu |
 
-A queue with no pending job has no oldest-wait series, and a machine without GPUs no GPU
-series: absent, not zero. Per-job series exist for running jobs only, so their number is
-bounded by the cluster's size, not by the job history.
+A job's GPU seconds are the seconds each GPU it held was busy, summed: their rate is the
+job's GPU utilisation (in GPUs). A queue with no pending job has no oldest-wait series,
+and a machine without GPUs no GPU series (per GPU or per job): absent, not zero. Per-job
+series exist for running jobs only, so their number is bounded by the cluster's size, not
+by the job history.
 """
 
 from __future__ import annotations
@@ -62,6 +65,12 @@ def _families() -> dict[str, _Family]:
         "memory": GaugeMetricFamily(
             "forgeml_job_peak_memory_bytes",
             "Peak resident memory of a running job's current attempt.",
+            labels=["job", "queue", "kind"],
+        ),
+        "gpu_seconds": CounterMetricFamily(
+            "forgeml_job_gpu_seconds",
+            "GPU seconds a running job has kept busy (NVML), over every attempt; its rate is "
+            "the job's GPU utilisation. Absent without GPUs.",
             labels=["job", "queue", "kind"],
         ),
         "gpu": GaugeMetricFamily(
@@ -134,18 +143,26 @@ class SchedulerCollector(Collector):
                 JobAttemptRecord.job_id,
                 JobAttemptRecord.number,
                 JobAttemptRecord.cpu_seconds,
+                JobAttemptRecord.gpu_seconds,
                 JobAttemptRecord.peak_memory_gb,
             ).where(JobAttemptRecord.job_id.in_(ids))
         ).all()
         cpu: dict[str, float] = {}
+        gpu: dict[str, float] = {}
         memory: dict[tuple[str, int], float] = {}
-        for job_id, number, cpu_seconds, peak_gb in attempts:
+        for job_id, number, cpu_seconds, gpu_seconds, peak_gb in attempts:
             cpu[job_id] = cpu.get(job_id, 0.0) + float(cpu_seconds)
+            gpu[job_id] = gpu.get(job_id, 0.0) + float(gpu_seconds or 0.0)
             memory[(job_id, number)] = float(peak_gb) * _GIB
+        # GPU seconds come from NVML: where none is (or no job has had a GPU) they are
+        # absent, not a zero that would read as an idle GPU
+        metered = nvml_module() is not None or any(gpu.values())
         for job_id, queue, kind, current in running:
             labels = [job_id, queue, kind]
             families["cpu"].add_metric(labels, cpu.get(job_id, 0.0))
             families["memory"].add_metric(labels, memory.get((job_id, current), 0.0))
+            if metered:
+                families["gpu_seconds"].add_metric(labels, gpu.get(job_id, 0.0))
 
 
 def gpu_utilization() -> list[tuple[int, float]]:
