@@ -14,6 +14,11 @@ The server is killed with SIGKILL at every stage, each at an exact state of the 
   8. the canary's job recorded SUCCEEDED, the step and the run not yet.
 Afterwards exactly one firing, one pipeline run, one attempt of every job, one audit event
 of each kind, the alias on the challenger, the deployment serving it, no canary left.
+
+Two windows are too short to hit from outside (milliseconds), so they are tested from the
+state a SIGKILL there leaves: the firing recorded and its job not yet submitted
+(tests/pipelines/test_triggers.py), and an attempt launched whose handle is not yet
+recorded (tests/scheduler/test_service.py).
 """
 
 from __future__ import annotations
