@@ -113,8 +113,12 @@ class Freezer:
         self.frozen: set[int] = set()
 
     def freeze(self, pid: int, what: str) -> None:
+        def stopped() -> bool:
+            return bool(psutil.Process(pid).status() == psutil.STATUS_STOPPED)
+
         def frozen() -> bool:
             os.kill(pid, signal.SIGSTOP)
+            wait_until(stopped, 10, f"{what} stopped", 0.001)
             if _lock_free(self.home):
                 return True
             os.kill(pid, signal.SIGCONT)  # caught inside a transaction: let it finish
