@@ -19,15 +19,15 @@ No peer runs this loop on one machine (Evidently, NannyML and whylogs stop at th
 MLRun's monitor runs at most every 10 minutes), so each figure stands beside its goal:
 <= 60 s, <= 5 min, <= 30 s. A run takes about 5 minutes.
 
---quick measures the same three figures on a smaller loop (about 85 s on 2 cores; its floor
-is four deployment changes, each starting fresh replicas and draining the old ones 5 s,
-which a canary step cannot shorten): the champion
-trains 1 epoch in this process (no `forgeml demo`); the server evaluates alert rules every
-second with the shipped drift rule's expression held 2 s instead of 30 s (a rule file of
-its own, `ForgemlDriftDetectedQuick`); the breaking canary runs first, on the loop's own
-deployment, and its unshifted traffic is the calm before the shift; the new data arrives
-cleaned and split, so the loop is retrain -> gate -> 3 s canary (no preparation steps).
-Its JSON says so under `quick_loop`.
+--quick measures the same three figures on a smaller loop, in about 85 s on 2 cores (its
+floor: four deployment changes, each starting fresh replicas and draining the old ones for
+5 s, which a canary step cannot shorten). The champion trains 1 epoch in this process (no
+`forgeml demo`); the server evaluates alert rules every second, with the shipped drift
+rule's expression held 2 s instead of 30 s (a rule file of its own,
+`ForgemlDriftDetectedQuick`); the breaking canary runs first, on the loop's own deployment,
+and its unshifted traffic is the calm before the shift; the new data arrives cleaned and
+split, so the loop is retrain -> gate -> 3 s canary (no preparation steps). Its JSON says
+so under `quick_loop`.
 
 Run from the repository root:
 
