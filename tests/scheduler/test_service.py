@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from forgeml.core.config import Settings
-from forgeml.core.store import JobAttemptRecord
+from forgeml.core.store import JobAttemptRecord, JobRecord
 from forgeml.core.workspace import Workspace
 from forgeml.scheduler.executors.base import AttemptHandle
 from forgeml.scheduler.executors.local import LocalExecutor
@@ -211,6 +211,46 @@ def test_a_lost_attempt_is_marked_and_requeued(sched_workspace: Workspace) -> No
     cancel(sched_workspace, job_id)
     second.grace_seconds = 0.5
     assert run_to_end(second, job_id) == JobState.CANCELLED
+
+
+def test_a_control_plane_killed_as_it_launches_adopts_the_attempt_instead_of_a_second(
+    sched_workspace: Workspace, tmp_path: Path
+) -> None:
+    gate = Gate(tmp_path / "gate")
+    starts = tmp_path / "starts"
+    code = f"open({str(starts)!r}, 'a').write('started\\n'); {gate.wait_code}"
+    job_id = submit_local(sched_workspace, python_job(code))
+    first = scheduler_for(sched_workspace)
+    wait_for(starts.exists, step=first.cycle)
+    # what a SIGKILL between `executor.launch` and the write of its handle leaves behind:
+    # the attempt recorded without a handle, the job SCHEDULED, the launcher running
+    with sched_workspace.store.session() as session:
+        attempt = session.scalars(
+            select(JobAttemptRecord).where(JobAttemptRecord.job_id == job_id)
+        ).one()
+        attempt.external_id = None
+        job = session.get(JobRecord, job_id)
+        assert job is not None
+        job.state = JobState.SCHEDULED.value
+    second = scheduler_for(sched_workspace)
+    second.startup()
+    assert state_of(sched_workspace, job_id) == "RUNNING"
+    (adopted,) = attempts(sched_workspace, job_id)
+    assert adopted.external_id and adopted.state == "RUNNING"
+    for _ in range(3):
+        second.cycle()
+    gate.release()
+    assert run_to_end(second, job_id) == JobState.SUCCEEDED
+    assert len(attempts(sched_workspace, job_id)) == 1
+    assert starts.read_text() == "started\n"  # the job ran once
+
+
+def test_recover_finds_no_attempt_that_never_started(tmp_path: Path) -> None:
+    executor = LocalExecutor(cpus=[0], gpus=0)
+    log = tmp_path / "attempt-1.log"
+    assert executor.recover(log, wait_seconds=0) is None  # no launch spec: never launched
+    log.with_suffix(".launch.json").write_text("{}")
+    assert executor.recover(log, wait_seconds=0.1) is None  # no launcher ever wrote its pid
 
 
 # ---- preemption end to end with a real training job

@@ -7,7 +7,9 @@ restart changes nothing for the job). It starts one process per worker (command,
 CPU set, cwd), forwards SIGTERM to them, and when they have all ended writes
 `{"exit_code": N, "ended_at": T}` to the spec's exit file atomically (temp + rename). A
 restarted control plane finds a live attempt by the launcher's pid and create time, or
-reads how it ended from the exit file.
+reads how it ended from the exit file. Before anything else the launcher writes its pid to
+the spec's pid file: a control plane that died between starting it and recording its pid
+finds it there (`LocalExecutor.recover`) instead of starting the attempt a second time.
 
 If one worker fails the others are stopped, as torchrun does: a gang lives and dies together.
 """
@@ -52,14 +54,20 @@ def _stop(workers: list[subprocess.Popen[bytes]], sig: int) -> None:
 
 
 def _write_exit(path: Path, code: int) -> None:
+    _write_atomic(path, json.dumps({"exit_code": code, "ended_at": time.time()}))
+
+
+def _write_atomic(path: Path, text: str) -> None:
     temp = path.with_suffix(".tmp")
-    temp.write_text(json.dumps({"exit_code": code, "ended_at": time.time()}))
+    temp.write_text(text)
     os.replace(temp, path)
 
 
 def main(spec_path: str) -> int:
     """Run the workers of one attempt; returns the gang's exit code."""
     spec = json.loads(Path(spec_path).read_text())
+    if spec.get("pid_file"):
+        _write_atomic(Path(spec["pid_file"]), str(os.getpid()))
     terminating: list[float] = []
 
     def on_term(*_: object) -> None:

@@ -44,6 +44,7 @@ from forgeml.scheduler.executors.base import (
     Executor,
     Gang,
     LaunchRequest,
+    Recovering,
 )
 from forgeml.scheduler.jobs import transition, utcnow
 from forgeml.scheduler.model import (
@@ -120,11 +121,32 @@ class Scheduler:
             if not self._mine(job.id, attempt.executor):
                 continue
             handle = AttemptHandle(attempt.executor, attempt.external_id or "")
-            if attempt.external_id and self.executor.adopt(handle):
+            if not attempt.external_id:  # the last control plane died as it launched it
+                handle = self._recover(attempt.id, attempt.log_path) or handle
+            if handle.external_id and self.executor.adopt(handle):
                 log.info("adopted attempt %s of job %s", attempt.number, job.id)
                 continue
             log.warning("attempt %s of job %s was lost", attempt.number, job.id)
             self._end(attempt.id, Ended(AttemptStatus(running=False), lost=True))
+
+    def _recover(self, attempt_id: str, log_path: str | None) -> AttemptHandle | None:
+        """The handle of an attempt launched but never recorded, now recorded (and its job
+        RUNNING, as `_launch` would have left it); None when it was never started."""
+        if not isinstance(self.executor, Recovering) or not log_path:
+            return None
+        handle = self.executor.recover(Path(log_path))
+        if handle is None:
+            return None
+        with self.workspace.store.session() as session:
+            attempt = session.get(JobAttemptRecord, attempt_id)
+            job = session.get(JobRecord, attempt.job_id) if attempt is not None else None
+            if attempt is None or job is None or attempt.external_id:
+                return None
+            attempt.external_id = handle.external_id
+            if job.state == JobState.SCHEDULED:
+                reason = f"running on {', '.join(sorted(set(attempt.nodes)))}"
+                transition(session, job, JobState.RUNNING, reason=reason, attempt=attempt.number)
+        return handle
 
     def reconcile(self, report: CycleReport) -> None:
         """Poll every attempt of ours; carry out cancels and timeouts; end finished ones."""

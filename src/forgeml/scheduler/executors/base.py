@@ -97,6 +97,20 @@ class Gang:
 
 
 @runtime_checkable
+class Recovering(Protocol):
+    """An executor that finds an attempt by its log path alone (the local executor).
+
+    The service records an attempt, launches it, then records its handle; a control plane
+    killed in between leaves an attempt with no handle. `startup` asks `recover` for it
+    before taking it for lost, so the job is not started a second time beside it.
+    """
+
+    def recover(self, log_path: Path) -> AttemptHandle | None:
+        """The attempt launched for `log_path`, or None when none was started."""
+        ...
+
+
+@runtime_checkable
 class DemandReporter(Protocol):
     """An executor whose cluster grows on demand (Ray's autoscaler).
 

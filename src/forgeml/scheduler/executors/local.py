@@ -3,7 +3,9 @@
 An attempt is started through `forgeml/scheduler/_launcher.py`, which runs the workers,
 forwards SIGTERM to them and writes the exit code to a file. The handle's `external_id`
 is `"<pid>:<create time>:<exit file>"`, so a restarted control plane finds a live
-attempt again (same pid and create time) or reads how it ended.
+attempt again (same pid and create time) or reads how it ended. One that died before it
+recorded the handle finds the attempt by its log path (`recover`): the launcher writes its
+pid beside the log first thing.
 
 Each worker is pinned to the CPUs this executor hands out (`sched_setaffinity`) and sees
 only its GPUs (`CUDA_VISIBLE_DEVICES`). Memory (RSS of the whole process tree over
@@ -183,6 +185,7 @@ class LocalExecutor:
         memory = request.resources.memory_gb * request.workers
         spec = {
             "exit_file": str(exit_file),
+            "pid_file": str(request.log_path.with_suffix(".pid")),
             "log_file": str(request.log_path),
             "workers": self._workers(request, layout),
             # read back by a restarted control plane that adopts this attempt
@@ -273,6 +276,35 @@ class LocalExecutor:
         pid, created, exit_file = _parse(handle)
         self._known(handle)
         return is_alive(pid, created) or exit_file.exists()
+
+    def recover(self, log_path: Path, wait_seconds: float = 10.0) -> AttemptHandle | None:
+        """The handle of an attempt launched for `log_path` whose handle was never recorded
+        (the control plane died in between); None when no launcher ever started for it.
+
+        A launch writes its spec first, then starts the launcher, which writes its pid
+        first: with a spec and no pid yet, the launcher may still be starting, so this
+        waits up to `wait_seconds` for it.
+        """
+        spec_file = log_path.with_suffix(".launch.json")
+        pid_file = log_path.with_suffix(".pid")
+        exit_file = log_path.with_suffix(".exit")
+        if not spec_file.exists():
+            return None
+        deadline = time.monotonic() + wait_seconds
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            pid = int(pid_file.read_text())
+        except (OSError, ValueError):
+            return None
+        created = 0.0
+        with contextlib.suppress(psutil.Error):  # it ended: its exit file says how
+            launcher = psutil.Process(pid)
+            if str(spec_file) in launcher.cmdline():  # not a later process given its pid
+                created = launcher.create_time()
+        if not created and not exit_file.exists():
+            return None  # killed without a word: lost, as any such attempt
+        return AttemptHandle(self.name, f"{pid}:{created!r}:{exit_file}")
 
     def _known(self, handle: AttemptHandle) -> _Attempt:
         attempt = self.attempts.get(handle.external_id)
