@@ -36,7 +36,6 @@ Run from the repository root:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -47,6 +46,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from _cli import make_parser, print_json
 
 REPO = Path(__file__).resolve().parents[1]
 GOALS = {"onset_to_alert_s": 60.0, "alert_to_promoted_s": 300.0, "breach_to_rollback_s": 30.0}
@@ -324,12 +325,7 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--quick", action="store_true", help="a smaller loop, under a minute (see above)"
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object last")
-    args = parser.parse_args()
+    args = make_parser(__doc__, "a smaller loop (see above)").parse_args()
     result = run(args.quick)
     print(f"{'figure':<24} {'seconds':>9} {'goal':>7}  met")
     for name, goal in GOALS.items():
@@ -338,8 +334,7 @@ def main() -> None:
         met = value is not None and value <= goal
         print(f"{name:<24} {shown:>9} {goal:7.0f}  {'yes' if met else 'no'}")
     print(f"loop: {result['outcome']}; failed requests: {result['failed_requests']}")
-    if args.json:
-        print(json.dumps({"quick": args.quick, "goals": GOALS, **result}))
+    print_json(args, {"quick": args.quick, "goals": GOALS, **result})
 
 
 if __name__ == "__main__":
