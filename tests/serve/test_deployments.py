@@ -293,6 +293,119 @@ def test_delete_stops_every_replica_and_marks_it_deleted(workspace: Workspace) -
         deployments.delete(workspace, NAME)
 
 
+# The keep tests walk a second deployment (KEEP) in file order: a canary start keeps the
+# primary, a rollback keeps it and stops the canary, changed serve arguments and --force
+# restart it, and a replica the autoscaler drains meanwhile is started again.
+KEEP = "dep-keep"
+
+
+def audit_payload(workspace: Workspace, ref: str) -> dict[str, Any]:
+    with workspace.store.session() as session:
+        events = session.scalars(select(AuditEvent).where(AuditEvent.object_ref == ref))
+        return dict(list(events)[-1].payload)
+
+
+@pytest.fixture(scope="module")
+def keep_primary(workspace: Workspace) -> Iterator[deployments.Deployment]:
+    try:
+        yield deployments.deploy(workspace, KEEP, "adult-mlp@v1", ready_timeout=120)
+    finally:
+        kill_servers(KEEP)
+
+
+def primary_pid(deployment: deployments.Deployment) -> int | None:
+    return next(r.pid for r in deployment.replicas if r.role == "primary")
+
+
+@pytest.mark.slow
+def test_a_canary_start_keeps_the_primary_and_starts_only_the_canary(
+    workspace: Workspace, keep_primary: deployments.Deployment
+) -> None:
+    pid = primary_pid(keep_primary)
+    updated = deployments.deploy(
+        workspace, KEEP, "adult-mlp@v1", canary="adult-small@v1", drain_seconds=0
+    )
+    assert updated.revision == 2
+    assert [(r.role, r.model_ref, r.status) for r in updated.replicas] == [
+        ("primary", "adult-mlp@v1", "ready"),
+        ("canary", "adult-small@v1", "ready"),
+    ]
+    kept, first = updated.replicas[0], keep_primary.replicas[0]
+    assert (kept.pid, kept.port) == (pid, first.port)
+    assert sorted(server_pids(KEEP)) == sorted(r.pid for r in updated.replicas if r.pid)
+    logs = sorted(p.name for p in deployments.log_dir(workspace, KEEP).glob("r2-*.log"))
+    assert logs == ["r2-canary-2.log"]
+    predict(updated.replicas[1].url, KEEP)
+    payload = audit_payload(workspace, KEEP)
+    assert payload["kept"] == [updated.replicas[0].url]
+    assert payload["replicas"] == [r.url for r in updated.replicas]
+
+
+@pytest.mark.slow
+def test_a_rollback_that_drops_the_canary_keeps_the_primary_and_stops_the_canary(
+    workspace: Workspace, keep_primary: deployments.Deployment
+) -> None:
+    before = deployments.get_deployment(workspace, KEEP)
+    canary = before.replicas[1].pid
+    assert canary is not None
+    rolled = deployments.rollback(workspace, KEEP, drain_seconds=0)
+    assert rolled.revision == 3 and rolled.spec.canary is None
+    assert [(r.role, r.pid) for r in rolled.replicas] == [("primary", primary_pid(keep_primary))]
+    assert not alive(canary)
+    assert server_pids(KEEP) == [primary_pid(keep_primary)]
+    assert list(deployments.log_dir(workspace, KEEP).glob("r3-*.log")) == []
+    predict(rolled.replicas[0].url, KEEP)
+
+
+@pytest.mark.slow
+def test_changed_serve_arguments_restart_the_primary(
+    workspace: Workspace, keep_primary: deployments.Deployment
+) -> None:
+    old = primary_pid(keep_primary)
+    assert old is not None
+    updated = deployments.deploy(workspace, KEEP, "adult-mlp@v1", max_batch_size=8, drain_seconds=0)
+    assert primary_pid(updated) not in (None, old) and not alive(old)
+    assert server_pids(KEEP) == [primary_pid(updated)]
+    assert audit_payload(workspace, KEEP)["kept"] == []
+
+
+@pytest.mark.slow
+def test_force_restarts_a_replica_that_could_be_kept(workspace: Workspace) -> None:
+    old = primary_pid(deployments.get_deployment(workspace, KEEP))
+    assert old is not None
+    forced = deployments.deploy(
+        workspace, KEEP, "adult-mlp@v1", max_batch_size=8, force=True, drain_seconds=0
+    )
+    assert primary_pid(forced) not in (None, old) and not alive(old)
+    assert server_pids(KEEP) == [primary_pid(forced)]
+
+
+@pytest.mark.slow
+def test_a_kept_replica_drained_before_the_switch_is_started_again(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forgeml.serve.deployments import _control, _replicas
+
+    old = primary_pid(deployments.get_deployment(workspace, KEEP))
+    keepable = _control._keepable
+
+    def drained_meanwhile(*args: Any) -> dict[int, Any]:
+        kept = keepable(*args)
+        assert [replica.pid for replica in kept.values()] == [old]
+        for replica in kept.values():  # the autoscaler takes it out of the routes
+            _replicas.set_status(workspace, KEEP, replica.row_id, _replicas.DRAINING)
+        return kept
+
+    monkeypatch.setattr(_control, "_keepable", drained_meanwhile)
+    updated = deployments.deploy(
+        workspace, KEEP, "adult-mlp@v1", replicas=2, max_batch_size=8, drain_seconds=0
+    )
+    assert [(r.role, r.status) for r in updated.replicas] == [("primary", "ready")] * 2
+    assert old not in {r.pid for r in updated.replicas} and old is not None and not alive(old)
+    assert sorted(server_pids(KEEP)) == sorted(r.pid for r in updated.replicas if r.pid)
+    assert audit_payload(workspace, KEEP)["kept"] == []
+
+
 @pytest.mark.parametrize(
     ("options", "error", "message"),
     [
