@@ -313,15 +313,16 @@ def _keepable(
     return kept
 
 
-def _serving_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The variables that change what a replica serves or where it records: forgeml's own
-    (but the acting user), the import path and the visible GPUs."""
-    return {
-        key: value
-        for key, value in env.items()
-        if (key.startswith("FORGEML_") and key != "FORGEML_USER")
-        or key in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES")
-    }
+# what a replica's environment must match to be kept: where it records (the variables
+# `server_env` sets; not the acting user, nor a pipeline job's FORGEML_JOB_* or the GPUs
+# its job was given, which a canary step started from a job differs in) and which code
+# it imports
+_SERVING_ENV = ("FORGEML_HOME", "FORGEML_DB_URL", "FORGEML_ARTIFACTS_URL", "PYTHONPATH")
+
+
+def _serving_env(env: Mapping[str, str]) -> dict[str, str | None]:
+    """The variables of `env` that decide whether a replica can be kept."""
+    return {key: env.get(key) for key in _SERVING_ENV}
 
 
 def server_env(workspace: Workspace) -> dict[str, str]:
