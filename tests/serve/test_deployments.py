@@ -7,6 +7,7 @@ import signal
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -487,3 +488,28 @@ def test_the_primaries_and_canaries_log_to_the_shared_log_but_not_the_shadow() -
     assert "--log-sample-rate" not in logged["shadow"]
     unlogged = spec.model_copy(update={"log_sample_rate": None})
     assert "--log-sample-rate" not in server_args("dep", unlogged, "a@v2", "primary")
+
+
+def test_a_replica_environment_matches_on_where_it_records_and_what_it_imports(
+    tmp_path: Path,
+) -> None:
+    from forgeml.serve.deployments._control import _serving_env
+
+    home = str(tmp_path / "home")
+    plain = {"FORGEML_HOME": home, "FORGEML_USER": "alice", "PYTHONPATH": "/src"}
+    # a pipeline job names the default store and artifacts explicitly, under another user
+    job = {
+        **plain,
+        "FORGEML_USER": "pipeline",
+        "FORGEML_JOB_ID": "j1",
+        "CUDA_VISIBLE_DEVICES": "",
+        "FORGEML_DB_URL": f"sqlite:///{tmp_path / 'home' / 'forgeml.db'}",
+        "FORGEML_ARTIFACTS_URL": str(tmp_path / "home" / "artifacts"),
+    }
+    assert _serving_env(job) == _serving_env(plain)
+    for change in (
+        {"FORGEML_DB_URL": "postgresql://db/forgeml"},
+        {"FORGEML_HOME": str(tmp_path / "other")},
+        {"PYTHONPATH": "/elsewhere"},
+    ):
+        assert _serving_env({**plain, **change}) != _serving_env(plain)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from forgeml.core.config import Settings
 from forgeml.core.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -313,16 +314,18 @@ def _keepable(
     return kept
 
 
-# what a replica's environment must match to be kept: where it records (the variables
-# `server_env` sets; not the acting user, nor a pipeline job's FORGEML_JOB_* or the GPUs
-# its job was given, which a canary step started from a job differs in) and which code
-# it imports
-_SERVING_ENV = ("FORGEML_HOME", "FORGEML_DB_URL", "FORGEML_ARTIFACTS_URL", "PYTHONPATH")
-
-
-def _serving_env(env: Mapping[str, str]) -> dict[str, str | None]:
-    """The variables of `env` that decide whether a replica can be kept."""
-    return {key: env.get(key) for key in _SERVING_ENV}
+def _serving_env(env: Mapping[str, str]) -> tuple[str, str, str | None]:
+    """What a replica's environment must match to be kept: the store and artifacts it
+    records to (as resolved: a pipeline job names the default ones explicitly) and the
+    import path. Not the acting user, a job's FORGEML_JOB_* or the GPUs a job was given,
+    which a canary step run as a job differs in."""
+    home = env.get("FORGEML_HOME")
+    settings = Settings(
+        home=Path(home) if home else Path(".forgeml"),
+        db_url=env.get("FORGEML_DB_URL") or None,
+        artifacts_url=env.get("FORGEML_ARTIFACTS_URL") or None,
+    )
+    return settings.database_url, settings.artifact_root, env.get("PYTHONPATH")
 
 
 def server_env(workspace: Workspace) -> dict[str, str]:
