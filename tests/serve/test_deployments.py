@@ -7,6 +7,7 @@ import signal
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -293,6 +294,119 @@ def test_delete_stops_every_replica_and_marks_it_deleted(workspace: Workspace) -
         deployments.delete(workspace, NAME)
 
 
+# The keep tests walk a second deployment (KEEP) in file order: a canary start keeps the
+# primary, a rollback keeps it and stops the canary, changed serve arguments and --force
+# restart it, and a replica the autoscaler drains meanwhile is started again.
+KEEP = "dep-keep"
+
+
+def audit_payload(workspace: Workspace, ref: str) -> dict[str, Any]:
+    with workspace.store.session() as session:
+        events = session.scalars(select(AuditEvent).where(AuditEvent.object_ref == ref))
+        return dict(list(events)[-1].payload)
+
+
+@pytest.fixture(scope="module")
+def keep_primary(workspace: Workspace) -> Iterator[deployments.Deployment]:
+    try:
+        yield deployments.deploy(workspace, KEEP, "adult-mlp@v1", ready_timeout=120)
+    finally:
+        kill_servers(KEEP)
+
+
+def primary_pid(deployment: deployments.Deployment) -> int | None:
+    return next(r.pid for r in deployment.replicas if r.role == "primary")
+
+
+@pytest.mark.slow
+def test_a_canary_start_keeps_the_primary_and_starts_only_the_canary(
+    workspace: Workspace, keep_primary: deployments.Deployment
+) -> None:
+    pid = primary_pid(keep_primary)
+    updated = deployments.deploy(
+        workspace, KEEP, "adult-mlp@v1", canary="adult-small@v1", drain_seconds=0
+    )
+    assert updated.revision == 2
+    assert [(r.role, r.model_ref, r.status) for r in updated.replicas] == [
+        ("primary", "adult-mlp@v1", "ready"),
+        ("canary", "adult-small@v1", "ready"),
+    ]
+    kept, first = updated.replicas[0], keep_primary.replicas[0]
+    assert (kept.pid, kept.port) == (pid, first.port)
+    assert sorted(server_pids(KEEP)) == sorted(r.pid for r in updated.replicas if r.pid)
+    logs = sorted(p.name for p in deployments.log_dir(workspace, KEEP).glob("r2-*.log"))
+    assert logs == ["r2-canary-2.log"]
+    predict(updated.replicas[1].url, KEEP)
+    payload = audit_payload(workspace, KEEP)
+    assert payload["kept"] == [updated.replicas[0].url]
+    assert payload["replicas"] == [r.url for r in updated.replicas]
+
+
+@pytest.mark.slow
+def test_a_rollback_that_drops_the_canary_keeps_the_primary_and_stops_the_canary(
+    workspace: Workspace, keep_primary: deployments.Deployment
+) -> None:
+    before = deployments.get_deployment(workspace, KEEP)
+    canary = before.replicas[1].pid
+    assert canary is not None
+    rolled = deployments.rollback(workspace, KEEP, drain_seconds=0)
+    assert rolled.revision == 3 and rolled.spec.canary is None
+    assert [(r.role, r.pid) for r in rolled.replicas] == [("primary", primary_pid(keep_primary))]
+    assert not alive(canary)
+    assert server_pids(KEEP) == [primary_pid(keep_primary)]
+    assert list(deployments.log_dir(workspace, KEEP).glob("r3-*.log")) == []
+    predict(rolled.replicas[0].url, KEEP)
+
+
+@pytest.mark.slow
+def test_changed_serve_arguments_restart_the_primary(
+    workspace: Workspace, keep_primary: deployments.Deployment
+) -> None:
+    old = primary_pid(keep_primary)
+    assert old is not None
+    updated = deployments.deploy(workspace, KEEP, "adult-mlp@v1", max_batch_size=8, drain_seconds=0)
+    assert primary_pid(updated) not in (None, old) and not alive(old)
+    assert server_pids(KEEP) == [primary_pid(updated)]
+    assert audit_payload(workspace, KEEP)["kept"] == []
+
+
+@pytest.mark.slow
+def test_force_restarts_a_replica_that_could_be_kept(workspace: Workspace) -> None:
+    old = primary_pid(deployments.get_deployment(workspace, KEEP))
+    assert old is not None
+    forced = deployments.deploy(
+        workspace, KEEP, "adult-mlp@v1", max_batch_size=8, force=True, drain_seconds=0
+    )
+    assert primary_pid(forced) not in (None, old) and not alive(old)
+    assert server_pids(KEEP) == [primary_pid(forced)]
+
+
+@pytest.mark.slow
+def test_a_kept_replica_drained_before_the_switch_is_started_again(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forgeml.serve.deployments import _control, _replicas
+
+    old = primary_pid(deployments.get_deployment(workspace, KEEP))
+    keepable = _control._keepable
+
+    def drained_meanwhile(*args: Any) -> dict[int, Any]:
+        kept = keepable(*args)
+        assert [replica.pid for replica in kept.values()] == [old]
+        for replica in kept.values():  # the autoscaler takes it out of the routes
+            _replicas.set_status(workspace, KEEP, replica.row_id, _replicas.DRAINING)
+        return kept
+
+    monkeypatch.setattr(_control, "_keepable", drained_meanwhile)
+    updated = deployments.deploy(
+        workspace, KEEP, "adult-mlp@v1", replicas=2, max_batch_size=8, drain_seconds=0
+    )
+    assert [(r.role, r.status) for r in updated.replicas] == [("primary", "ready")] * 2
+    assert old not in {r.pid for r in updated.replicas} and old is not None and not alive(old)
+    assert sorted(server_pids(KEEP)) == sorted(r.pid for r in updated.replicas if r.pid)
+    assert audit_payload(workspace, KEEP)["kept"] == []
+
+
 @pytest.mark.parametrize(
     ("options", "error", "message"),
     [
@@ -374,3 +488,28 @@ def test_the_primaries_and_canaries_log_to_the_shared_log_but_not_the_shadow() -
     assert "--log-sample-rate" not in logged["shadow"]
     unlogged = spec.model_copy(update={"log_sample_rate": None})
     assert "--log-sample-rate" not in server_args("dep", unlogged, "a@v2", "primary")
+
+
+def test_a_replica_environment_matches_on_where_it_records_and_what_it_imports(
+    tmp_path: Path,
+) -> None:
+    from forgeml.serve.deployments._control import _serving_env
+
+    home = str(tmp_path / "home")
+    plain = {"FORGEML_HOME": home, "FORGEML_USER": "alice", "PYTHONPATH": "/src"}
+    # a pipeline job names the default store and artifacts explicitly, under another user
+    job = {
+        **plain,
+        "FORGEML_USER": "pipeline",
+        "FORGEML_JOB_ID": "j1",
+        "CUDA_VISIBLE_DEVICES": "",
+        "FORGEML_DB_URL": f"sqlite:///{tmp_path / 'home' / 'forgeml.db'}",
+        "FORGEML_ARTIFACTS_URL": str(tmp_path / "home" / "artifacts"),
+    }
+    assert _serving_env(job) == _serving_env(plain)
+    for change in (
+        {"FORGEML_DB_URL": "postgresql://db/forgeml"},
+        {"FORGEML_HOME": str(tmp_path / "other")},
+        {"PYTHONPATH": "/elsewhere"},
+    ):
+        assert _serving_env({**plain, **change}) != _serving_env(plain)

@@ -92,6 +92,15 @@ def is_running(pid: int, port: int | None = None) -> bool:
     return "--port" in command and str(port) in command
 
 
+def launch_of(pid: int) -> tuple[list[str], dict[str, str]] | None:
+    """The command line and environment `pid` was started with (None if unreadable)."""
+    try:
+        process = psutil.Process(pid)
+        return process.cmdline(), process.environ()
+    except psutil.Error:
+        return None
+
+
 def probe(url: str, timeout: float = 2.0) -> bool:
     """Whether `GET url/v2/health/ready` answers 200 within `timeout` seconds."""
     import httpx  # only probes need it: `forgeml deploy list` stays light

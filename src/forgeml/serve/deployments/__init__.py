@@ -3,10 +3,13 @@
 `deploy` starts every replica of a spec (`forgeml serve MODEL --name NAME`, so each
 replica serves the model under the deployment's name), waits until all are ready and only
 then records them, with a new revision, in one transaction. Deploying an existing name
-again is a rolling update: the old replicas keep serving until the new ones are ready and
-recorded, are left `drain_seconds` for callers that read the old records (the gateway
-refreshes every few seconds), then stopped. Deploying the exact spec a deployment already
-runs is refused unless `force` asks for a restart. A spec whose replicas do not all get
+again is a rolling update: a ready replica the new spec would start exactly as it runs
+(same role, model, `forgeml serve` arguments and environment) is kept, same process and
+port (so starting or rolling back a canary leaves the primaries alone); the others start,
+the old replicas not kept keep serving until the new ones are ready and recorded, are left
+`drain_seconds` for callers that read the old records (the gateway refreshes every few
+seconds), then stopped. Deploying the exact spec a deployment already runs is refused
+unless `force` asks for a restart of every replica. A spec whose replicas do not all get
 ready leaves nothing new running: a new deployment is recorded "failed" with the log
 tail, a live one keeps serving its current revision. `rollback` re-applies an earlier
 revision's spec as a new revision; `delete` stops everything; `check` probes replicas.

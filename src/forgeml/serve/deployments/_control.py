@@ -1,12 +1,14 @@
-"""Applying specs: start replicas, switch the records, stop the old ones; delete; check."""
+"""Applying specs: keep or start replicas, switch the records, stop the old; delete; check."""
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from forgeml.core.config import Settings
 from forgeml.core.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -74,9 +76,13 @@ def deploy(
         max_replicas: The most primary replicas the autoscaler runs.
         target_inflight: Requests in flight per replica to aim at (default 4).
         target_p99_ms: Or the p99 latency each replica should stay under.
-        force: Restart the replicas even if `name` already runs exactly this spec.
+        force: Restart every replica, even if `name` already runs exactly this spec.
         ready_timeout: Seconds the new replicas have to answer `/v2/health/ready`.
-        drain_seconds: Seconds old replicas keep serving after the records switch.
+        drain_seconds: Seconds replaced replicas keep serving after the records switch.
+
+    A replica of the current revision that serves the same role and model with the same
+    `forgeml serve` arguments and environment keeps running (see `_apply`); `force`
+    restarts them all.
 
     Returns:
         The deployment as recorded, status "ready".
@@ -134,7 +140,9 @@ def apply_spec(
         )
     action = "deployment.update" if live else "deployment.create"
     revision = (current.revision if current is not None else 0) + 1
-    return _apply(workspace, name, spec, action, revision, ready_timeout, drain_seconds)
+    return _apply(
+        workspace, name, spec, action, revision, ready_timeout, drain_seconds, keep=not force
+    )
 
 
 def rollback(
@@ -145,6 +153,9 @@ def rollback(
     drain_seconds: float = 5.0,
 ) -> Deployment:
     """Re-apply an earlier revision's spec (default: the one before the current) as new.
+
+    Replicas the two specs share are kept, as `apply_spec` keeps them (rolling back a
+    canary start stops only the canary).
 
     Raises:
         NotFoundError: no such deployment or revision.
@@ -168,7 +179,14 @@ def rollback(
         resolve_model(workspace, model)  # the version must still be registered
     revision = current.revision + 1
     return _apply(
-        workspace, name, spec, "deployment.rollback", revision, ready_timeout, drain_seconds
+        workspace,
+        name,
+        spec,
+        "deployment.rollback",
+        revision,
+        ready_timeout,
+        drain_seconds,
+        keep=True,
     )
 
 
@@ -203,7 +221,7 @@ def check(workspace: Workspace) -> list[Deployment]:
     return list_deployments(workspace)
 
 
-def _replica_health(replica: Replica) -> str:
+def _replica_health(replica: Replica | _records.KeptReplica) -> str:
     if replica.pid is None or not _supervisor.is_running(replica.pid, replica.port):
         return "stopped"
     return "ready" if _supervisor.probe(replica.url) else "unhealthy"
@@ -217,13 +235,38 @@ def _apply(
     revision: int,
     ready_timeout: float,
     drain_seconds: float,
+    keep: bool,
 ) -> Deployment:
-    """Start `spec`'s replicas (their logs numbered `revision`), switch, stop the old."""
-    servers = _start(workspace, name, spec, revision, ready_timeout)
+    """Keep what `keep` allows, start the rest of `spec`'s replicas, switch, stop the old.
+
+    A current replica is kept (`_keepable`) when it is plainly ready and would be started
+    exactly as it runs; the others start with logs `r{revision}-{role}-{k}.log` (k: its
+    place in `spec.plan()`), and every current replica not kept is stopped after
+    `drain_seconds`. If a kept one changes before the switch (the autoscaler drained it,
+    say), its places are started too and the switch is retried keeping nothing.
+    """
+    plan = spec.plan()
+    kept = _keepable(workspace, name, spec) if keep else {}
+    started = _start(
+        workspace,
+        name,
+        spec,
+        revision,
+        ready_timeout,
+        [i for i in range(len(plan)) if i not in kept],
+    )
     try:
-        old = _records.switch(workspace, name, spec, servers, action)
+        try:
+            old = _records.switch(
+                workspace, name, spec, [kept.get(i) or started[i] for i in range(len(plan))], action
+            )
+        except _records.KeptReplicaGoneError:
+            started.update(_start(workspace, name, spec, revision, ready_timeout, list(kept)))
+            old = _records.switch(
+                workspace, name, spec, [started[i] for i in range(len(plan))], action
+            )
     except BaseException:
-        _supervisor.stop([(server.pid, server.port) for server in servers], grace_seconds=5.0)
+        _supervisor.stop([(s.pid, s.port) for s in started.values()], grace_seconds=5.0)
         raise
     if old:
         try:
@@ -232,6 +275,57 @@ def _apply(
             # the records no longer list them: never leave them running unrecorded
             _supervisor.stop(old)
     return get_deployment(workspace, name)
+
+
+def _keepable(
+    workspace: Workspace, name: str, spec: DeploymentSpec
+) -> dict[int, _records.KeptReplica]:
+    """The current replicas `spec` can keep, by their place in `spec.plan()`.
+
+    One is kept for a place with its role and model when it is recorded "ready" (never
+    one the autoscaler is starting or draining), its process still runs on its port and
+    answers ready (as `check` probes), its `forgeml serve` arguments are the same under
+    the current and the new spec, and its command line and serving environment are the
+    ones it would be started with now.
+    """
+    current = _records.find(workspace, name)
+    if current is None:
+        return {}
+    old_spec = DeploymentSpec.model_validate(current.spec)
+    env = server_env(workspace)
+    candidates = _records.ready_replicas(workspace, name)
+    kept: dict[int, _records.KeptReplica] = {}
+    for place, (role, model) in enumerate(spec.plan()):
+        args = server_args(name, spec, model, role)
+        if args != server_args(name, old_spec, model, role):
+            continue
+        for replica in candidates:
+            if (replica.role, replica.model_ref) != (role, model) or replica in kept.values():
+                continue
+            launch = _supervisor.launch_of(replica.pid)
+            if (
+                launch is not None
+                and launch[0] == _supervisor.server_command(args, replica.port)
+                and _serving_env(launch[1]) == _serving_env(env)
+                and _replica_health(replica) == "ready"
+            ):
+                kept[place] = replica
+                break
+    return kept
+
+
+def _serving_env(env: Mapping[str, str]) -> tuple[str, str, str | None]:
+    """What a replica's environment must match to be kept: the store and artifacts it
+    records to (as resolved: a pipeline job names the default ones explicitly) and the
+    import path. Not the acting user, a job's FORGEML_JOB_* or the GPUs a job was given,
+    which a canary step run as a job differs in."""
+    home = env.get("FORGEML_HOME")
+    settings = Settings(
+        home=Path(home) if home else Path(".forgeml"),
+        db_url=env.get("FORGEML_DB_URL") or None,
+        artifacts_url=env.get("FORGEML_ARTIFACTS_URL") or None,
+    )
+    return settings.database_url, settings.artifact_root, env.get("PYTHONPATH")
 
 
 def server_env(workspace: Workspace) -> dict[str, str]:
@@ -272,23 +366,34 @@ def log_dir(workspace: Workspace, name: str) -> Path:
 
 
 def _start(
-    workspace: Workspace, name: str, spec: DeploymentSpec, revision: int, ready_timeout: float
-) -> list[_supervisor.ServerProcess]:
+    workspace: Workspace,
+    name: str,
+    spec: DeploymentSpec,
+    revision: int,
+    ready_timeout: float,
+    places: Sequence[int],
+) -> dict[int, _supervisor.ServerProcess]:
+    """Start the replicas at `places` in `spec.plan()` and wait until all are ready.
+
+    Raises:
+        ServiceUnavailableError: one did not start (recorded); none started is left running.
+    """
     plan = spec.plan()
     launches = [
         (
-            server_args(name, spec, model, role),
-            log_dir(workspace, name) / f"r{revision}-{role}-{k}.log",
+            server_args(name, spec, plan[place][1], plan[place][0]),
+            log_dir(workspace, name) / f"r{revision}-{plan[place][0]}-{place + 1}.log",
         )
-        for k, (role, model) in enumerate(plan, start=1)
+        for place in places
     ]
     try:
-        return _supervisor.start_all(launches, server_env(workspace), ready_timeout)
+        servers = _supervisor.start_all(launches, server_env(workspace), ready_timeout)
     except _supervisor.ReplicaStartError as error:
-        role, model = plan[error.index]
+        role, model = plan[places[error.index]]
         summary = f"its {role} replica ({model}) {error}"
         _records.record_failure(workspace, name, spec, summary, error)
         last = error.log_tail.splitlines()[-1:] or ["(empty)"]
         raise ServiceUnavailableError(
             f"Deployment '{name}' did not start: {summary}; its log ends: {last[0].strip()}"
         ) from None
+    return dict(zip(places, servers, strict=True))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,26 @@ _ROLES = ("primary", "canary", "shadow")
 # replica statuses the autoscaler's loop sets and clears (see _replicas): a probe
 # must not turn a draining replica back into a routed one
 LOOP_OWNED = frozenset({"wanted", "starting", "draining"})
+
+
+@dataclass(frozen=True)
+class KeptReplica:
+    """A recorded ready replica that a new revision keeps (same process, pid and port)."""
+
+    row_id: str
+    role: str
+    model_ref: str
+    pid: int
+    port: int
+    started_at: datetime
+
+    @property
+    def url(self) -> str:
+        return f"http://{_supervisor.HOST}:{self.port}"
+
+
+class KeptReplicaGoneError(Exception):
+    """A replica to keep is no longer recorded ready (scaled away, checked, redeployed)."""
 
 
 def now() -> datetime:
@@ -135,23 +157,52 @@ def record_failure(
         )
 
 
+def ready_replicas(workspace: Workspace, name: str) -> list[KeptReplica]:
+    """The replicas recorded "ready", with a pid, of live deployment `name` (none if it
+    is missing, deleted or failed): those an update may keep."""
+    with workspace.store.session() as session:
+        record = _by_name(session, name)
+        if record is None or record.status in ("deleted", "failed"):
+            return []
+        return [
+            KeptReplica(row.id, row.role, row.model_ref, row.pid, row.port, row.started_at)
+            for row in replica_rows(session, record.id)
+            if row.status == "ready" and row.pid is not None
+        ]
+
+
 def switch(
     workspace: Workspace,
     name: str,
     spec: DeploymentSpec,
-    servers: list[_supervisor.ServerProcess],
+    servers: Sequence[_supervisor.ServerProcess | KeptReplica],
     action: str,
 ) -> list[tuple[int, int]]:
-    """Record the ready servers as the deployment's replicas in a new revision.
+    """Record `servers`, one per `spec.plan()` entry, as the replicas of a new revision.
 
-    Returns the `(pid, port)` of the replicas they replace.
+    Each is a server started (and ready) for this revision or a `KeptReplica` of the
+    current one, which keeps its process under a new row (a stale row id in the
+    autoscaler's hands then matches nothing). One transaction: if a kept replica's row is
+    no longer "ready" with the same pid and port, nothing is written.
+
+    Returns the `(pid, port)` of the replicas replaced: every current one not kept.
+
+    Raises:
+        KeptReplicaGoneError: a kept replica changed since it was read.
     """
     started = now()
+    kept = [server for server in servers if isinstance(server, KeptReplica)]
     with workspace.store.session() as session:
         record = _by_name(session, name)
         if record is None:
             record = _add_record(session, workspace, name, spec, "starting", started)
         old = replica_rows(session, record.id)
+        current = {(row.id, row.pid, row.port) for row in old if row.status == "ready"}
+        if kept and (
+            record.status in ("deleted", "failed")
+            or any((replica.row_id, replica.pid, replica.port) not in current for replica in kept)
+        ):
+            raise KeptReplicaGoneError(f"Deployment '{name}' changed while it was updated.")
         for row in old:
             session.delete(row)
         record.revision += 1
@@ -181,7 +232,7 @@ def switch(
                     port=server.port,
                     pid=server.pid,
                     status="ready",
-                    started_at=started,
+                    started_at=server.started_at if isinstance(server, KeptReplica) else started,
                     checked_at=started,
                 )
             )
@@ -189,9 +240,15 @@ def switch(
             "revision": record.revision,
             "spec": spec.model_dump(),
             "replicas": [server.url for server in servers],
+            "kept": [replica.url for replica in kept],
         }
         workspace.audit(session, action, name, payload)
-        return [(row.pid, row.port) for row in old if row.pid is not None]
+        keep = {(replica.pid, replica.port) for replica in kept}
+        return [
+            (row.pid, row.port)
+            for row in old
+            if row.pid is not None and (row.pid, row.port) not in keep
+        ]
 
 
 def revision_spec(
