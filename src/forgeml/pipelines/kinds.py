@@ -20,11 +20,10 @@ from forgeml.pipelines._kind_base import (
     JobCall,
     StepKind,
     file_input,
-    model_job_resources,
     params_of,
     step_path,
 )
-from forgeml.pipelines.model_kinds import MODEL_KINDS, training_inputs
+from forgeml.pipelines.model_kinds import MODEL_KINDS, training_inputs, training_job
 from forgeml.pipelines.release_kinds import RELEASE_KINDS
 from forgeml.pipelines.steps import CommandStep, DataStep, OptimizeStep, StepBase, TrainStep
 
@@ -99,18 +98,7 @@ class TrainKind:
         return training_inputs(workspace, step, config, base, step.config)
 
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
-        from forgeml.tracking.jobs import TRAIN_MODULE, TrainJobSpec
-
-        config = self._config(workspace, step, base)
-        spec = TrainJobSpec(config=config.model_dump(mode="json"))
-        resources = model_job_resources(workspace, config.workers)
-        return JobCall(
-            TRAIN_MODULE,
-            spec.model_dump(mode="json"),
-            "train",
-            resources=resources,
-            workers=config.workers,
-        )
+        return training_job(workspace, self._config(workspace, step, base), "train")
 
 
 class OptimizeKind:

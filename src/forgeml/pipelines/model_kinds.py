@@ -71,6 +71,21 @@ def training_inputs(
     return found
 
 
+def training_job(workspace: Workspace, config: TrainConfig, job_kind: str) -> JobCall:
+    """The job that trains `config` as `forgeml train|finetune` does: one gang of its
+    `workers`, each asking what `forgeml train`'s workers ask for."""
+    from forgeml.tracking.jobs import TRAIN_MODULE, TrainJobSpec
+
+    spec = TrainJobSpec(config=config.model_dump(mode="json"))
+    return JobCall(
+        TRAIN_MODULE,
+        spec.model_dump(mode="json"),
+        job_kind,
+        resources=model_job_resources(workspace, config.workers),
+        workers=config.workers,
+    )
+
+
 class FinetuneKind:
     name = "finetune"
 
@@ -100,18 +115,7 @@ class FinetuneKind:
         return training_inputs(workspace, step, config, base, step.config)
 
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
-        from forgeml.tracking.jobs import TRAIN_MODULE, TrainJobSpec
-
-        config = self._config(step, base)
-        spec = TrainJobSpec(config=config.model_dump(mode="json"))
-        resources = model_job_resources(workspace, config.workers)
-        return JobCall(
-            TRAIN_MODULE,
-            spec.model_dump(mode="json"),
-            "finetune",
-            resources=resources,
-            workers=config.workers,
-        )
+        return training_job(workspace, self._config(step, base), "finetune")
 
 
 class TuneKind:
