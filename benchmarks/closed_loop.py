@@ -166,6 +166,7 @@ def _quick_server(home: Path, folder: Path) -> subprocess.Popen[bytes]:
     expression held QUICK_HOLD under its own name."""
     import yaml
 
+    from forgeml.cli._demo_loop import start_server
     from forgeml.monitor.assets import rules_text
 
     shipped = yaml.safe_load(rules_text())
@@ -178,20 +179,7 @@ def _quick_server(home: Path, folder: Path) -> subprocess.Popen[bytes]:
     quick = rule | {"alert": QUICK_RULE, "for": QUICK_HOLD}
     rules = {"groups": [{"name": "closed-loop-quick", "rules": [quick]}]}
     (folder / "quick-rules.yml").write_text(yaml.safe_dump(rules, sort_keys=False))
-    (folder / "alerts.yaml").write_text("interval_s: 1\nrule_files: [quick-rules.yml]\n")
-    command = [
-        str(Path(sys.executable).with_name("forgeml")),
-        "server",
-        "--interval",
-        "0.2",
-        "--monitor-interval",
-        "1",
-        "--alert-config",
-        str(folder / "alerts.yaml"),
-    ]
-    env = {**os.environ, "FORGEML_HOME": str(home)}
-    with (folder / "server.log").open("ab") as log:
-        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return start_server(home, folder, "interval_s: 1\nrule_files: [quick-rules.yml]\n", "0.2")
 
 
 def _quick(scratch: Path) -> dict[str, Any]:

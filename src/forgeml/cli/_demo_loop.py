@@ -185,15 +185,22 @@ class _Stream:
             self.failed += 1
 
 
-def _server(home: Path, folder: Path) -> subprocess.Popen[bytes]:
-    (folder / "alerts.yaml").write_text("interval_s: 2\n")
+def start_server(
+    home: Path, folder: Path, alerts: str = "interval_s: 2\n", cycle: str = "0.5"
+) -> subprocess.Popen[bytes]:
+    """`forgeml server` on `home` (its log in `folder`): a scheduler cycle every `cycle`
+    seconds, alerts as the `alerts` config says, the gauges every `alerts`' interval."""
+    import yaml
+
+    (folder / "alerts.yaml").write_text(alerts)
+    interval = yaml.safe_load(alerts)["interval_s"]
     command = [
         str(Path(sys.executable).with_name("forgeml")),
         "server",
         "--interval",
-        "0.5",
+        cycle,
         "--monitor-interval",
-        "2",
+        str(interval),
         "--alert-config",
         str(folder / "alerts.yaml"),
     ]
@@ -261,7 +268,7 @@ def loop_demo(
             raw = catalog.read_frame(workspace, catalog.resolve(session, raw_ref))
             test = catalog.read_frame(workspace, catalog.resolve(session, test_ref))
         fields = [c for c in test.columns if c != "Y"]
-        server = _server(home, folder)
+        server = start_server(home, folder)
         with _Stream(workspace, test.select(fields).drop_nulls().head(3000).to_dicts()) as calm:
             _wait(lambda: calm.sent >= 2000, 120, "the calm stream")
         arrived = raw.vstack(_shifted(raw, 12000, seed=1, relabel=True))
