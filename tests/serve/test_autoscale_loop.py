@@ -147,6 +147,9 @@ def test_replicas_rise_under_load_then_fall_with_no_failed_request(
     scaler = Autoscaler(workspace, clock=clock, drain_s=3.0, timing=TIMING)
     step = stepper(scaler, clock, workspace, routes, RAMP)
     first = rows(workspace, RAMP, "ready")[0].url
+    # the gateway learns of a new deployment at its next route reload (every refresh_s):
+    # a request sent before it would be a 404 that has nothing to do with scaling
+    wait_until(lambda: RAMP in routes.routes, what="the gateway routing the deployment")
 
     heavy = Load(url, key, RAMP, clients=6)
     try:
