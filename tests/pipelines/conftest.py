@@ -21,6 +21,22 @@ PY = sys.executable
 
 
 @pytest.fixture
+def adult_cli(
+    cli: Any,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Any:
+    """The `cli` fixture on a copy of the prepared Adult workspace (MLflow in it, not the
+    caller's tracking server): what the pipelines that train, tune and release run on."""
+    from tests.train.conftest import copy_adult_home
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    copy_adult_home(tmp_path_factory, tmp_path / "home")
+    return cli
+
+
+@pytest.fixture
 def pipe_workspace(sched_workspace: Workspace) -> Workspace:
     """A workspace whose local cluster is 2 CPUs, no GPU, 4 GB (the scheduler tests')."""
     return sched_workspace

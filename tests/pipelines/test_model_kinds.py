@@ -27,7 +27,6 @@ from tests.train.conftest import (
     ADULT_CONFIG,
     EXAMPLES,
     SST2_DIR,
-    copy_adult_home,
     copy_empty_home,
     copy_home,
     trained_adult_template,
@@ -81,13 +80,9 @@ def _runs(workspace: Workspace) -> int:
 
 @pytest.mark.slow
 def test_finetune_tune_and_evaluate_steps_run_as_jobs_and_rerun_from_the_cache(
-    cli: Cli,
-    tmp_path: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    adult_cli: Cli, tmp_path: Path
 ) -> None:
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    copy_adult_home(tmp_path_factory, tmp_path / "home")
+    cli = adult_cli
     path = write_pipeline(tmp_path, PIPELINE)
 
     first = steps_by_name(json_out(cli("pipelines", "run", path, "--json")))

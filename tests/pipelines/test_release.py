@@ -24,7 +24,7 @@ from tests.cli.conftest import json_out
 from tests.conftest import CliResult
 from tests.pipelines.conftest import write_pipeline
 from tests.serve.test_deployments import adult_records, kill_servers
-from tests.train.conftest import ADULT_CONFIG, copy_adult_home, copy_home, trained_adult_template
+from tests.train.conftest import ADULT_CONFIG, copy_home, trained_adult_template
 
 Cli = Callable[..., CliResult]
 
@@ -253,14 +253,8 @@ steps:
 
 
 @pytest.mark.slow
-def test_a_pipeline_promotes_only_what_passes_its_gate(
-    cli: Cli,
-    tmp_path: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    copy_adult_home(tmp_path_factory, tmp_path / "home")
+def test_a_pipeline_promotes_only_what_passes_its_gate(adult_cli: Cli, tmp_path: Path) -> None:
+    cli = adult_cli
     path = write_pipeline(tmp_path, PIPELINE)
 
     first = json_out(cli("pipelines", "run", str(path), "--json"))

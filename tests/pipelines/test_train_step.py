@@ -8,7 +8,7 @@ import pytest
 from tests.cli.conftest import json_out
 from tests.conftest import CliResult
 from tests.pipelines.conftest import write_pipeline
-from tests.train.conftest import ADULT_CONFIG, copy_adult_home
+from tests.train.conftest import ADULT_CONFIG
 
 Cli = Callable[..., CliResult]
 
@@ -39,13 +39,9 @@ steps:
 
 @pytest.mark.slow
 def test_train_and_optimize_steps_register_models_later_steps_read_and_rerun_cached(
-    cli: Cli,
-    tmp_path: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    adult_cli: Cli, tmp_path: Path
 ) -> None:
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    copy_adult_home(tmp_path_factory, tmp_path / "home")
+    cli = adult_cli
     path = write_pipeline(tmp_path, PIPELINE)
 
     first = json_out(cli("pipelines", "run", path, "--json"))
@@ -64,13 +60,9 @@ def test_train_and_optimize_steps_register_models_later_steps_read_and_rerun_cac
 
 @pytest.mark.slow
 def test_a_train_step_of_two_workers_runs_as_one_gang_of_two(
-    cli: Cli,
-    tmp_path: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    adult_cli: Cli, tmp_path: Path
 ) -> None:
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    copy_adult_home(tmp_path_factory, tmp_path / "home")
+    cli = adult_cli
     path = write_pipeline(
         tmp_path,
         f"""
