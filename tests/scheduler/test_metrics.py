@@ -56,14 +56,22 @@ def test_pending_jobs_are_counted_and_their_wait_measured(sched_workspace: Works
     assert wait == pytest.approx(90, abs=0.01)
 
 
+def _local_scheduler(workspace: Workspace) -> Scheduler:
+    return Scheduler(workspace, LocalExecutor(cpus=[0, 1], gpus=0), policy_options=PolicyOptions())
+
+
+def _running_job(workspace: Workspace, scheduler: Scheduler, gate: Gate) -> str:
+    """A job that runs until `gate` lets it through, once the scheduler has started it."""
+    job_id = submit_local(workspace, python_job(gate.wait_code))
+    wait_for(lambda: state_of(workspace, job_id) == "RUNNING", step=scheduler.cycle)
+    return job_id
+
+
 def test_a_running_job_has_its_own_series_until_it_ends(
     sched_workspace: Workspace, gate: Gate
 ) -> None:
-    scheduler = Scheduler(
-        sched_workspace, LocalExecutor(cpus=[0, 1], gpus=0), policy_options=PolicyOptions()
-    )
-    job_id = submit_local(sched_workspace, python_job(gate.wait_code))
-    wait_for(lambda: state_of(sched_workspace, job_id) == "RUNNING", step=scheduler.cycle)
+    scheduler = _local_scheduler(sched_workspace)
+    job_id = _running_job(sched_workspace, scheduler, gate)
     registry = scheduler_registry(sched_workspace.store)
     labels = {"job": job_id, "queue": "default", "kind": "command"}
     assert registry.get_sample_value("forgeml_job_cpu_seconds_total", labels) is not None
@@ -87,11 +95,8 @@ def test_a_running_jobs_gpu_seconds_are_exported_only_where_gpus_are_metered(
     sched_workspace: Workspace, gate: Gate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(nvml._nvml_state, "module", None)
-    scheduler = Scheduler(
-        sched_workspace, LocalExecutor(cpus=[0, 1], gpus=0), policy_options=PolicyOptions()
-    )
-    job_id = submit_local(sched_workspace, python_job(gate.wait_code))
-    wait_for(lambda: state_of(sched_workspace, job_id) == "RUNNING", step=scheduler.cycle)
+    scheduler = _local_scheduler(sched_workspace)
+    job_id = _running_job(sched_workspace, scheduler, gate)
     registry = scheduler_registry(sched_workspace.store)
     labels = {"job": job_id, "queue": "default", "kind": "command"}
     # no NVML and no GPU second recorded: absent, not an idle 0
@@ -108,8 +113,7 @@ def test_a_running_jobs_gpu_seconds_are_exported_only_where_gpus_are_metered(
     # NVML with no GPU this job holds: its GPU seconds are a measured 0
     no_gpus = SimpleNamespace(NVMLError=RuntimeError, nvmlDeviceGetCount=lambda: 0)
     monkeypatch.setitem(nvml._nvml_state, "module", no_gpus)
-    idle = submit_local(sched_workspace, python_job(gate.wait_code))
-    wait_for(lambda: state_of(sched_workspace, idle) == "RUNNING", step=scheduler.cycle)
+    idle = _running_job(sched_workspace, scheduler, gate)
     idle_labels = labels | {"job": idle}
     assert registry.get_sample_value("forgeml_job_gpu_seconds_total", idle_labels) == 0.0
     gate.release()
