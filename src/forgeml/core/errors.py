@@ -175,3 +175,7 @@ class GateRejectedError(ForgemlError):
 
 class CanaryRolledBackError(ForgemlError):
     """A canary broke a bound of its policy (or got too little traffic) and was rolled back."""
+
+
+class GeneratorError(BadGatewayError):
+    """A language-model endpoint (forgeml's own or a user's OpenAI-compatible one) failed."""

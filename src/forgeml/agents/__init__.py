@@ -1,0 +1,1 @@
+"""Agents: typed tools, the function-calling loop, budgets, approval, tracing."""

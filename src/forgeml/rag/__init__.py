@@ -1,0 +1,1 @@
+"""RAG: sources, chunking, embeddings, dense + BM25 index, fusion, citations, eval."""
