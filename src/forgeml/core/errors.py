@@ -179,3 +179,7 @@ class CanaryRolledBackError(ForgemlError):
 
 class GeneratorError(BadGatewayError):
     """A language-model endpoint (forgeml's own or a user's OpenAI-compatible one) failed."""
+
+
+class PromptTemplateError(ConfigError):
+    """A prompt template does not parse, reaches for Python internals, or renders too much."""

@@ -1,5 +1,68 @@
-"""Versioned prompt templates (sandboxed Jinja2), aliases, evaluation, and the chat client."""
+"""Versioned prompt templates (sandboxed Jinja2), aliases, and the chat client.
+
+The registry loads on first use (PEP 562), so a command that only needs
+the chat client does not import the store (SQLAlchemy) with it.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from forgeml.prompts.client import ChatClient, ChatModel, ChatReply, ToolCall
 
-__all__ = ["ChatClient", "ChatModel", "ChatReply", "ToolCall"]
+if TYPE_CHECKING:
+    from forgeml.prompts.registry import (
+        PromptVersion,
+        create_prompt,
+        get_prompt,
+        list_prompts,
+        prompt_versions,
+        render_prompt,
+        set_alias,
+    )
+    from forgeml.prompts.spec import Message, ModelDefaults, PromptSpec, Rendered
+    from forgeml.prompts.template import compile_template
+    from forgeml.prompts.variables import Variable
+
+_LAZY = {
+    "PromptVersion": "registry",
+    "create_prompt": "registry",
+    "get_prompt": "registry",
+    "list_prompts": "registry",
+    "prompt_versions": "registry",
+    "render_prompt": "registry",
+    "set_alias": "registry",
+    "Message": "spec",
+    "ModelDefaults": "spec",
+    "PromptSpec": "spec",
+    "Rendered": "spec",
+    "compile_template": "template",
+    "Variable": "variables",
+}
+
+__all__ = [
+    "ChatClient",
+    "ChatModel",
+    "ChatReply",
+    "Message",
+    "ModelDefaults",
+    "PromptSpec",
+    "PromptVersion",
+    "Rendered",
+    "ToolCall",
+    "Variable",
+    "compile_template",
+    "create_prompt",
+    "get_prompt",
+    "list_prompts",
+    "prompt_versions",
+    "render_prompt",
+    "set_alias",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(f"forgeml.prompts.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'forgeml.prompts' has no attribute {name!r}")

@@ -19,6 +19,7 @@ from forgeml.core.store._pipelines import (
     PipelineStepRunRecord,
     PipelineTriggerRecord,
 )
+from forgeml.core.store._prompts import PromptAliasRecord, PromptVersionRecord
 from forgeml.core.store._runs import ModelVersionRecord, RunRecord
 from forgeml.core.store._serving import (
     ApiKeyRecord,
@@ -52,6 +53,8 @@ __all__ = [
     "PipelineRunRecord",
     "PipelineStepRunRecord",
     "PipelineTriggerRecord",
+    "PromptAliasRecord",
+    "PromptVersionRecord",
     "QueueRecord",
     "RunRecord",
     "Store",

@@ -1,0 +1,50 @@
+"""Prompt versions and their aliases.
+
+A `prompt_versions` row is one immutable version of a named prompt: its number, the
+digest of its content, its kind (`text`: one template; `chat`: role + template messages)
+and the content itself (template or messages, declared variables, examples, description,
+model defaults) as JSON. `(name, digest)` is unique, so the same content is one version.
+`prompt_aliases` points `NAME@ALIAS` at a version number; moving an alias updates its row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Integer, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from forgeml.core.store._models import Base, utcnow
+
+
+class PromptVersionRecord(Base):
+    """One immutable prompt version."""
+
+    __tablename__ = "prompt_versions"
+    __table_args__ = (UniqueConstraint("name", "version"), UniqueConstraint("name", "digest"))
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    digest: Mapped[str] = mapped_column(String(64))
+    # text (one template) or chat (a list of role + template messages)
+    kind: Mapped[str] = mapped_column(String(8))
+    content: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_by: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@v{self.version}"
+
+
+class PromptAliasRecord(Base):
+    """`NAME@ALIAS` -> a version number of prompt NAME."""
+
+    __tablename__ = "prompt_aliases"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    alias: Mapped[str] = mapped_column(String(128), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
