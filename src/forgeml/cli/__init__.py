@@ -108,6 +108,11 @@ COMMANDS = (
         "Alerts fired by forgeml server's rules or received from Alertmanager.",
     ),
     LazyCommand(
+        "prompts",
+        "forgeml.cli.prompts:app",
+        "Versioned prompt templates (sandboxed Jinja2), aliases, rendering and evaluation.",
+    ),
+    LazyCommand(
         "keys",
         "forgeml.cli.keys:app",
         "API keys for the gateway: stored as salted hashes, scoped to deployments.",

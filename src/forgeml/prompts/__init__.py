@@ -1,6 +1,6 @@
-"""Versioned prompt templates (sandboxed Jinja2), aliases, and the chat client.
+"""Versioned prompt templates (sandboxed Jinja2), aliases, evaluation, and the chat client.
 
-The registry loads on first use (PEP 562), so a command that only needs
+The registry and evaluation load on first use (PEP 562), so a command that only needs
 the chat client does not import the store (SQLAlchemy) with it.
 """
 
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from forgeml.prompts.client import ChatClient, ChatModel, ChatReply, ToolCall
 
 if TYPE_CHECKING:
+    from forgeml.prompts.evaluate import EvalResult, VersionScore, evaluate_prompts
     from forgeml.prompts.registry import (
         PromptVersion,
         create_prompt,
@@ -21,11 +22,16 @@ if TYPE_CHECKING:
         render_prompt,
         set_alias,
     )
+    from forgeml.prompts.rows import load_rows
+    from forgeml.prompts.scoring import Metric, parse_metric
     from forgeml.prompts.spec import Message, ModelDefaults, PromptSpec, Rendered
     from forgeml.prompts.template import compile_template
     from forgeml.prompts.variables import Variable
 
 _LAZY = {
+    "EvalResult": "evaluate",
+    "VersionScore": "evaluate",
+    "evaluate_prompts": "evaluate",
     "PromptVersion": "registry",
     "create_prompt": "registry",
     "get_prompt": "registry",
@@ -33,6 +39,9 @@ _LAZY = {
     "prompt_versions": "registry",
     "render_prompt": "registry",
     "set_alias": "registry",
+    "load_rows": "rows",
+    "Metric": "scoring",
+    "parse_metric": "scoring",
     "Message": "spec",
     "ModelDefaults": "spec",
     "PromptSpec": "spec",
@@ -45,17 +54,23 @@ __all__ = [
     "ChatClient",
     "ChatModel",
     "ChatReply",
+    "EvalResult",
     "Message",
+    "Metric",
     "ModelDefaults",
     "PromptSpec",
     "PromptVersion",
     "Rendered",
     "ToolCall",
     "Variable",
+    "VersionScore",
     "compile_template",
     "create_prompt",
+    "evaluate_prompts",
     "get_prompt",
     "list_prompts",
+    "load_rows",
+    "parse_metric",
     "prompt_versions",
     "render_prompt",
     "set_alias",

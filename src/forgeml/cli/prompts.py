@@ -1,0 +1,224 @@
+"""`forgeml prompts create|show|list|versions|alias|render|eval`: the prompt registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from forgeml.cli._output import print_json, print_table, say, when
+
+if TYPE_CHECKING:
+    from forgeml.prompts import PromptVersion
+
+app = typer.Typer(
+    help="Versioned prompt templates (sandboxed Jinja2), aliases, rendering and evaluation.",
+    no_args_is_help=True,
+)
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+RefArg = Annotated[str, typer.Argument(help="NAME, NAME@vN, NAME@ALIAS or NAME@<digest>.")]
+
+
+def _workspace() -> Any:
+    from forgeml.core.workspace import open_workspace
+
+    return open_workspace()
+
+
+def summary(version: PromptVersion) -> dict[str, Any]:
+    record = version.record
+    return {
+        "ref": record.ref,
+        "name": record.name,
+        "version": record.version,
+        "kind": record.kind,
+        "digest": record.digest,
+        "aliases": version.aliases,
+        "description": version.spec.description,
+        "variables": [variable.name for variable in version.spec.variables],
+        "created_by": record.created_by,
+        "created_at": record.created_at,
+    }
+
+
+def _print_versions(title: str, versions: list[PromptVersion], as_json: bool) -> None:
+    items = [summary(version) for version in versions]
+    if as_json:
+        print_json(items)
+        return
+    rows = [
+        (i["ref"], i["kind"], ", ".join(i["aliases"]), i["digest"][:12], when(i["created_at"]))
+        for i in items
+    ]
+    print_table(title, ["version", "kind", "aliases", "digest", "created"], rows)
+
+
+@app.command("create")
+def create(
+    name: Annotated[str, typer.Argument(help="Prompt name.")],
+    file: Annotated[Path, typer.Option("--file", help="PROMPT.yaml: template or messages.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Store PROMPT.yaml as the next version of NAME (identical content: the same version)."""
+    from forgeml.core.configfile import load_yaml_model
+    from forgeml.prompts import PromptSpec, create_prompt
+
+    spec = load_yaml_model(file, PromptSpec)
+    version, created = create_prompt(_workspace(), name, spec)
+    if as_json:
+        print_json({**summary(version), "created": created})
+        return
+    say(f"{'created' if created else 'unchanged, already'} {version.ref} ({version.record.kind})")
+
+
+@app.command("show")
+def show(ref: RefArg, as_json: JsonFlag = False) -> None:
+    """A prompt version: its template or messages, variables, examples and model defaults."""
+    from forgeml.prompts import get_prompt
+
+    version = get_prompt(_workspace(), ref)
+    detail = {**summary(version), "content": version.spec.model_dump(mode="json")}
+    if as_json:
+        print_json(detail)
+        return
+    aliases = " ".join("@" + alias for alias in version.aliases)
+    say(f"[bold]{version.ref}[/bold] {aliases} {version.spec.description}".rstrip())
+    for message in version.spec.messages or []:
+        say(f"[{message.role}] {message.template}")
+    if version.spec.template is not None:
+        say(version.spec.template)
+    rows = [
+        (v.name, v.type, "yes" if v.required else "no", v.default, v.description)
+        for v in version.spec.variables
+    ]
+    print_table("variables", ["name", "type", "required", "default", "description"], rows)
+
+
+@app.command("list")
+def list_(as_json: JsonFlag = False) -> None:
+    """Every prompt, at its latest version."""
+    from forgeml.prompts import list_prompts
+
+    _print_versions("prompts", list_prompts(_workspace()), as_json)
+
+
+@app.command("versions")
+def versions(
+    name: Annotated[str, typer.Argument(help="Prompt name.")], as_json: JsonFlag = False
+) -> None:
+    """Every version of a prompt, oldest first, with its aliases."""
+    from forgeml.prompts import prompt_versions
+
+    _print_versions(name, prompt_versions(_workspace(), name), as_json)
+
+
+@app.command("alias")
+def alias(
+    ref: RefArg,
+    alias_name: Annotated[str, typer.Argument(metavar="ALIAS", help="e.g. production.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Point NAME@ALIAS at the version REF names (audited)."""
+    from forgeml.prompts import set_alias
+
+    version = set_alias(_workspace(), ref, alias_name)
+    if as_json:
+        print_json(summary(version))
+        return
+    say(f"{version.record.name}@{alias_name} -> {version.ref}")
+
+
+@app.command("render")
+def render(
+    ref: RefArg,
+    var: Annotated[
+        list[str] | None, typer.Option("--var", help="A variable as k=v (repeatable).")
+    ] = None,
+    vars_file: Annotated[
+        Path | None, typer.Option("--vars-file", help="YAML or JSON mapping of variables.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Render a prompt version with variables: text, or chat messages."""
+    from forgeml.prompts import render_prompt
+
+    values, as_text = _values(var or [], vars_file)
+    version, rendered = render_prompt(_workspace(), ref, values, as_text=as_text)
+    if as_json:
+        print_json({"ref": version.ref, "rendered": rendered})
+    elif isinstance(rendered, str):
+        typer.echo(rendered)
+    else:
+        for message in rendered:
+            typer.echo(f"[{message['role']}] {message['content']}")
+
+
+def _values(pairs: list[str], vars_file: Path | None) -> tuple[dict[str, Any], bool]:
+    from forgeml.core.configfile import load_yaml
+    from forgeml.core.errors import ConfigError, UsageError
+
+    if vars_file is not None and pairs:
+        raise UsageError("Give variables with --var or with --vars-file, not both.")
+    if vars_file is not None:
+        loaded = load_yaml(vars_file)
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{vars_file}: expected a mapping of variable names to values.")
+        return loaded, False
+    values = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--var takes k=v, not '{pair}'.")
+        values[key] = value
+    return values, True
+
+
+@app.command("eval")
+def eval_(
+    refs: Annotated[list[str], typer.Argument(help="Two or more prompt references.")],
+    data: Annotated[str, typer.Option("--data", help="A JSONL/JSON/CSV file or DATASET@vN.")],
+    model_url: Annotated[str, typer.Option("--model-url", help="OpenAI base URL (…/v1).")],
+    model: Annotated[str, typer.Option("--model", help="Model name at that endpoint.")],
+    metric: Annotated[
+        str, typer.Option("--metric", help="exact, contains, regex:PATTERN or json.")
+    ] = "exact",
+    expected_column: Annotated[
+        str | None, typer.Option("--expected-column", help="Column of expected answers.")
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", envvar="FORGEML_MODEL_API_KEY", help="Its key.")
+    ] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Longest reply.")] = 64,
+    as_json: JsonFlag = False,
+) -> None:
+    """Score prompt versions over a dataset with a metric; record it as a tracked run."""
+    from forgeml.prompts import ChatClient, evaluate_prompts, load_rows, parse_metric
+
+    scoring = parse_metric(metric)
+    workspace = _workspace()
+    rows, dataset = load_rows(workspace, data)
+    client = ChatClient(model_url, model, api_key)
+    result = evaluate_prompts(
+        workspace,
+        refs,
+        rows,
+        scoring,
+        client,
+        expected_column=expected_column,
+        dataset=dataset,
+        data_label=data,
+        max_tokens=max_tokens,
+    )
+    scores = [{"ref": v.ref, "score": v.score, "rows": len(v.rows)} for v in result.versions]
+    if as_json:
+        print_json({"run_id": result.run_id, "metric": result.metric, "versions": scores})
+        return
+    for version in result.versions:
+        rows_shown = [(r["output"][:60], r["expected"], r["score"]) for r in version.rows]
+        print_table(
+            f"{version.ref}: {result.metric} {version.score:.4f}",
+            ["output", "expected", "score"],
+            rows_shown,
+        )
+    say(f"recorded as run {result.run_id}")
