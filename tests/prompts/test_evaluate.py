@@ -152,6 +152,11 @@ def test_the_cli_evaluates_a_dataset_version_and_prints_json(
     assert printed["metric"] == "exact"
     assert [(v["ref"], v["rows"]) for v in printed["versions"]] == [("qa@v1", 3), ("qa@v2", 3)]
 
+    table = cli("prompts", "eval", "qa@v1", "qa@v2", "--data", data, *args[:-1])
+    assert table.code == 0, table.stderr
+    assert "qa@v1: exact" in table.stdout and "qa@v2: exact" in table.stdout
+    assert "recorded as run" in table.stdout
+
 
 def test_an_unreachable_model_fails_the_run_with_one_sentence(
     workspace: Workspace, two_versions: list[str]
