@@ -130,6 +130,27 @@ def test_each_recorded_output_is_what_the_model_answers_to_the_rendered_prompt(
     ]
 
 
+def test_the_judge_scores_each_row_by_its_recorded_judgement(
+    workspace: Workspace, two_versions: list[str], lm_url: str
+) -> None:
+    metric = parse_metric("judge")
+    client = ChatClient(lm_url, LM, max_retries=0)
+
+    result = evaluate_prompts(
+        workspace, two_versions, ROWS[:2], metric, client, expected_column="answer", max_tokens=8
+    )
+
+    recorded = read_json_artifact(workspace, result.run_id, "prompt_eval.json")
+    rows = [row for version in recorded["versions"] for row in version["rows"]]
+    assert all(row["score"] == float(row["judgement"].lower().startswith("yes")) for row in rows)
+    assert get_run(workspace, result.run_id).metrics == {
+        "qa.v{}.judge".format(v["ref"][-1]): sum(r["score"] for r in v["rows"]) / 2
+        for v in recorded["versions"]
+    }
+    params = open_client(workspace).get_run(result.run_id).data.params
+    assert (params["metric"], params["judge"]) == ("judge", LM)
+
+
 def test_the_cli_evaluates_a_dataset_version_and_prints_json(
     cli: Any, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, lm_url: str
 ) -> None:

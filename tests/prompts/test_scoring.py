@@ -28,7 +28,7 @@ def test_each_metric_scores_a_row_one_or_zero(
 @pytest.mark.parametrize(
     ("text", "sentence"),
     [
-        ("bleu", "Unknown metric 'bleu': use one of exact, contains, regex:PATTERN, json."),
+        ("bleu", "Unknown metric 'bleu': use one of exact, contains, regex:PATTERN, json, judge."),
         ("regex:(", "The regex metric's pattern '(' is invalid"),
         ("exact:x", "Unknown metric 'exact:x'"),
     ],
@@ -38,3 +38,13 @@ def test_an_unknown_metric_or_bad_pattern_is_a_usage_error(text: str, sentence: 
         parse_metric(text)
 
     assert str(raised.value).startswith(sentence)
+
+
+@pytest.mark.parametrize(
+    ("metric", "needs"),
+    [("exact", True), ("contains", True), ("judge", True), ("json", False), ("regex:a", False)],
+)
+def test_the_metrics_comparing_with_an_answer_need_the_expected_column(
+    metric: str, needs: bool
+) -> None:
+    assert parse_metric(metric).needs_expected is needs

@@ -181,7 +181,7 @@ def eval_(
     model_url: Annotated[str, typer.Option("--model-url", help="OpenAI base URL (…/v1).")],
     model: Annotated[str, typer.Option("--model", help="Model name at that endpoint.")],
     metric: Annotated[
-        str, typer.Option("--metric", help="exact, contains, regex:PATTERN or json.")
+        str, typer.Option("--metric", help="exact, contains, regex:PATTERN, json or judge.")
     ] = "exact",
     expected_column: Annotated[
         str | None, typer.Option("--expected-column", help="Column of expected answers.")
@@ -190,6 +190,10 @@ def eval_(
         str | None, typer.Option("--api-key", envvar="FORGEML_MODEL_API_KEY", help="Its key.")
     ] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Longest reply.")] = 64,
+    judge_model: Annotated[
+        str | None,
+        typer.Option("--judge-model", help="The judge (--metric judge) at the same URL."),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Score prompt versions over a dataset with a metric; record it as a tracked run."""
@@ -199,6 +203,7 @@ def eval_(
     workspace = _workspace()
     rows, dataset = load_rows(workspace, data)
     client = ChatClient(model_url, model, api_key)
+    judge = ChatClient(model_url, judge_model, api_key) if judge_model else None
     result = evaluate_prompts(
         workspace,
         refs,
@@ -209,6 +214,7 @@ def eval_(
         dataset=dataset,
         data_label=data,
         max_tokens=max_tokens,
+        judge_model=judge,
     )
     scores = [{"ref": v.ref, "score": v.score, "rows": len(v.rows)} for v in result.versions]
     if as_json:

@@ -2,8 +2,9 @@
 
 Each version renders each row (the row's columns named like its declared variables), the
 rendered prompt goes to the language model through a `ChatModel`, and the metric scores
-the reply. The run's params name every prompt@version, its metrics hold each version's
-mean score (`NAME.vN.METRIC`), and `prompt_eval.json` holds every row's output.
+the reply (the `judge` metric asks a language model). The run's params name every
+prompt@version, its metrics hold each version's mean score (`NAME.vN.METRIC`), and
+`prompt_eval.json` holds every row's output.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from forgeml.core.errors import MissingColumnError, UsageError
 from forgeml.prompts.registry import PromptVersion, get_prompt
-from forgeml.prompts.scoring import Metric
+from forgeml.prompts.scoring import Metric, judge
 from forgeml.prompts.spec import Rendered
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ def evaluate_prompts(
     dataset: DatasetVersion | None = None,
     data_label: str = "",
     max_tokens: int = 64,
+    judge_model: ChatModel | None = None,
 ) -> EvalResult:
     """Score each version in `refs` over `rows` and record the result as a tracked run.
 
@@ -76,6 +78,7 @@ def evaluate_prompts(
         dataset: the dataset version the rows came from, logged as the run's input.
         data_label: where the rows came from, for the run's params.
         max_tokens: the longest reply, unless a prompt's model defaults say otherwise.
+        judge_model: the judge for the `judge` metric; default `model` itself.
 
     Raises:
         UsageError: fewer than two versions, or no expected column where one is needed.
@@ -101,10 +104,12 @@ def evaluate_prompts(
         "rows": len(rows),
         "model": getattr(model, "model", type(model).__name__),
     }
+    if metric.name == "judge":
+        config["judge"] = getattr(judge_model or model, "model", "")
     handle = start_run(workspace, config, RUN_NAME, dataset)
     with tracked_run(handle) as run:
         scores = [
-            _score_version(version, rows, metric, model, expected_column, max_tokens)
+            _score_version(version, rows, metric, model, expected_column, max_tokens, judge_model)
             for version in versions
         ]
         result = EvalResult(handle.run_id, str(config["metric"]), scores)
@@ -120,6 +125,7 @@ def _score_version(
     model: ChatModel,
     expected_column: str | None,
     max_tokens: int,
+    judge_model: ChatModel | None,
 ) -> VersionScore:
     prompt = version.checked()
     declared = [variable.name for variable in version.spec.variables]
@@ -135,14 +141,12 @@ def _score_version(
         )
         output = reply.content or ""
         expected = row.get(expected_column) if expected_column else None
-        scored.append(
-            {
-                "variables": values,
-                "output": output,
-                "expected": expected,
-                "score": metric.score(output, expected),
-            }
-        )
+        result = {"variables": values, "output": output, "expected": expected}
+        if metric.name == "judge":
+            result["score"], result["judgement"] = judge(judge_model or model, output, expected)
+        else:
+            result["score"] = metric.score(output, expected)
+        scored.append(result)
     mean = sum(float(row["score"]) for row in scored) / len(scored) if scored else 0.0
     return VersionScore(version.ref, version.record.digest, mean, scored)
 

@@ -1,6 +1,10 @@
-"""How `prompts eval` scores one output: exact match, contains, regex, JSON validity.
+"""How `prompts eval` scores one output: exact match, contains, regex, JSON validity, or
+an LM judge.
 
-Each metric gives 1.0 or 0.0 per row; a version's score is the mean over the rows.
+Each metric gives 1.0 or 0.0 per row; a version's score is the mean over the rows. The
+judge (an option, not a default: a small model judges poorly) asks a language model
+whether the output answers as the expected value does, and passes on a reply that
+begins with "yes".
 """
 
 from __future__ import annotations
@@ -8,11 +12,18 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forgeml.core.errors import UsageError
 
-METRICS = ("exact", "contains", "regex:PATTERN", "json")
+if TYPE_CHECKING:
+    from forgeml.prompts.client import ChatModel
+
+METRICS = ("exact", "contains", "regex:PATTERN", "json", "judge")
+JUDGE_SYSTEM = (
+    "You grade answers. Reply with one word: yes if the answer means the same as the "
+    "expected answer, no otherwise."
+)
 
 
 @dataclass(frozen=True)
@@ -24,7 +35,7 @@ class Metric:
 
     @property
     def needs_expected(self) -> bool:
-        return self.name in ("exact", "contains")
+        return self.name in ("exact", "contains", "judge")
 
     def score(self, output: str, expected: Any = None) -> float:
         """1.0 if `output` passes (against `expected` for exact and contains), else 0.0."""
@@ -53,9 +64,23 @@ def parse_metric(text: str) -> Metric:
             raise UsageError(
                 f"The regex metric's pattern '{pattern}' is invalid: {error}."
             ) from None
-    if name in ("exact", "contains", "json") and not sep:
+    if name in ("exact", "contains", "json", "judge") and not sep:
         return Metric(name)
     raise UsageError(f"Unknown metric '{text}': use one of {', '.join(METRICS)}.")
+
+
+def judge(model: ChatModel, output: str, expected: Any) -> tuple[float, str]:
+    """The judge's score for `output` against `expected`, and its reply.
+
+    Raises:
+        GeneratorError: the judge's endpoint failed.
+    """
+    messages = [
+        {"role": "system", "content": JUDGE_SYSTEM},
+        {"role": "user", "content": f"Expected answer: {expected}\nAnswer: {output}\nSame?"},
+    ]
+    reply = (model.chat(messages, temperature=0.0, max_tokens=4).content or "").strip()
+    return (1.0 if reply.lower().startswith("yes") else 0.0), reply
 
 
 def _is_json(output: str) -> bool:
