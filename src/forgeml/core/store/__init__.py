@@ -19,6 +19,7 @@ from forgeml.core.store._pipelines import (
     PipelineStepRunRecord,
     PipelineTriggerRecord,
 )
+from forgeml.core.store._rag import RagIndexRecord, RagIndexVersionRecord
 from forgeml.core.store._runs import ModelVersionRecord, RunRecord
 from forgeml.core.store._serving import (
     ApiKeyRecord,
@@ -53,6 +54,8 @@ __all__ = [
     "PipelineStepRunRecord",
     "PipelineTriggerRecord",
     "QueueRecord",
+    "RagIndexRecord",
+    "RagIndexVersionRecord",
     "RunRecord",
     "Store",
     "open_store",
