@@ -87,15 +87,25 @@ def _sections(text: str, structured: bool) -> list[_Section]:
     ]
 
 
+def _snap(word_start: Sequence[bool], index: int, floor: int) -> int:
+    """`index` moved back to the first token of its word, unless that reaches `floor`."""
+    moved = index
+    while moved > floor and not word_start[moved]:
+        moved -= 1
+    return moved if moved > floor else index
+
+
 def _windows(
     offsets: Sequence[tuple[int, int]],
     text: str,
     code: Sequence[tuple[int, int]],
     config: ChunkerConfig,
 ) -> list[tuple[int, int]]:
-    """Token windows (start, end) over one section."""
-    size = config.chunk_tokens
-    count = len(offsets)
+    """Token windows (start, end) over one section, cut between words."""
+    size, count = config.chunk_tokens, len(offsets)
+    # a word-piece continuation touches the token before it; a chunk must not start there,
+    # or the chunk's own text would tokenize differently
+    word_start = [i == 0 or offsets[i][0] > offsets[i - 1][1] for i in range(count)]
     breaks = [i for i in range(1, count) if "\n\n" in text[offsets[i - 1][1] : offsets[i][0]]]
     blocks = []
     for first_char, last_char in code:
@@ -110,8 +120,11 @@ def _windows(
             for block_start, block_end in blocks:
                 if start < block_start < end < block_end:
                     end = block_start
+            end = _snap(word_start, end, start)
         windows.append((start, end))
-        start = end if end >= count else max(end - config.overlap, start + 1)
+        if end >= count:
+            break
+        start = _snap(word_start, max(end - config.overlap, start + 1), start)
     return windows
 
 

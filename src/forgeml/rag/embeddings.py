@@ -55,7 +55,9 @@ class MiniLMEmbedder:
     def _load(self) -> Any:
         if self._model is None:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging
 
+            logging.disable_progress_bar()  # its weight-loading bar would litter stderr
             self._model = SentenceTransformer(str(self.path), device=self.device)
         return self._model
 
