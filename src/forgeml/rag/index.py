@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from forgeml.rag.embeddings import Embedder
 from forgeml.rag.sources import Document
 from forgeml.rag.types import Chunk, Hit
 
+_QUERY_CACHE = 256
 _BASE_FIELDS = frozenset({"source", "section", "format"})
 
 
@@ -49,6 +51,7 @@ class Index:
         self.dense_config = DenseConfig(**file.get_setting("dense"))
         self.dense = self._build_dense()
         self._fields: frozenset[str] | None = None
+        self._queries: OrderedDict[str, Any] = OrderedDict()
 
     @classmethod
     def create(
@@ -127,6 +130,16 @@ class Index:
         rows = [vectors[chunk.content_hash] for chunk in chunks]
         matrix = np.stack(rows) if rows else np.zeros((0, self.embedder.dimension), np.float32)
         return np.ascontiguousarray(matrix, dtype=np.float32), len(fresh), reused
+
+    def query_vector(self, query: str) -> Any:
+        """The query's embedding; the last few are kept, so a repeated query embeds once."""
+        vector = self._queries.pop(query, None)
+        if vector is None:
+            vector = self.embedder.embed([query])[0]
+        self._queries[query] = vector
+        while len(self._queries) > _QUERY_CACHE:
+            self._queries.popitem(last=False)
+        return vector
 
     def compact(self) -> int:
         """Remove tombstoned chunks for good and rebuild the dense index; returns how many."""

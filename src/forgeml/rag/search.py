@@ -59,7 +59,7 @@ def _dense(index: Index, query: str, depth: int, where: str, params: list[Any]) 
             f"SELECT c.rowid FROM chunks c WHERE c.deleted = 0{where}", params
         )
         allowed = {int(rowid) for (rowid,) in rows}
-    vector = index.embedder.embed([query])[0]
+    vector = index.query_vector(query)
     return index.dense.search(vector, depth, allowed)
 
 
