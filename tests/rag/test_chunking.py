@@ -83,7 +83,7 @@ def test_ids_are_stable_and_change_with_the_text(embedder: MiniLMEmbedder) -> No
     assert first[-1].chunk_id == edited[-1].chunk_id
 
 
-@pytest.mark.parametrize(("tokens", "overlap"), [(4, 0), (64, 32), (64, -1)])
+@pytest.mark.parametrize(("tokens", "overlap"), [(4, 0), (64, 33), (64, -1)])
 def test_bad_chunker_settings_are_one_sentence(tokens: int, overlap: int) -> None:
     with pytest.raises(UsageError, match=r"^--(chunk-tokens|overlap) must be"):
         ChunkerConfig(tokens, overlap)

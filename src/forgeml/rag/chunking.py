@@ -40,10 +40,10 @@ class ChunkerConfig:
     def __post_init__(self) -> None:
         if self.chunk_tokens < 8:
             raise UsageError(f"--chunk-tokens must be at least 8, not {self.chunk_tokens}.")
-        if not 0 <= self.overlap < self.chunk_tokens // 2:
+        if not 0 <= self.overlap <= self.chunk_tokens // 2:
             raise UsageError(
                 f"--overlap must be between 0 and half of --chunk-tokens "
-                f"({self.chunk_tokens // 2 - 1}), not {self.overlap}."
+                f"({self.chunk_tokens // 2}), not {self.overlap}."
             )
 
     def as_dict(self) -> dict[str, Any]:
