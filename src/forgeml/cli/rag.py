@@ -23,13 +23,13 @@ def _workspace() -> Workspace:
 
 
 def _help(name: str) -> str:
-    from forgeml.rag.versions import IndexOptions
+    from forgeml.rag.options import IndexOptions
 
     return IndexOptions.model_fields[name].description or ""
 
 
 def _default(name: str) -> Any:
-    from forgeml.rag.versions import IndexOptions
+    from forgeml.rag.options import IndexOptions
 
     return IndexOptions.model_fields[name].default
 
@@ -54,7 +54,8 @@ def index(
     as_json: JsonFlag = False,
 ) -> None:
     """Index SOURCE... as the next version of NAME (only changed text is embedded)."""
-    from forgeml.rag.versions import IndexOptions, build_version, describe
+    from forgeml.rag.options import IndexOptions
+    from forgeml.rag.versions import build_version, describe
 
     options = IndexOptions(
         chunk_tokens=chunk_tokens, overlap=overlap, hnsw=hnsw, hnsw_m=hnsw_m, ef_search=ef_search

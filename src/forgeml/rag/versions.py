@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -24,29 +23,10 @@ from forgeml.core.errors import IntegrityError, InvalidDataError, NotFoundError,
 from forgeml.core.ids import new_id, parse_ref, validate_name
 from forgeml.core.store import RagIndexRecord, RagIndexVersionRecord
 from forgeml.core.workspace import Workspace
-from forgeml.rag.chunking import ChunkerConfig
-from forgeml.rag.dense import DenseConfig
 from forgeml.rag.embeddings import Embedder, default_embedder
 from forgeml.rag.index import Index, UpdateStats
+from forgeml.rag.options import IndexOptions
 from forgeml.rag.sources import Document, LoadedSource, load_source
-
-
-class IndexOptions(BaseModel):
-    """How `rag index` chunks and indexes (the CLI's help is read from these fields)."""
-
-    chunk_tokens: int = Field(256, description="Tokens per chunk (the embedder's tokenizer).")
-    overlap: int = Field(32, description="Tokens shared by consecutive chunks of a section.")
-    hnsw: bool = Field(False, description="Approximate dense search (FAISS HNSW), not exact.")
-    hnsw_m: int = Field(32, description="HNSW: neighbours per node (M).")
-    ef_search: int = Field(64, description="HNSW: candidates kept while searching (efSearch).")
-
-    def chunker(self) -> ChunkerConfig:
-        return ChunkerConfig(self.chunk_tokens, self.overlap)
-
-    def dense(self) -> DenseConfig:
-        if not self.hnsw:
-            return DenseConfig()
-        return DenseConfig("hnsw", m=self.hnsw_m, ef_search=self.ef_search)
 
 
 @dataclass(frozen=True)
