@@ -49,7 +49,7 @@ def _answers(index: Index, queries: list[str]) -> list[list[tuple[str, float]]]:
     return answers
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=operations)
 def test_random_updates_leave_nothing_stale_and_compact_to_a_fresh_build(
     embedder: MiniLMEmbedder, steps: list[tuple[str, list[int] | None]]

@@ -165,3 +165,20 @@ def test_a_saved_index_opens_read_only_and_answers_the_same(
     reopened = Index.open(path, embedder)
     assert reopened.search("sorted list insertion", 5) == expected
     assert reopened.digest() == digest
+
+
+def test_a_source_edited_back_to_its_old_text_is_indexed_again(
+    tmp_path: Path, embedder: MiniLMEmbedder, docs: list[Document], built: Path
+) -> None:
+    index = _copy(built, tmp_path, embedder)
+    original = docs[0]
+    edited = _doc(original.source, original.text.replace("\n\n", "\n\nEdited.\n\n", 1))
+    index.update([edited, *docs[1:]])
+    before = embedder.embedded
+    stats = index.update(docs)
+    assert (stats.documents_changed, stats.embedded, embedder.embedded) == (1, 0, before)
+    assert all("Edited." not in h.text for h in index.search("Edited.", 50, "bm25"))
+    index.compact()
+    assert {c.chunk_id for c in index.chunks()} == {
+        c.chunk_id for c in Index.open(built, embedder).chunks()
+    }

@@ -100,6 +100,11 @@ class IndexFile:
         rowids = []
         self.db.execute("BEGIN")
         for chunk, vector in zip(chunks, vectors, strict=True):
+            # a source edited back to earlier text brings back a tombstoned chunk's id; that
+            # row is unreachable already, so it goes now (its vector was read for reuse)
+            self.db.execute(
+                "DELETE FROM chunks WHERE chunk_id = ? AND deleted = 1", (chunk.chunk_id,)
+            )
             cursor = self.db.execute(
                 "INSERT INTO chunks (chunk_id, source, position, text, metadata, content_hash,"
                 " vector) VALUES (?, ?, ?, ?, ?, ?, ?)",
