@@ -86,10 +86,15 @@ def test_an_edit_embeds_only_the_new_text(
     assert stats.reused > 0
 
 
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
 def test_a_deleted_source_is_unreachable_at_once_by_every_path(
-    tmp_path: Path, embedder: MiniLMEmbedder, docs: list[Document], built: Path
+    tmp_path: Path, embedder: MiniLMEmbedder, docs: list[Document], built: Path, kind: str
 ) -> None:
-    index = _copy(built, tmp_path, embedder)
+    copy = _copy(built, tmp_path, embedder)
+    copy.file.set_setting("dense", DenseConfig(kind).as_dict())
+    copy.close()
+    index = Index.open(copy.file.path, embedder, writable=True)
+    assert index.dense_config.kind == kind
     gone = next(d for d in docs if d.source.endswith("heapq.md"))
     query = "heap queue algorithm, a priority queue"
     stats = index.update([d for d in docs if d is not gone])
