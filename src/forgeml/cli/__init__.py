@@ -117,6 +117,7 @@ COMMANDS = (
         "forgeml.cli.keys:app",
         "API keys for the gateway: stored as salted hashes, scoped to deployments.",
     ),
+    LazyCommand("rag", "forgeml.cli.rag:app", "RAG indexes: build, version, rebuild and search."),
 )
 # a command that ends with this code was interrupted (typer turns Ctrl-C into it)
 _INTERRUPTED = 130

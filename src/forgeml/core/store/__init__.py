@@ -20,6 +20,7 @@ from forgeml.core.store._pipelines import (
     PipelineTriggerRecord,
 )
 from forgeml.core.store._prompts import PromptAliasRecord, PromptVersionRecord
+from forgeml.core.store._rag import RagIndexRecord, RagIndexVersionRecord
 from forgeml.core.store._runs import ModelVersionRecord, RunRecord
 from forgeml.core.store._serving import (
     ApiKeyRecord,
@@ -56,6 +57,8 @@ __all__ = [
     "PromptAliasRecord",
     "PromptVersionRecord",
     "QueueRecord",
+    "RagIndexRecord",
+    "RagIndexVersionRecord",
     "RunRecord",
     "Store",
     "open_store",

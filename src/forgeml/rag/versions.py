@@ -1,0 +1,274 @@
+"""RAG index versions: build a snapshot from sources, resolve references, open, rebuild.
+
+`build_version` reads the sources, brings a copy of the latest snapshot's file up to them
+incrementally (or starts an empty one when there is none or its config differs), compacts
+it, and records it as the next version: the index file goes into the artifact store first
+(content-addressed, so a crash leaves at most an unreferenced blob), then the version row
+and its audit event in one transaction. The same content and config make the same digest,
+and then no new version.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from forgeml.core.errors import IntegrityError, InvalidDataError, NotFoundError, UsageError
+from forgeml.core.ids import new_id, parse_ref, validate_name
+from forgeml.core.store import RagIndexRecord, RagIndexVersionRecord
+from forgeml.core.workspace import Workspace
+from forgeml.rag.embeddings import Embedder, default_embedder
+from forgeml.rag.index import Index, UpdateStats
+from forgeml.rag.options import IndexOptions
+from forgeml.rag.sources import Document, LoadedSource, load_source
+
+
+@dataclass(frozen=True)
+class Built:
+    """The outcome of `build_version`: the version, whether it is new, what was done."""
+
+    version: RagIndexVersionRecord
+    created: bool
+    stats: UpdateStats
+
+
+def _documents(loaded: Sequence[LoadedSource]) -> list[Document]:
+    seen: dict[str, Document] = {}
+    for source in loaded:
+        for document in source.documents:
+            seen.setdefault(document.source, document)
+    return list(seen.values())
+
+
+def _options_of(version: RagIndexVersionRecord) -> IndexOptions:
+    chunker, dense = version.config["chunker"], version.config["dense"]
+    return IndexOptions(
+        chunk_tokens=chunker["chunk_tokens"],
+        overlap=chunker["overlap"],
+        hnsw=dense["kind"] == "hnsw",
+        hnsw_m=dense.get("m", 32),
+        ef_search=dense.get("ef_search", 64),
+    )
+
+
+def _fill(
+    workspace: Workspace,
+    path: Path,
+    documents: Sequence[Document],
+    options: IndexOptions,
+    embedder: Embedder,
+    previous: RagIndexVersionRecord | None,
+) -> tuple[Index, UpdateStats]:
+    """Build the index file at `path`: from `previous`'s when its config matches."""
+    index = Index.create(path, embedder, options.chunker(), options.dense())
+    if previous is not None and previous.config == index.config:
+        index.close()
+        shutil.copyfile(workspace.artifacts.local_path(previous.artifact), path)
+        index = Index.open(path, embedder, writable=True)
+    stats = index.update(documents)
+    index.compact()
+    if not index.file.live_count():
+        index.close()
+        raise InvalidDataError("The sources hold no text to index (the corpus is empty).")
+    return index, stats
+
+
+def build_version(
+    workspace: Workspace,
+    name: str,
+    specs: Sequence[str],
+    options: IndexOptions | None = None,
+    embedder: Embedder | None = None,
+) -> Built:
+    """Index `specs` as the next version of `name` (see the module's docstring).
+
+    Raises:
+        NotFoundError: a source does not exist.
+        InvalidDataError: a source cannot be read, or they hold no text.
+    """
+    validate_name(name, "index name")
+    options = options or IndexOptions()
+    embedder = embedder or default_embedder()
+    if not specs:
+        raise UsageError("Give at least one source to index.")
+    loaded = [load_source(spec, workspace) for spec in specs]
+    with workspace.store.session() as session:
+        previous = _latest(session, name)
+    with workspace.artifacts.local_tempfile(suffix=".sqlite") as path:
+        index, stats = _fill(workspace, path, _documents(loaded), options, embedder, previous)
+        digest, config, chunks = index.digest(), index.config, index.file.live_count()
+        documents = len(index.file.documents())
+        index.close()
+        if previous is not None and previous.digest == digest:
+            return Built(previous, False, stats)
+        artifact = workspace.artifacts.put_file(path, move=True)
+    lineage = [{"spec": s.spec, "kind": s.kind, "digest": s.digest} for s in loaded]
+    fields = {"digest": digest, "artifact": artifact, "chunks": chunks, "documents": documents}
+    version = _record_version(workspace, name, config, lineage, stats, **fields)
+    return Built(version, True, stats)
+
+
+def _record_version(
+    workspace: Workspace,
+    name: str,
+    config: dict[str, Any],
+    lineage: list[dict[str, str]],
+    stats: UpdateStats,
+    **fields: Any,
+) -> RagIndexVersionRecord:
+    """The next version's row and its audit event, in one transaction."""
+    with workspace.store.session() as session:
+        record = _record(session, workspace.actor, name)
+        number = session.scalar(
+            select(func.max(RagIndexVersionRecord.version)).where(
+                RagIndexVersionRecord.index_id == record.id
+            )
+        )
+        version = RagIndexVersionRecord(
+            id=new_id(),
+            index_id=record.id,
+            version=(number or 0) + 1,
+            config=config,
+            sources=lineage,
+            stats=asdict(stats),
+            created_by=workspace.actor,
+            **fields,
+        )
+        version.index = record
+        session.add(version)
+        session.flush()
+        payload = {"digest": fields["digest"], "artifact": fields["artifact"], "sources": lineage}
+        workspace.audit(session, "rag.index", version.ref, payload)
+    return version
+
+
+def _record(session: Session, actor: str, name: str) -> RagIndexRecord:
+    record = session.scalar(select(RagIndexRecord).where(RagIndexRecord.name == name))
+    if record is None:
+        record = RagIndexRecord(id=new_id(), name=name, created_by=actor)
+        session.add(record)
+        session.flush()
+    return record
+
+
+def _latest(session: Session, name: str) -> RagIndexVersionRecord | None:
+    return session.scalars(
+        select(RagIndexVersionRecord)
+        .join(RagIndexRecord)
+        .where(RagIndexRecord.name == name)
+        .order_by(RagIndexVersionRecord.version.desc())
+        .limit(1)
+    ).first()
+
+
+def versions_of(session: Session, name: str) -> list[RagIndexVersionRecord]:
+    """Every version of index `name`, oldest first.
+
+    Raises:
+        NotFoundError: no such index.
+    """
+    validate_name(name, "index name")
+    found = list(
+        session.scalars(
+            select(RagIndexVersionRecord)
+            .join(RagIndexRecord)
+            .where(RagIndexRecord.name == name)
+            .order_by(RagIndexVersionRecord.version)
+        )
+    )
+    if not found:
+        raise NotFoundError(f"RAG index '{name}' does not exist (see `forgeml rag index`).")
+    return found
+
+
+def resolve(session: Session, ref: str) -> RagIndexVersionRecord:
+    """The version `ref` names: `NAME` (latest), `NAME@vN` or `NAME@<digest prefix>`.
+
+    Raises:
+        NotFoundError: no such index or version.
+        UsageError: a digest prefix matches several versions.
+    """
+    parsed = parse_ref(ref, "index reference")
+    versions = versions_of(session, parsed.name)
+    if parsed.version is not None:
+        found = [v for v in versions if v.version == parsed.version]
+    elif parsed.digest_prefix is not None:
+        found = [v for v in versions if v.digest.startswith(parsed.digest_prefix)]
+    else:
+        found = versions[-1:]
+    if not found:
+        raise NotFoundError(
+            f"RAG index '{parsed.name}' has no version {str(parsed).partition('@')[2]} "
+            f"(its versions are v1..v{versions[-1].version})."
+        )
+    if len(found) > 1:
+        raise UsageError(f"Digest prefix '{parsed.digest_prefix}' matches {len(found)} versions.")
+    return found[0]
+
+
+def open_index(workspace: Workspace, ref: str, embedder: Embedder | None = None) -> Index:
+    """The snapshot `ref` names, opened read-only for search (close it when done).
+
+    Raises:
+        NotFoundError: no such index or version, or its file is missing.
+    """
+    with workspace.store.session() as session:
+        version = resolve(session, ref)
+    return Index.open(
+        workspace.artifacts.local_path(version.artifact), embedder or default_embedder()
+    )
+
+
+def rebuild(
+    workspace: Workspace, ref: str, embedder: Embedder | None = None
+) -> tuple[RagIndexVersionRecord, str]:
+    """Build `ref` again from its recorded sources, fresh, and check its digest.
+
+    Returns:
+        The version and the rebuilt digest (equal to the version's).
+
+    Raises:
+        IntegrityError: the rebuilt index differs (a source changed since).
+    """
+    with workspace.store.session() as session:
+        version = resolve(session, ref)
+    embedder = embedder or default_embedder()
+    loaded = [load_source(source["spec"], workspace) for source in version.sources]
+    with workspace.artifacts.local_tempfile(suffix=".sqlite") as path:
+        index, _ = _fill(workspace, path, _documents(loaded), _options_of(version), embedder, None)
+        digest = index.digest()
+        index.close()
+    if digest != version.digest:
+        changed = [
+            s["spec"]
+            for s, now in zip(version.sources, loaded, strict=True)
+            if s["digest"] != now.digest
+        ]
+        raise IntegrityError(
+            f"Rebuilding {version.ref} gives digest {digest[:12]}, not {version.digest[:12]}: "
+            f"{', '.join(changed) or 'the chunker or embedder'} changed since it was built."
+        )
+    return version, digest
+
+
+def describe(version: RagIndexVersionRecord) -> dict[str, Any]:
+    """A version as JSON-ready data (what `rag show --json` prints)."""
+    return {
+        "ref": version.ref,
+        "version": version.version,
+        "digest": version.digest,
+        "artifact": version.artifact,
+        "chunks": version.chunks,
+        "documents": version.documents,
+        "config": version.config,
+        "sources": version.sources,
+        "stats": version.stats,
+        "created_at": version.created_at.isoformat(),
+        "created_by": version.created_by,
+    }

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from forgeml.core.errors import IntegrityError, InvalidDataError, NotFoundError
+from forgeml.core.store import AuditEvent, RagIndexRecord
+from forgeml.core.workspace import Workspace
+from forgeml.rag import IndexOptions, build_version, open_index, rebuild, resolve
+from forgeml.rag.embeddings import MiniLMEmbedder
+
+OPTIONS = IndexOptions(chunk_tokens=64, overlap=8)
+HEAPQ = "# heapq\n\nHeap queue algorithm, also known as the priority queue algorithm."
+BISECT = "# bisect\n\nBisection algorithms keep a list in sorted order after each insertion."
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "heapq.md").write_text(HEAPQ, encoding="utf-8")
+    (folder / "bisect.md").write_text(BISECT, encoding="utf-8")
+    return folder
+
+
+def test_an_unchanged_corpus_makes_no_new_version_and_no_embedding(
+    workspace: Workspace, corpus: Path, embedder: MiniLMEmbedder
+) -> None:
+    first = build_version(workspace, "docs", [str(corpus)], OPTIONS, embedder)
+    assert (first.version.ref, first.created, first.version.chunks) == ("docs@v1", True, 2)
+    before = embedder.embedded
+    again = build_version(workspace, "docs", [str(corpus)], OPTIONS, embedder)
+    assert (again.version.ref, again.created, again.stats.embedded) == ("docs@v1", False, 0)
+    assert embedder.embedded == before
+
+
+def test_a_change_makes_a_new_version_and_the_old_one_is_immutable(
+    workspace: Workspace, corpus: Path, embedder: MiniLMEmbedder
+) -> None:
+    v1 = build_version(workspace, "docs", [str(corpus)], OPTIONS, embedder).version
+    (corpus / "heapq.md").write_text(HEAPQ.replace("priority queue", "binary heap"), "utf-8")
+    (corpus / "bisect.md").unlink()
+    built = build_version(workspace, "docs", [str(corpus)], OPTIONS, embedder)
+    assert built.version.ref == "docs@v2"
+    assert (built.stats.documents_changed, built.stats.documents_removed) == (1, 1)
+    assert built.version.sources[0]["digest"] != v1.sources[0]["digest"]
+    assert built.version.config["embedder"]["name"] == "sentence-transformers/all-MiniLM-L6-v2"
+    old, new = open_index(workspace, "docs@v1", embedder), open_index(workspace, "docs", embedder)
+    assert {h.source.rsplit("/", 1)[1] for h in old.search("sorted list", 5, "bm25")} == {
+        "bisect.md"
+    }
+    assert new.search("sorted list", 5, "bm25") == []
+    assert "binary heap" in new.search("heap", 1)[0].text
+    old.close()
+    new.close()
+    with workspace.store.session() as session:
+        assert resolve(session, f"docs@{v1.digest[:8]}").version == 1
+        events = session.scalars(select(AuditEvent).where(AuditEvent.action == "rag.index")).all()
+    assert [e.object_ref for e in events] == ["docs@v1", "docs@v2"]
+
+
+def test_rebuild_proves_the_digest_and_catches_a_changed_source(
+    workspace: Workspace, corpus: Path, embedder: MiniLMEmbedder
+) -> None:
+    v1 = build_version(workspace, "docs", [str(corpus)], OPTIONS, embedder).version
+    version, digest = rebuild(workspace, "docs@v1", embedder)
+    assert (version.ref, digest) == ("docs@v1", v1.digest)
+    (corpus / "bisect.md").write_text(BISECT + " Edited.", encoding="utf-8")
+    with pytest.raises(IntegrityError, match=r"^Rebuilding docs@v1 gives digest .* changed since"):
+        rebuild(workspace, "docs@v1", embedder)
+
+
+def test_an_empty_corpus_is_one_sentence_and_writes_nothing(
+    workspace: Workspace, tmp_path: Path, embedder: MiniLMEmbedder
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "blank.md").write_text("  \n\n", encoding="utf-8")
+    with pytest.raises(InvalidDataError, match=r"^The sources hold no text to index"):
+        build_version(workspace, "docs", [str(empty)], OPTIONS, embedder)
+    with workspace.store.session() as session:
+        assert session.scalar(select(func.count()).select_from(RagIndexRecord)) == 0
+        assert session.scalar(select(func.count()).select_from(AuditEvent)) == 0
+    assert not list((Path(workspace.settings.artifact_root) / "sha256").glob("*/*"))
+    with workspace.store.session() as session, pytest.raises(NotFoundError, match="does not exist"):
+        resolve(session, "docs")
