@@ -181,9 +181,12 @@ def convex_out_of_fold(candidates: list[Candidates]) -> tuple[list[list[str]], l
 def forgeml_index(labelled: LabelledSet) -> Retrieve:
     """forgeml's own hybrid index over `labelled.documents`, as a retriever of document ids.
 
-    MERGE POINT: build a forgeml.rag index (one source per document, so a hit's source or
-    metadata names the document id) and return `lambda query, k: [id of hit for hit in
-    index.search(query, k, mode="hybrid")]`. Until then the benchmark reports it as not
+    MERGE POINT: write each document to its own file in a temporary folder (its name
+    mapping back to the document id), index the folder into a throwaway workspace with
+    `forgeml.rag.build_version(workspace, NAME, [folder])`, open it with
+    `forgeml.rag.open_index`, and return `lambda query, k: [id of hit.source for hit in
+    index.search(query, k, mode="hybrid")]` (metrics.evaluate counts a document once
+    however many of its chunks come back). Until then the benchmark reports it as not
     wired and still runs the baselines.
     """
     raise NotImplementedError("forgeml's index is not wired into benchmarks/rag.py yet")

@@ -25,7 +25,18 @@ from typing import Any
 
 from forgeml.core.errors import InvalidDataError
 
-__all__ = ["Document", "LabelledSet", "Query", "bfcl_set", "first_sentence", "load_jsonl"]
+__all__ = [
+    "BFCL_CATEGORIES",
+    "Document",
+    "LabelledSet",
+    "Query",
+    "bfcl_set",
+    "first_sentence",
+    "load_jsonl",
+    "merge_queries",
+    "stdlib_modules",
+    "stdlib_set",
+]
 
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 

@@ -24,10 +24,12 @@ __all__ = [
     "Report",
     "Retrieve",
     "evaluate",
+    "metric_names",
     "ndcg_at",
     "precision_at",
     "recall_at",
     "reciprocal_rank",
+    "score",
 ]
 
 NDCG_DEPTH = 10
