@@ -140,8 +140,10 @@ def test_the_request_carries_the_numbered_passages_and_the_json_schema(
     [request] = model.requests
     assert request["response_format"] == RESPONSE_FORMAT
     assert (request["max_tokens"], request["seed"], request["temperature"]) == (64, 7, 0.0)
-    system, user = request["messages"]
+    system, example, example_reply, user = request["messages"]
     assert system["content"] == BUILTIN_PROMPT.system
+    assert [example["role"], example_reply["role"]] == ["user", "assistant"]
+    json.loads(example_reply["content"])
     assert "[2] (posixpath) Join two or more pathname components" in user["content"]
     assert user["content"].endswith("Question: What does json.dumps do?")
 
@@ -232,6 +234,7 @@ def test_a_given_prompt_is_used_and_recorded(passages: list[Passage]) -> None:
     model = FixedModel(VALID)
     result = answer("q?", passages, model, prompt=prompt)
     assert result.prompt_ref == "rag-answer@3"
+    assert [m["role"] for m in model.requests[0]["messages"]] == ["system", "user"]
     assert model.requests[0]["messages"][1]["content"].endswith("\nQ: q?")
 
 
@@ -281,7 +284,7 @@ class SmolLM2:
         self.model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf)
 
     def chat(self, messages: list[dict[str, Any]], **options: Any) -> ChatReply:
-        inputs = self.tokenizer.apply_chat_template(
+        inputs: Any = self.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
         )
         with self.torch.no_grad():
@@ -289,7 +292,7 @@ class SmolLM2:
                 **inputs, max_new_tokens=options.get("max_tokens") or 128, do_sample=False
             )
         written = output[0][inputs["input_ids"].shape[-1] :]
-        content = self.tokenizer.decode(written, skip_special_tokens=True)
+        content = str(self.tokenizer.decode(written, skip_special_tokens=True))
         usage = (inputs["input_ids"].shape[-1], len(written))
         return ChatReply(content, "stop", *usage, model="SmolLM2-135M-Instruct")
 

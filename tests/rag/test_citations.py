@@ -4,6 +4,7 @@ import inspect
 import json
 import os.path
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -16,11 +17,10 @@ from forgeml.rag.citations import (
 )
 
 
-def _passage(obj: object) -> Passage:
+def _passage(obj: Any) -> Passage:
     doc = inspect.getdoc(obj)
     assert doc is not None
-    name = f"{obj.__module__}.{obj.__qualname__}"  # type: ignore[attr-defined]
-    return Passage(chunk_id=name, text=doc, source=obj.__module__)  # type: ignore[attr-defined]
+    return Passage(f"{obj.__module__}.{obj.__qualname__}", doc, obj.__module__)
 
 
 @pytest.fixture

@@ -74,7 +74,10 @@ RESPONSE_FORMAT: dict[str, Any] = {
 class AnswerPrompt(Protocol):
     """A chat prompt for `answer`: its reference (`name@version`) and its messages."""
 
-    ref: str
+    @property
+    def ref(self) -> str:
+        """Which prompt this is, recorded on every answer: `name@version` or `builtin:...`."""
+        ...
 
     def messages(self, question: str, passages: list[Passage]) -> list[dict[str, Any]]:
         """The conversation asking `question` over `passages` (numbered from [1])."""
@@ -83,22 +86,54 @@ class AnswerPrompt(Protocol):
 
 @dataclass(frozen=True)
 class BuiltinAnswerPrompt:
-    """The default prompt; the prompt registry holds later versions as `name@version`."""
+    """The default prompt; the prompt registry holds later versions as `name@version`.
+
+    `example` is one worked exchange (passages, question, reply) shown before the real
+    question: SmolLM2-135M ignored the JSON form from instructions alone (0 of 20 stdlib
+    questions) and followed it after one example (5 of 5).
+    """
 
     ref: str
     system: str
     user: str  # str.format template with {passages} and {question}
+    example: tuple[list[Passage], str, str] | None = None
 
     def messages(self, question: str, passages: list[Passage]) -> list[dict[str, Any]]:
         """See `AnswerPrompt.messages`; a passage is shown as `[n] (source) text`."""
+        turns: list[dict[str, Any]] = [{"role": "system", "content": self.system}]
+        if self.example is not None:
+            shown, asked, reply = self.example
+            turns.append({"role": "user", "content": self._ask(asked, shown)})
+            turns.append({"role": "assistant", "content": reply})
+        turns.append({"role": "user", "content": self._ask(question, passages)})
+        return turns
+
+    def _ask(self, question: str, passages: list[Passage]) -> str:
         shown = "\n\n".join(
             f"[{n}] ({passage.source}) {passage.text}"
             for n, passage in enumerate(passages, start=1)
         )
-        return [
-            {"role": "system", "content": self.system},
-            {"role": "user", "content": self.user.format(passages=shown, question=question)},
-        ]
+        return self.user.format(passages=shown, question=question)
+
+
+_EXAMPLE_PASSAGES = [
+    Passage(
+        "example-1", "Class with methods to open, read, write, close, list zip files.", "zipfile"
+    ),
+    Passage(
+        "example-2",
+        "Return a copy of the string with leading and trailing whitespace removed.",
+        "string",
+    ),
+]
+_EXAMPLE_REPLY = json.dumps(
+    {
+        "answer": "It returns a copy of the string without leading and trailing whitespace [2].",
+        "citations": [
+            {"n": 2, "quote": "Return a copy of the string with leading and trailing whitespace"}
+        ],
+    }
+)
 
 
 BUILTIN_PROMPT = BuiltinAnswerPrompt(
@@ -113,6 +148,7 @@ BUILTIN_PROMPT = BuiltinAnswerPrompt(
         '{"answer": null, "citations": []}.'
     ),
     user="Passages:\n{passages}\n\nQuestion: {question}",
+    example=(_EXAMPLE_PASSAGES, "What does str.strip return?", _EXAMPLE_REPLY),
 )
 
 
