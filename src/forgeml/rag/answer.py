@@ -230,6 +230,8 @@ def answer(
     draft = _read_reply(reply.content or "", passages)
     if draft.text is None:
         reason = draft.problem or "The model said the passages do not contain the answer."
+        if draft.problem and reply.finish_reason == "length":
+            reason = f"The model's reply was cut off at max_tokens ({max_tokens}) unfinished."
         return _refuse(reason, prompt.ref, usage, model=reply.model)
     checked = verify(draft.text, draft.claimed, passages)
     if not checked.citations or not MARKER.sub("", checked.text).strip(" .,;:"):
