@@ -85,6 +85,7 @@ class Web:
     url: str
     routes: dict[str, tuple[int, dict[str, str], bytes]] = field(default_factory=dict)
     release: threading.Event = field(default_factory=threading.Event)
+    posted: list[tuple[str, dict[str, str], Any]] = field(default_factory=list)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -94,6 +95,15 @@ class _Handler(BaseHTTPRequestHandler):
             web.release.wait(10)
         if self.path == "/echo-host":
             web.routes[self.path] = (200, {}, self.headers["Host"].encode())
+        self._answer(web)
+
+    def do_POST(self) -> None:
+        web: Web = self.server.web  # type: ignore[attr-defined]
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        web.posted.append((self.path, dict(self.headers), json.loads(body)))
+        self._answer(web)
+
+    def _answer(self, web: Web) -> None:
         status, headers, body = web.routes.get(self.path, (404, {}, b"not found"))
         self.send_response(status)
         for name, value in headers.items():
