@@ -112,6 +112,9 @@ COMMANDS = (
         "forgeml.cli.keys:app",
         "API keys for the gateway: stored as salted hashes, scoped to deployments.",
     ),
+    LazyCommand(
+        "agent", "forgeml.cli.agent:app", "Agents that call tools, within budgets, with approval."
+    ),
 )
 # a command that ends with this code was interrupted (typer turns Ctrl-C into it)
 _INTERRUPTED = 130

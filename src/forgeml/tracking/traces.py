@@ -7,13 +7,13 @@ where MLflow's context-variable parent would be lost. Attribute names are OpenTe
 GenAI's; inputs and outputs are stored as the JSON they are, never deserialised.
 
 MLflow's trace exporter writes to the process-wide tracking URI, not to a client's, so
-opening a tracer points that global URI at this workspace's store, and turns off the
-exporter's background queue so a trace is in the store when the run returns.
+opening a tracer points that global URI at this workspace's store; ending a trace
+flushes the exporter's background queue, so the trace is in the store when a run returns.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -56,11 +56,12 @@ class MlflowTracer:
             warnings.filterwarnings("ignore", message=r".*type hint is inferred as AnyType")
             import mlflow.pyfunc.context
 
+        # "Flushing the async trace logging queue before program exit" on every exit
+        logging.getLogger("mlflow.tracing.export.async_export_queue").setLevel(logging.WARNING)
         self._client: MlflowClient = open_client(workspace)
         self.experiment_id = ensure_experiment(
             self._client, experiment, artifact_location(workspace.settings)
         )
-        os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"
         mlflow.set_tracking_uri(tracking_uri(workspace.settings))
 
     def start_span(
@@ -104,9 +105,12 @@ class MlflowTracer:
             attributes["error.type"] = error.split(":", 1)[0][:200]
         status = "ERROR" if error else "OK"
         if span.root:
+            import mlflow
+
             self._client.end_trace(
                 span.trace_id, outputs=outputs, attributes=attributes, status=status
             )
+            mlflow.flush_trace_async_logging()
         else:
             self._client.end_span(
                 span.trace_id, span.span_id, outputs=outputs, attributes=attributes, status=status
