@@ -12,6 +12,7 @@ import pytest
 from forgeml.agents import Budgets, RunState
 from forgeml.core.errors import GeneratorError
 from forgeml.prompts.client import ChatReply, ToolCall
+from tests.tracking.conftest import mlflow_template  # noqa: F401  (the session fixture)
 
 
 def calls(*pairs: tuple[str, dict[str, Any]] | tuple[str, str]) -> ChatReply:
@@ -127,6 +128,65 @@ def web() -> Iterator[Web]:
         yield server.web  # type: ignore[attr-defined]
     finally:
         server.web.release.set()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@dataclass
+class ChatServer:
+    """An OpenAI-compatible chat endpoint on loopback that answers from a script."""
+
+    url: str
+    replies: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def say(self, content: str) -> None:
+        self.replies.append(_completion({"role": "assistant", "content": content}, "stop"))
+
+    def call(self, name: str, arguments: dict[str, Any], call_id: str = "c1") -> None:
+        function = {"name": name, "arguments": json.dumps(arguments)}
+        call = {"id": call_id, "type": "function", "function": function}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        self.replies.append(_completion(message, "tool_calls"))
+
+
+def _completion(message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "smol",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }  # fmt: skip
+
+
+class _ChatHandler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        chat: ChatServer = self.server.chat  # type: ignore[attr-defined]
+        chat.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        if chat.replies:
+            status, body = 200, chat.replies.pop(0)
+        else:
+            status, body = 500, {"error": {"message": "The script has no reply left."}}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def chat_server() -> Iterator[ChatServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatHandler)
+    server.chat = ChatServer(f"http://127.0.0.1:{server.server_address[1]}/v1")  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        yield server.chat  # type: ignore[attr-defined]
+    finally:
         server.shutdown()
         server.server_close()
         thread.join()
