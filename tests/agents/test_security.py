@@ -14,7 +14,9 @@ from forgeml.agents import (
     RunState,
     SqlQueryOptions,
     StopReason,
+    ToolRefusedError,
     ToolRegistry,
+    calculate,
     calculator_tool,
     http_get_tool,
     load_state,
@@ -63,9 +65,12 @@ def test_cve_2023_29374_and_36095_model_output_never_reaches_eval(
         ToolRegistry([calculator_tool()]), calls(("calculator", {"expression": payload}))
     )
 
-    assert not (tmp_path / "PWNED").exists()
     (result,) = tool_results(state)
-    assert result.startswith("error: The calculator evaluates arithmetic only;")
+    assert result.startswith("error: ")
+    # and the calculator alone, without the argument check in front of it, refuses it too
+    with pytest.raises(ToolRefusedError, match="The calculator evaluates arithmetic only;"):
+        calculate(payload)
+    assert not (tmp_path / "PWNED").exists()
 
 
 @pytest.fixture
@@ -88,7 +93,8 @@ def store(workspace: Workspace, tmp_path: Path) -> Workspace:
         ("SELECT * FROM read_csv('{secret}')", "data query may only read the store's datasets"),
         ("SELECT * FROM '{secret}'", "data query may only read the store's datasets"),
         ("SELECT 1; COPY people TO '{out}'", "data query runs one statement; got 2."),
-        ("__import__('os').system('touch {out}')", "Query does not parse"),
+        ("__import__('os').system('touch {out}')", "name Python internals (__import__)"),
+        ("SELECT system('touch {out}')", "Query failed"),
         ("SELECT * FROM people WHERE name = ''; ATTACH '{out}' AS x", "data query runs one"),
     ],
 )
@@ -134,12 +140,44 @@ def test_cve_2025_9959_class_hierarchy_escape_in_any_tool_input_is_refused(
         ),
     )
 
-    calculator, sql, http, rag = tool_results(state)
-    assert calculator == "error: The calculator evaluates arithmetic only; Call is not allowed."
-    assert sql.startswith("error: ")
-    assert http == f"error: http_get fetches http and https URLs only, not '{ESCAPE}'."
-    # the search tool holds it as the text to look for: a string, never evaluated
-    assert (rag, searched) == ("[]", [ESCAPE])
+    assert tool_results(state) == [
+        f"error: The arguments for {name} name Python internals (__base__); "
+        "tools take data, not code."
+        for name in ("calculator", "sql_query", "http_get", "rag_search")
+    ]
+    assert searched == []
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        r'{"query": "\u005f\u005fsubclasses\u005f\u005f"}',  # JSON escapes decode to it
+        '{"query": ["x", {"deep": "f.__globals__"}]}',
+        '{"query": {"__builtins__": 1}}',
+    ],
+)
+def test_cve_2025_9959_escape_names_are_refused_however_they_are_written(raw: str) -> None:
+    def search(query: object) -> str:
+        """Search.
+
+        Args:
+            query: Anything.
+        """
+        return "ran"
+
+    state = run_with(ToolRegistry([make_tool(search)]), calls(("search", raw)))
+
+    (result,) = tool_results(state)
+    assert result.startswith("error: The arguments for search name Python internals")
+
+
+def test_a_dunder_that_is_not_an_escape_route_is_plain_text() -> None:
+    state = run_with(
+        ToolRegistry([rag_search_tool(lambda query, k: [{"text": query}])]),
+        calls(("rag_search", {"query": "what does __init__ do?"})),
+    )
+
+    assert json.loads(tool_results(state)[0]) == [{"text": "what does __init__ do?"}]
 
 
 @pytest.fixture

@@ -82,7 +82,8 @@ def run_calls(
 
 def _run_one(call: PendingCall, registry: ToolRegistry, tracer: Tracer, parent: Any) -> str:
     tool = registry.get(call.name)
-    assert tool is not None  # hold_or_check answered unknown tools already
+    if tool is None:  # hold_or_check answered unknown tools already; never reached
+        return f"error: There is no tool named {call.name!r}."
     attributes = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": call.name,

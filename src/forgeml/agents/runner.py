@@ -22,6 +22,8 @@ from forgeml.prompts.client import ChatClient, ChatModel
 
 __all__ = ["AgentStoppedError", "RunNotWaitingError", "resume_run", "start_run"]
 
+_REPLY_TIMEOUT_S = 120.0
+
 
 class AgentStoppedError(ForgemlError):
     """A run stopped on a budget (steps, time, tokens) or an error before it answered."""
@@ -107,7 +109,9 @@ def _drive(
     registry = build_registry(spec, context)
     if model is None:
         key = os.environ.get(spec.model.key_env) if spec.model.key_env else None
-        model = ChatClient(spec.model.url, spec.model.name, api_key=key)
+        # one reply may not outlast the run's whole time budget
+        timeout_s = min(_REPLY_TIMEOUT_S, spec.budgets.max_time_s)
+        model = ChatClient(spec.model.url, spec.model.name, api_key=key, timeout_s=timeout_s)
     try:
         run_loop(
             model,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
@@ -22,6 +22,13 @@ from forgeml.core.errors import ForgemlError
 __all__ = ["Tool", "ToolArgumentsError", "ToolRefusedError", "ToolRegistry", "make_tool"]
 
 _ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\(.*?\))?:\s*(.*)$")
+# the names a sandbox escape walks through (smolagents CVE-2025-9959:
+# `().__class__.__base__.__subclasses__()`); no tool's data needs them, so any argument
+# holding one is refused before the tool sees it, whatever the tool does with text
+_ESCAPE_NAMES = re.compile(
+    r"__(subclasses|globals|builtins|import|mro|bases?|code|closure|getattribute|"
+    r"reduce(_ex)?|loader|spec|dict)__"
+)
 
 
 class ToolArgumentsError(ForgemlError):
@@ -67,7 +74,27 @@ class Tool:
             parsed = self.arguments.model_validate_json(arguments_json or "{}")
         except ValidationError as error:
             raise ToolArgumentsError(_describe(self.name, error)) from None
+        for text in _strings(parsed.model_dump()):  # decoded, so \u escapes cannot hide one
+            escape = _ESCAPE_NAMES.search(text)
+            if escape:
+                raise ToolArgumentsError(
+                    f"The arguments for {self.name} name Python internals ({escape.group(0)}); "
+                    "tools take data, not code."
+                )
         return {field: getattr(parsed, field) for field in type(parsed).model_fields}
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON-like value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
 
 
 def _describe(name: str, error: ValidationError) -> str:
