@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from forgeml.cli._output import print_json, say
 
@@ -18,7 +19,9 @@ if TYPE_CHECKING:
     from forgeml.agents import Approvals, RunState, ToolContext
     from forgeml.agents.trace import Tracer
 
-app = typer.Typer(help="Agents that call tools, within budgets, with approval.")
+app = typer.Typer(
+    help="Agents that call tools, within budgets, with approval.", no_args_is_help=True
+)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 ApproveFlag = Annotated[
     list[str] | None,
@@ -39,7 +42,7 @@ def _context() -> tuple[Path, ToolContext, Tracer]:
 @app.command("run")
 def run(
     spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="The agent's YAML spec.")],
-    task: Annotated[str, typer.Argument(help="What to do, in words.")],
+    task: Annotated[str, typer.Argument(metavar="TASK", help="What to do, in words.")],
     approve: ApproveFlag = None,
     max_steps: Annotated[
         int | None, typer.Option(help="Model calls at most (overrides the spec's budget).")
@@ -110,7 +113,7 @@ def show(
     _say_summary(state)
     for message in state.messages:
         text = message.get("content") or message.get("tool_calls")
-        say(f"[bold]{message['role']}[/bold]: {text}")
+        say(f"[bold]{message['role']}[/bold]: {escape(str(text))}")
 
 
 def _summary(state: RunState) -> dict[str, Any]:
@@ -133,9 +136,9 @@ def _say_summary(state: RunState) -> None:
     reason = state.stop_reason.value if state.stop_reason else "running"
     say(f"run {state.run_id}: {reason} after {state.steps} steps, {state.tokens} tokens")
     if state.answer is not None:
-        say(state.answer)
+        say(escape(state.answer))  # the model's text is not Rich markup
     for call in state.awaiting():
-        say(f"waiting: {call.name}({call.arguments}) call {call.id}")
+        say(f"waiting: {escape(call.name)}({escape(call.arguments)}) call {escape(call.id)}")
         say(f"  approve with: forgeml agent approve {state.run_id} {call.id}")
 
 
