@@ -143,3 +143,14 @@ def test_approve_without_anything_to_approve_is_a_usage_error(cli: Cli) -> None:
 
     assert result.code == 2
     assert result.stderr == "error: Name a CALL_ID to approve, --approve TOOL or --deny CALL_ID.\n"
+
+
+def test_approving_a_tool_the_agent_does_not_have_is_a_usage_error(
+    cli: Cli, chat_server: ChatServer, tmp_path: Path
+) -> None:
+    result = cli("agent", "run", write_spec(tmp_path, chat_server), "task", "--approve", "shell")
+
+    assert result.code == 2
+    assert (
+        result.stderr == "error: --approve shell: the agent has no such tool (tools: calculator).\n"
+    )

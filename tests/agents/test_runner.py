@@ -17,7 +17,9 @@ from forgeml.agents import (
 )
 from forgeml.agents.state import state_path
 from forgeml.core.errors import InvalidNameError, NotFoundError
+from forgeml.core.workspace import Workspace
 from tests.agents.conftest import ScriptedModel, calls, text
+from tests.data.conftest import audit_events
 
 SPEC = parse_spec(
     {
@@ -93,3 +95,18 @@ def test_the_saved_state_is_plain_json(tmp_path: Path) -> None:
 
     assert saved["stop_reason"] == "awaiting_approval"
     assert saved["pending"][0]["needs_approval"] is True
+
+
+def test_an_approval_is_written_to_the_audit_log(workspace: Workspace) -> None:
+    home, context = workspace.settings.home, ToolContext(workspace=workspace)
+    model = ScriptedModel([calls(("calculator", {"expression": "1"})), text("1")])
+    waiting = start_run(SPEC, "1?", home=home, context=context, model=model)
+
+    resume_run(waiting.run_id, Approvals(calls=frozenset({"c1"})), home=home, context=context,
+               model=model)  # fmt: skip
+
+    (event,) = audit_events(workspace)
+    assert (event.action, event.object_ref, event.actor) == (
+        "agent.approve", f"agent-run:{waiting.run_id}", "tester",
+    )  # fmt: skip
+    assert event.payload == {"calls": ["c1"], "tools": [], "denied": []}

@@ -75,6 +75,8 @@ def resume_run(
 ) -> RunState:
     """Resume a run that waits for approval, with the calls or tools now approved or denied.
 
+    The decision is written to the audit log when `context` has a workspace.
+
     Raises:
         NotFoundError: no such run, or an approved or denied call id it does not wait on.
         RunNotWaitingError: the run is not waiting for approval.
@@ -91,9 +93,24 @@ def resume_run(
                 f"Agent run {run_id} waits on no call {call_id} "
                 f"(it waits on: {', '.join(sorted(waiting))})."
             )
+    _audit_approval(context, run_id, approvals)
     state.stop_reason = None
     spec = AgentSpec.model_validate(state.spec)
     return _drive(spec, state, home, context, approvals, model, clock, tracer)
+
+
+def _audit_approval(context: ToolContext, run_id: str, approvals: Approvals) -> None:
+    """An operator's decision lets a tool act: the audit log says who, what and when."""
+    workspace = context.workspace
+    if workspace is None:
+        return
+    payload = {
+        "calls": sorted(approvals.calls),
+        "tools": sorted(approvals.tools),
+        "denied": sorted(approvals.denied),
+    }
+    with workspace.store.session() as session:
+        workspace.audit(session, "agent.approve", f"agent-run:{run_id}", payload)
 
 
 def _drive(

@@ -57,6 +57,14 @@ def run(
     if max_steps is not None and isinstance(data, dict):
         data = {**data, "budgets": {**(data.get("budgets") or {}), "max_steps": max_steps}}
     spec = parse_spec(data, str(spec_path))
+    names = [entry.name for entry in spec.tools]
+    for name in approve or ():
+        if name not in names:
+            from forgeml.core.errors import UsageError
+
+            raise UsageError(
+                f"--approve {name}: the agent has no such tool (tools: {', '.join(names)})."
+            )
     home, context, tracer = _context()
     state = start_run(
         spec,
