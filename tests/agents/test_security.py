@@ -174,10 +174,10 @@ def test_cve_2025_9959_escape_names_are_refused_however_they_are_written(raw: st
 def test_a_dunder_that_is_not_an_escape_route_is_plain_text() -> None:
     state = run_with(
         ToolRegistry([rag_search_tool(lambda query, k: [{"text": query}])]),
-        calls(("rag_search", {"query": "what does __init__ do?"})),
+        calls(("rag_search", {"query": "what do __init__ and __dict__ do?"})),
     )
 
-    assert json.loads(tool_results(state)[0]) == [{"text": "what does __init__ do?"}]
+    assert json.loads(tool_results(state)[0]) == [{"text": "what do __init__ and __dict__ do?"}]
 
 
 @pytest.fixture

@@ -26,8 +26,7 @@ _ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\(.*?\))?:\s*(.*)$")
 # `().__class__.__base__.__subclasses__()`); no tool's data needs them, so any argument
 # holding one is refused before the tool sees it, whatever the tool does with text
 _ESCAPE_NAMES = re.compile(
-    r"__(subclasses|globals|builtins|import|mro|bases?|code|closure|getattribute|"
-    r"reduce(_ex)?|loader|spec|dict)__"
+    r"__(subclasses|globals|builtins|import|mro|bases?|code|closure|getattribute|reduce(_ex)?)__"
 )
 
 
