@@ -118,6 +118,9 @@ COMMANDS = (
         "API keys for the gateway: stored as salted hashes, scoped to deployments.",
     ),
     LazyCommand("rag", "forgeml.cli.rag:app", "RAG indexes: build, version, rebuild and search."),
+    LazyCommand(
+        "agent", "forgeml.cli.agent:app", "Agents that call tools, within budgets, with approval."
+    ),
 )
 # a command that ends with this code was interrupted (typer turns Ctrl-C into it)
 _INTERRUPTED = 130

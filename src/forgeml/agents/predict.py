@@ -1,0 +1,82 @@
+"""The `predict` tool: ask a model served by forgeml for predictions.
+
+It posts to the server's TF-Serving-style route, `POST /v1/models/{name}:predict` with
+`{"instances": [...]}` (serve/protocols/predict.py): one JSON object per row, answered
+`{"predictions": [...]}`, which is the shape a model can write and read without the
+tensor bookkeeping KServe v2 asks for. The server URL and model come from the agent's
+spec, never from the model, so this tool reaches only the one server it was given.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from forgeml.agents.tools import Tool, ToolRefusedError, make_tool
+
+__all__ = ["PredictOptions", "predict_tool"]
+
+
+class PredictOptions(BaseModel):
+    """Which served model `predict` asks, and where."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(description="The model server (or gateway), e.g. http://127.0.0.1:8080.")
+    model: str = Field(min_length=1, description="The served model's name.")
+    key_env: str | None = Field(
+        default=None, description="Environment variable holding a gateway key, if any."
+    )
+    timeout_s: float = Field(default=30.0, gt=0, description="Seconds one request may take.")
+    max_instances: int = Field(default=100, gt=0, description="Rows one call may send.")
+
+
+def predict_tool(options: PredictOptions, requires_approval: bool = False) -> Tool:
+    """The `predict` tool bound to one served model."""
+
+    def predict(instances: list[Any]) -> Any:
+        """Predict with the served model; one instance per row (a record or a text).
+
+        Args:
+            instances: The rows to predict, e.g. [{"age": 39, "education": "Bachelors"}].
+        """
+        return _post(options, instances)
+
+    tool = make_tool(predict, requires_approval=requires_approval)
+    described = f"{tool.description} Model: {options.model}."
+    return Tool(tool.name, described, tool.function, tool.arguments, tool.requires_approval)
+
+
+def _post(options: PredictOptions, instances: list[Any]) -> Any:
+    import httpx
+
+    if not instances or len(instances) > options.max_instances:
+        raise ToolRefusedError(f"predict takes 1 to {options.max_instances} instances.")
+    headers = {}
+    if options.key_env and os.environ.get(options.key_env):
+        headers["Authorization"] = f"Bearer {os.environ[options.key_env]}"
+    route = f"{options.url.rstrip('/')}/v1/models/{options.model}:predict"
+    try:
+        reply = httpx.post(
+            route, json={"instances": instances}, headers=headers, timeout=options.timeout_s
+        )
+    except httpx.HTTPError as error:
+        raise ToolRefusedError(
+            f"The model server did not answer: {type(error).__name__}."
+        ) from None
+    body = _json(reply)
+    if reply.status_code != 200:
+        message = body.get("error", reply.reason_phrase) if isinstance(body, dict) else body
+        raise ToolRefusedError(
+            f"The model refused the request (HTTP {reply.status_code}): {message}"
+        )
+    return body.get("predictions", body) if isinstance(body, dict) else body
+
+
+def _json(reply: Any) -> Any:
+    try:
+        return reply.json()
+    except ValueError:
+        return reply.text[:500]

@@ -1,0 +1,104 @@
+"""A run's state: the transcript, what it spent, the calls it waits on; saved as JSON.
+
+A run that stops for approval is saved under `FORGEML_HOME/agents/runs/RUN_ID.json`
+(atomic write), so `forgeml agent approve RUN_ID CALL_ID` can resume it in another
+process. Everything in it is plain JSON written and read with orjson: a value shaped
+like a serialised object (LangChain's `{"lc": 1, "type": "secret", ...}`,
+CVE-2025-68664) is read back as the same dict, never revived into anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from forgeml.core.atomic import atomic_write_text
+from forgeml.core.errors import NotFoundError
+from forgeml.core.ids import validate_name
+
+__all__ = ["PendingCall", "RunState", "StopReason", "load_state", "save_state", "state_path"]
+
+
+class StopReason(StrEnum):
+    """Why a run stopped; every stop is one of these, with the transcript so far."""
+
+    ANSWERED = "answered"
+    MAX_STEPS = "max_steps"
+    MAX_TIME = "max_time"
+    MAX_TOKENS = "max_tokens"
+    AWAITING_APPROVAL = "awaiting_approval"
+    ERROR = "error"
+
+
+@dataclass
+class PendingCall:
+    """A tool call the model made; `result` is the tool message's text once it has run."""
+
+    id: str
+    name: str
+    arguments: str
+    needs_approval: bool = False
+    result: str | None = None
+
+
+@dataclass
+class RunState:
+    """Everything a run needs to be resumed or reported."""
+
+    run_id: str
+    spec: dict[str, Any]
+    messages: list[dict[str, Any]]
+    steps: int = 0
+    tokens: int = 0
+    elapsed_s: float = 0.0
+    pending: list[PendingCall] = field(default_factory=list)
+    stop_reason: StopReason | None = None
+    answer: str | None = None
+    error: str | None = None
+    trace_ids: list[str] = field(default_factory=list)
+
+    def awaiting(self) -> list[PendingCall]:
+        """The calls that wait for an operator's approval."""
+        return [call for call in self.pending if call.result is None and call.needs_approval]
+
+    def to_json(self) -> dict[str, Any]:
+        """The state as JSON-able data."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunState:
+        """The state `to_json` wrote."""
+        fields = dict(data)
+        fields["pending"] = [PendingCall(**call) for call in data.get("pending", [])]
+        reason = data.get("stop_reason")
+        fields["stop_reason"] = StopReason(reason) if reason else None
+        return cls(**fields)
+
+
+def state_path(home: Path, run_id: str) -> Path:
+    """Where run `run_id` is saved under FORGEML_HOME."""
+    return home / "agents" / "runs" / f"{validate_name(run_id, 'run id')}.json"
+
+
+def save_state(home: Path, state: RunState) -> Path:
+    """Write `state` atomically; returns its path."""
+    path = state_path(home, state.run_id)
+    atomic_write_text(path, orjson.dumps(state.to_json(), option=orjson.OPT_INDENT_2).decode())
+    return path
+
+
+def load_state(home: Path, run_id: str) -> RunState:
+    """The saved run `run_id`.
+
+    Raises:
+        NotFoundError: no run of that id was saved.
+    """
+    path = state_path(home, run_id)
+    try:
+        return RunState.from_json(orjson.loads(path.read_bytes()))
+    except FileNotFoundError:
+        raise NotFoundError(f"There is no saved agent run {run_id}.") from None

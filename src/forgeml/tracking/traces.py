@@ -1,0 +1,138 @@
+"""MLflow traces for agent runs: a root span per run, children for model and tool calls.
+
+The agent loop (`forgeml.agents`) talks to a small `Tracer` protocol; `MlflowTracer`
+is its MLflow side, over the client's imperative span API (`start_trace`, `start_span`,
+`end_span`, `end_trace`) with explicit parents, since tool spans open on worker threads
+where MLflow's context-variable parent would be lost. Attribute names are OpenTelemetry
+GenAI's; inputs and outputs are stored as the JSON they are, never deserialised.
+
+MLflow's trace exporter writes to the process-wide tracking URI, not to a client's, so
+opening a tracer points that global URI at this workspace's store; ending a trace
+flushes the exporter's background queue, so the trace is in the store when a run returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from forgeml.tracking._mlflow import artifact_location, ensure_experiment, open_client, tracking_uri
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from forgeml.core.workspace import Workspace
+
+__all__ = ["AGENT_EXPERIMENT", "MlflowTracer", "SpanHandle", "agent_traces"]
+
+AGENT_EXPERIMENT = "forgeml-agents"
+
+
+@dataclass(frozen=True)
+class SpanHandle:
+    """An open MLflow span: its trace, its id, whether it is the trace's root."""
+
+    trace_id: str
+    span_id: str
+    root: bool
+
+
+class MlflowTracer:
+    """Writes an agent run's spans as an MLflow trace in the workspace's tracking store."""
+
+    def __init__(self, workspace: Workspace, experiment: str = AGENT_EXPERIMENT) -> None:
+        """A tracer into `experiment` (created when missing).
+
+        Raises:
+            TrackingUnavailableError: the tracking store cannot be opened.
+        """
+        import mlflow
+
+        with warnings.catch_warnings():
+            # a span's start imports mlflow.pyfunc, whose type-hint inference warns about
+            # its own `Any`s; import it here, once, so the warning is not raised mid-span
+            warnings.filterwarnings("ignore", message=r".*type hint is inferred as AnyType")
+            import mlflow.pyfunc.context
+
+        # "Flushing the async trace logging queue before program exit" on every exit
+        logging.getLogger("mlflow.tracing.export.async_export_queue").setLevel(logging.WARNING)
+        self._client: MlflowClient = open_client(workspace)
+        self.experiment_id = ensure_experiment(
+            self._client, experiment, artifact_location(workspace.settings)
+        )
+        mlflow.set_tracking_uri(tracking_uri(workspace.settings))
+
+    def start_span(
+        self,
+        name: str,
+        kind: str,
+        parent: SpanHandle | None,
+        attributes: dict[str, Any],
+        inputs: Any = None,
+    ) -> SpanHandle:
+        """Open a span; with no parent, a new trace."""
+        if parent is None:
+            span = self._client.start_trace(
+                name,
+                span_type=kind,
+                inputs=inputs,
+                attributes=attributes,
+                experiment_id=self.experiment_id,
+            )
+            return SpanHandle(span.trace_id, span.span_id, root=True)
+        span = self._client.start_span(
+            name,
+            trace_id=parent.trace_id,
+            parent_id=parent.span_id,
+            span_type=kind,
+            inputs=inputs,
+            attributes=attributes,
+        )
+        return SpanHandle(span.trace_id, span.span_id, root=False)
+
+    def end_span(
+        self,
+        span: SpanHandle,
+        outputs: Any = None,
+        attributes: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Close `span` (and its trace, for a root) with outputs, attributes and status."""
+        attributes = dict(attributes or {})
+        if error:
+            attributes["error.type"] = error.split(":", 1)[0][:200]
+        status = "ERROR" if error else "OK"
+        if span.root:
+            import mlflow
+
+            self._client.end_trace(
+                span.trace_id, outputs=outputs, attributes=attributes, status=status
+            )
+            mlflow.flush_trace_async_logging()
+        else:
+            self._client.end_span(
+                span.trace_id, span.span_id, outputs=outputs, attributes=attributes, status=status
+            )
+
+
+def agent_traces(workspace: Workspace, trace_id: str) -> list[dict[str, Any]]:
+    """The spans of trace `trace_id` as plain dicts (name, type, attributes, inputs, outputs).
+
+    Raises:
+        TrackingUnavailableError: the tracking store cannot be opened.
+    """
+    trace = open_client(workspace).get_trace(trace_id)
+    return [
+        {
+            "name": span.name,
+            "span_type": span.span_type,
+            "parent_id": span.parent_id,
+            "status": str(span.status.status_code),
+            "attributes": dict(span.attributes),
+            "inputs": span.inputs,
+            "outputs": span.outputs,
+        }
+        for span in trace.data.spans
+    ]

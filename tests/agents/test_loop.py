@@ -1,0 +1,275 @@
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from forgeml.agents import (
+    Approvals,
+    Budgets,
+    StopReason,
+    ToolRegistry,
+    calculator_tool,
+    make_tool,
+    run_loop,
+)
+from forgeml.core.errors import GeneratorError
+from tests._wait import FakeClock
+from tests.agents.conftest import BUDGETS, RecordingTracer, ScriptedModel, calls, new_state, text
+
+
+def registry(*extra: object) -> ToolRegistry:
+    return ToolRegistry([calculator_tool(), *extra])  # type: ignore[list-item]
+
+
+def test_a_tool_call_then_text_is_answered_with_the_whole_transcript() -> None:
+    model = ScriptedModel([calls(("calculator", {"expression": "2 + 2"})), text("4")])
+
+    state = run_loop(model, registry(), new_state(), BUDGETS)
+
+    assert (state.stop_reason, state.answer, state.steps, state.tokens) == (
+        StopReason.ANSWERED, "4", 2, 30,
+    )  # fmt: skip
+    assert [m["role"] for m in state.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert state.messages[3] == {"role": "tool", "tool_call_id": "c1", "content": "4"}
+    assert model.seen[0]["tools"][0]["function"]["name"] == "calculator"
+    assert model.seen[1]["messages"][-1]["content"] == "4"
+
+
+def test_parallel_calls_run_concurrently_and_results_follow_call_order() -> None:
+    both_running = threading.Barrier(3, timeout=10)  # three calls that meet each other
+
+    def slow_echo(word: str) -> str:
+        """Echo a word once every call is running.
+
+        Args:
+            word: The word.
+        """
+        both_running.wait()  # a BrokenBarrierError if the calls ran one after another
+        return word
+
+    model = ScriptedModel(
+        [calls(*(("slow_echo", {"word": w}) for w in ("a", "b", "c"))), text("done")]
+    )
+
+    state = run_loop(model, registry(make_tool(slow_echo)), new_state(), BUDGETS)
+
+    assert state.stop_reason is StopReason.ANSWERED
+    tool_messages = [m for m in state.messages if m["role"] == "tool"]
+    assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
+        ("c1", "a"), ("c2", "b"), ("c3", "c"),
+    ]  # fmt: skip
+
+
+def test_a_call_off_the_schema_is_not_run_and_the_model_is_told_why() -> None:
+    ran: list[str] = []
+
+    def record(note: str) -> str:
+        """Record a note.
+
+        Args:
+            note: The note.
+        """
+        ran.append(note)
+        return "ok"
+
+    model = ScriptedModel(
+        [
+            calls(("record", {"note": 5, "extra": 1}), ("nope", "{}"), ("record", "{bad")),
+            text("sorry"),
+        ]
+    )
+
+    state = run_loop(model, registry(make_tool(record)), new_state(), BUDGETS)
+
+    assert ran == []
+    contents = [m["content"] for m in state.messages if m["role"] == "tool"]
+    assert contents == [
+        "error: The arguments for record are off its schema: note: Input should be a valid string.",
+        "error: There is no tool named 'nope' (tools: calculator, record).",
+        "error: The arguments for record are not valid JSON; send one JSON object.",
+    ]
+    assert state.stop_reason is StopReason.ANSWERED
+
+
+def test_a_tool_error_is_one_sentence_for_the_model_and_the_run_goes_on() -> None:
+    model = ScriptedModel([calls(("calculator", {"expression": "1 / 0"})), text("undefined")])
+
+    state = run_loop(model, registry(), new_state(), BUDGETS)
+
+    assert (
+        state.messages[3]["content"]
+        == "error: The expression cannot be computed: division by zero."
+    )
+    assert state.answer == "undefined"
+
+
+def test_max_steps_stops_with_the_partial_transcript() -> None:
+    model = ScriptedModel([calls(("calculator", {"expression": "1 + 1"}))] * 5)
+
+    state = run_loop(model, registry(), new_state(), Budgets(max_steps=2))
+
+    assert (state.stop_reason, state.steps, state.answer) == (StopReason.MAX_STEPS, 2, None)
+    assert [m["role"] for m in state.messages][2:] == ["assistant", "tool", "assistant", "tool"]
+
+
+def test_max_time_on_the_injected_clock_stops_the_run() -> None:
+    clock = FakeClock()
+
+    def tick(seconds: float) -> float:
+        """Let time pass.
+
+        Args:
+            seconds: How long.
+        """
+        clock.advance(seconds)
+        return seconds
+
+    model = ScriptedModel([calls(("tick", {"seconds": 40}))] * 3 + [text("never")])
+
+    state = run_loop(
+        model, registry(make_tool(tick)), new_state(), Budgets(max_time_s=60), clock=clock
+    )
+
+    assert (state.stop_reason, state.steps, state.elapsed_s) == (StopReason.MAX_TIME, 2, 80)
+
+
+def test_a_tool_still_running_when_time_runs_out_stops_the_run() -> None:
+    release = threading.Event()
+
+    def hang() -> str:
+        """Wait for the test."""
+        release.wait(10)
+        return "late"
+
+    model = ScriptedModel([calls(("hang", "{}")), text("never")])
+    try:
+        state = run_loop(model, registry(make_tool(hang)), new_state(), Budgets(max_time_s=0.05))
+    finally:
+        release.set()
+
+    assert state.stop_reason is StopReason.MAX_TIME
+    assert state.pending[0].result is None
+
+
+def test_max_tokens_stops_the_run_and_caps_each_reply() -> None:
+    model = ScriptedModel([calls(("calculator", {"expression": "1"}))] * 5)
+
+    state = run_loop(model, registry(), new_state(), Budgets(max_tokens=40))
+
+    assert (state.stop_reason, state.steps, state.tokens) == (StopReason.MAX_TOKENS, 3, 45)
+    assert [seen["max_tokens"] for seen in model.seen] == [40, 25, 10]
+
+
+def test_a_failing_model_stops_the_run_with_its_sentence() -> None:
+    model = ScriptedModel([GeneratorError("The language model at x could not be reached: boom")])
+
+    state = run_loop(model, registry(), new_state(), BUDGETS)
+
+    assert state.stop_reason is StopReason.ERROR
+    assert state.error == "The language model at x could not be reached: boom"
+
+
+def test_a_call_needing_approval_pauses_the_run_while_the_others_run() -> None:
+    sent: list[str] = []
+
+    def send_email(to: str) -> str:
+        """Send an email.
+
+        Args:
+            to: The address.
+        """
+        sent.append(to)
+        return "sent"
+
+    tools = registry(make_tool(send_email, requires_approval=True))
+    model = ScriptedModel(
+        [calls(("send_email", {"to": "a@b.c"}), ("calculator", {"expression": "2"})), text("ok")]
+    )
+
+    state = run_loop(model, tools, new_state(), BUDGETS)
+
+    assert (state.stop_reason, sent) == (StopReason.AWAITING_APPROVAL, [])
+    assert [c.id for c in state.awaiting()] == ["c1"]
+    assert state.pending[1].result == "2"  # the free call ran; its result waits in order
+
+    state.stop_reason = None
+    run_loop(model, tools, state, BUDGETS, approvals=Approvals(calls=frozenset({"c1"})))
+
+    assert (state.stop_reason, sent, state.answer) == (StopReason.ANSWERED, ["a@b.c"], "ok")
+    assert [m.get("tool_call_id") for m in state.messages if m["role"] == "tool"] == ["c1", "c2"]
+
+
+def test_an_approved_tool_runs_without_pausing_and_a_denied_call_never_runs() -> None:
+    sent: list[str] = []
+
+    def send_email(to: str) -> str:
+        """Send an email.
+
+        Args:
+            to: The address.
+        """
+        sent.append(to)
+        return "sent"
+
+    tools = registry(make_tool(send_email, requires_approval=True))
+    model = ScriptedModel([calls(("send_email", {"to": "a"})), text("ok")])
+    state = run_loop(
+        model, tools, new_state(), BUDGETS, approvals=Approvals(tools=frozenset({"send_email"}))
+    )
+    assert (state.stop_reason, sent) == (StopReason.ANSWERED, ["a"])
+
+    model = ScriptedModel([calls(("send_email", {"to": "b"})), text("not sent")])
+    state = run_loop(model, tools, new_state(), BUDGETS)
+    state.stop_reason = None
+    run_loop(model, tools, state, BUDGETS, approvals=Approvals(denied=frozenset({"c1"})))
+    assert sent == ["a"]
+    assert state.messages[3]["content"] == "The operator did not approve this call; it was not run."
+
+
+def test_every_step_is_a_span_with_gen_ai_attributes() -> None:
+    tracer = RecordingTracer()
+    model = ScriptedModel([calls(("calculator", {"expression": "6 * 7"})), text("42")])
+
+    run_loop(model, registry(), new_state(), BUDGETS, model_name="smol", tracer=tracer)
+
+    names = [(s["name"], s["kind"], s["parent"]) for s in tracer.spans]
+    assert names == [
+        ("invoke_agent", "AGENT", None),
+        ("chat smol", "CHAT_MODEL", 0),
+        ("execute_tool calculator", "TOOL", 0),
+        ("chat smol", "CHAT_MODEL", 0),
+    ]
+    assert not any(s["open"] for s in tracer.spans)
+    chat, tool = tracer.spans[1]["attributes"], tracer.spans[2]["attributes"]
+    assert chat["gen_ai.operation.name"] == "chat"
+    assert chat["gen_ai.request.model"] == "smol"
+    assert (chat["gen_ai.usage.input_tokens"], chat["gen_ai.usage.output_tokens"]) == (10, 5)
+    assert tool == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "calculator",
+        "gen_ai.tool.call.id": "c1",
+        "gen_ai.tool.type": "function",
+    }
+    assert tracer.spans[2]["outputs"] == "42"
+    assert tracer.spans[0]["outputs"] == {"stop_reason": "answered", "answer": "42"}
+
+
+@pytest.mark.parametrize("result", [{"a": [1, 2]}, [1, "x"], 3.5, None])
+def test_a_tool_result_is_sent_as_json(result: object) -> None:
+    def give() -> object:
+        """Give the value."""
+        return result
+
+    model = ScriptedModel([calls(("give", "{}")), text("ok")])
+
+    state = run_loop(model, registry(make_tool(give)), new_state(), BUDGETS)
+
+    assert json.loads(state.messages[3]["content"]) == result

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from forgeml.agents import PredictOptions, ToolRefusedError, predict_tool
+from tests.agents.conftest import Web
+
+ROUTE = "/v1/models/adult:predict"
+
+
+def test_predict_posts_instances_to_the_served_models_predict_route(
+    web: Web, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ADULT_KEY", "fml_secret")
+    answer = {"predictions": [{"label": ">50K"}], "model_version": "1"}
+    web.routes[ROUTE] = (200, {"Content-Type": "application/json"}, json.dumps(answer).encode())
+    tool = predict_tool(PredictOptions(url=web.url, model="adult", key_env="ADULT_KEY"))
+
+    reply = tool.function(**tool.validate('{"instances": [{"age": 39}]}'))
+
+    assert reply == [{"label": ">50K"}]
+    ((path, headers, body),) = web.posted
+    assert (path, body) == (ROUTE, {"instances": [{"age": 39}]})
+    assert headers["Authorization"] == "Bearer fml_secret"
+    assert tool.description.endswith("Model: adult.")
+
+
+def test_a_refusal_from_the_server_is_one_sentence(web: Web) -> None:
+    error = {"error": "Instance 0 lacks the input 'age'."}
+    web.routes[ROUTE] = (422, {"Content-Type": "application/json"}, json.dumps(error).encode())
+    tool = predict_tool(PredictOptions(url=web.url, model="adult"))
+
+    with pytest.raises(ToolRefusedError) as raised:
+        tool.function(instances=[{}])
+
+    assert str(raised.value) == (
+        "The model refused the request (HTTP 422): Instance 0 lacks the input 'age'."
+    )
+
+
+def test_too_many_instances_are_refused_before_any_request(web: Web) -> None:
+    tool = predict_tool(PredictOptions(url=web.url, model="adult", max_instances=2))
+
+    with pytest.raises(ToolRefusedError, match="predict takes 1 to 2 instances"):
+        tool.function(instances=[1, 2, 3])
+    assert web.posted == []
