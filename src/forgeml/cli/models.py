@@ -1,4 +1,4 @@
-"""`forgeml models list|show|promote|compare|import`: the model registry (MLflow) and its lineage."""
+"""`forgeml models list|show|promote|compare|import`: the model registry and its lineage."""
 
 from __future__ import annotations
 

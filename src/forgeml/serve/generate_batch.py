@@ -92,16 +92,16 @@ class BatchDecoder:
         self._waiting.put(row)
 
     def close(self) -> None:
-        """Stop the thread once its current step ends; rows still running end with an error."""
+        """Take no more requests; the thread ends once the rows it has are done."""
         self._closed.set()
         if self._thread is not None:
-            self._thread.join(30)
+            self._thread.join(60)
 
     def _loop(self) -> None:
         import torch
 
         with torch.inference_mode():
-            while not self._closed.is_set():
+            while not (self._closed.is_set() and not self._rows and self._waiting.empty()):
                 joining = self._take()
                 try:
                     for row in joining:
@@ -186,7 +186,8 @@ class BatchDecoder:
     def _step(self) -> None:
         import torch
 
-        assert self._mask is not None  # noqa: S101  (rows imply a mask; not input)
+        if self._mask is None:  # no rows
+            return
         rows = self._rows
         ids = torch.tensor([[row.next_token] for row in rows], dtype=torch.long)
         positions = torch.tensor([[row.length] for row in rows], dtype=torch.long)

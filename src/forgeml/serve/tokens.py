@@ -27,6 +27,7 @@ __all__ = [
     "FinishReason",
     "GenerationStream",
     "LanguageGenerator",
+    "MeteredGenerator",
     "Sampler",
     "StopFilter",
     "TokenConstraint",
@@ -191,3 +192,55 @@ class Sampler:
         keep = (ordered.cumsum(dim=0) - ordered) < self.top_p
         choice = torch.multinomial(ordered * keep, 1, generator=self.random)
         return int(order[choice])
+
+
+class _Metered(Iterator[str]):
+    """A stream that reports itself once, when it is spent or fails."""
+
+    def __init__(self, stream: GenerationStream, report: Callable[[GenerationStream], None]):
+        self.stream = stream
+        self.report: Callable[[GenerationStream], None] | None = report
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.stream, name)  # prompt_tokens, finish_reason, ... read through
+
+    def __next__(self) -> str:
+        try:
+            return next(self.stream)
+        except BaseException:
+            report, self.report = self.report, None
+            if report is not None:
+                report(self.stream)
+            raise
+
+
+class MeteredGenerator:
+    """A `LanguageGenerator` whose every generation is reported when it ends (metrics)."""
+
+    def __init__(
+        self, generator: LanguageGenerator, report: Callable[[GenerationStream], None]
+    ) -> None:
+        self.generator = generator
+        self.report = report
+        self.chat_stops = generator.chat_stops
+
+    def chat_prompt(self, messages: Sequence[Mapping[str, str]]) -> str:
+        """The wrapped generator's chat prompt."""
+        return self.generator.chat_prompt(messages)
+
+    def stream(
+        self,
+        prompt: str,
+        max_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+        constraint: TokenConstraint | None = None,
+    ) -> GenerationStream:
+        """The wrapped generator's stream, reported to `report` once it ends."""
+        stream = self.generator.stream(
+            prompt, max_tokens, temperature, top_p, stop, seed, constraint
+        )
+        metered: GenerationStream = _Metered(stream, self.report)  # type: ignore[assignment]
+        return metered
