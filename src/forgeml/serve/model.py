@@ -62,6 +62,24 @@ class LoadedModel:
         # an ONNX graph exported before a family listed an output does not compute it
         return set(self.decoder.needs({answer})) <= set(self.runtime.output_names)
 
+    def language_generator(self) -> LanguageGenerator:
+        """The text generator of this language model (a byte-level one made on first use).
+
+        Raises:
+            InvalidDataError: it is not a language model.
+            ConfigError: its vocabulary is too small for a byte-level generator.
+        """
+        if self.generator is None:
+            if self.kind != "language_model" or self.module is None:
+                raise InvalidDataError(
+                    f"Model '{self.name}' is not a language model; it cannot generate."
+                )
+            from forgeml.serve.generate import TextGenerator
+
+            block_size = int(self.description["model"]["params"].get("block_size", 128))
+            self.generator = TextGenerator.from_module(self.module, block_size)
+        return self.generator
+
     def close(self) -> None:
         """Let the generator finish its requests and stop (a replaced or closed version)."""
         close = getattr(self.generator, "close", None)
@@ -158,13 +176,11 @@ def _load_bundle(
 
 
 def _generator(bundle: ServedBundle, module: nn.Module, max_batch: int) -> LanguageGenerator | None:
-    """The text generator of a language model, by the tokenizer its bundle records."""
+    """A Hugging Face language model's generator, made while its tokenizer files are here."""
     if bundle.family.modality != "language_model":
         return None
-    if (bundle.description.get("data") or {}).get("tokenizer") == HF_TOKENIZER:
-        from forgeml.serve.generate_hf import HFGenerator
+    if (bundle.description.get("data") or {}).get("tokenizer") != HF_TOKENIZER:
+        return None  # byte-level: `LoadedModel.language_generator` makes it when first asked
+    from forgeml.serve.generate_hf import HFGenerator
 
-        return HFGenerator.from_bundle(bundle.directory, module, max_batch)
-    from forgeml.serve.generate import TextGenerator
-
-    return TextGenerator.from_module(module, int(bundle.params.get("block_size", 128)))
+    return HFGenerator.from_bundle(bundle.directory, module, max_batch)

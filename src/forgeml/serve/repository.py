@@ -274,9 +274,7 @@ class ModelRepository:
         """
         from forgeml.serve.tokens import MeteredGenerator
 
-        model = self.get(name).ready_model()
-        if model.kind != "language_model" or model.generator is None:
-            raise InvalidDataError(f"Model '{name}' is not a language model; it cannot generate.")
+        generator = self.get(name).ready_model().language_generator()
         return MeteredGenerator(
-            model.generator, lambda stream: self.metrics.observe_generation(name, stream)
+            generator, lambda stream: self.metrics.observe_generation(name, stream)
         )
