@@ -224,6 +224,9 @@ class MeteredGenerator:
         self.report = report
         self.chat_stops = generator.chat_stops
 
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.generator, name)  # e.g. an HFGenerator's `tokenizer`
+
     def chat_prompt(self, messages: Sequence[Mapping[str, str]]) -> str:
         """The wrapped generator's chat prompt."""
         return self.generator.chat_prompt(messages)
