@@ -13,6 +13,7 @@ Then the same greedy chat prompts run
   thread batches (continuous batching over one KV cache).
 
 Output tokens/s counts completion tokens (the server's `usage`, the baseline's new ids).
+Both paths run in this process with `--threads` torch threads (default 1).
 
 Run from the repository root:
 
@@ -140,7 +141,15 @@ def served(home: Path, questions: list[str], max_tokens: int, concurrency: int) 
 def main() -> None:
     parser = make_parser(__doc__, "4 prompts of 16 tokens instead of 16 of 64")
     parser.add_argument("--concurrency", type=int, default=4, help="requests at once")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads, for both paths"
+    )
     args = parser.parse_args()
+    import torch
+
+    # one budget for both paths (the server runs in this process); on a shared 2-core
+    # machine more threads than free cores spin and run ~10x slower
+    torch.set_num_threads(args.threads)
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.pop("MLFLOW_TRACKING_URI", None)
     count, max_tokens = (4, 16) if args.quick else (16, 64)
@@ -186,6 +195,7 @@ def main() -> None:
             "prompts": count,
             "max_tokens": max_tokens,
             "concurrency": args.concurrency,
+            "threads": args.threads,
             "import_s": result.convert_seconds,
             "bundle_load_s": plain["load_s"],
             "baseline": plain,

@@ -8,6 +8,7 @@ import torch
 
 from forgeml.serve.generate_batch import BatchDecoder, Row
 from forgeml.serve.tokens import FinishReason, Sampler
+from tests.serve._text_models import one_torch_thread  # noqa: F401  (an autouse fixture)
 
 VOCAB = 64
 PROMPTS = [[5, 9, 3], [7], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [11, 12]]

@@ -16,6 +16,7 @@ from forgeml.serve import ServeOptions
 from forgeml.tracking import get_model_version
 from forgeml.tracking._bundle import PICKLE_SUFFIXES
 from tests.conftest import SmolLM2Home
+from tests.serve._text_models import one_torch_thread  # noqa: F401  (an autouse fixture)
 from tests.serve.conftest import LiveServer
 
 CAPITAL = [{"role": "user", "content": "What is the capital of France?"}]
