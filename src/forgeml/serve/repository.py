@@ -35,7 +35,7 @@ from forgeml.serve.predictions import RecentPredictions
 if TYPE_CHECKING:
     from forgeml.core.store import ModelVersionRecord
     from forgeml.core.workspace import Workspace
-    from forgeml.serve.generate import TextGenerator
+    from forgeml.serve.tokens import LanguageGenerator
 
 _FIXED_REF = re.compile(r"@v\d+$")  # a version number never moves
 _log = logging.getLogger(__name__)
@@ -186,8 +186,13 @@ class ModelRepository:
         gc.freeze()
 
     def _load(self, record: ModelVersionRecord) -> LoadedModel:
+        options = self.options
         return load_model(
-            self.workspace, record, self.options.runtime, self.options.intra_op_threads
+            self.workspace,
+            record,
+            options.runtime,
+            options.intra_op_threads,
+            options.max_batch_size,
         )
 
     def start(self, load: bool) -> None:
@@ -202,6 +207,8 @@ class ModelRepository:
             self._watcher.join(30)
         for served in self.models.values():
             served.batcher.close()
+            if served.current is not None:
+                served.current.close()
 
     def _watch(self, load: bool) -> None:
         if load:
@@ -230,6 +237,8 @@ class ModelRepository:
         previous = served.current
         served.current, served.state = loaded, "ready"  # atomic: one reference assignment
         _log.info("'%s' now serves %s (was %s)", served.name, loaded.ref, previous and previous.ref)
+        if previous is not None:
+            previous.close()  # its running generations finish first
         del previous
         self._settle_heap()
 
@@ -255,21 +264,17 @@ class ModelRepository:
         vectors: np.ndarray = outputs["embeddings"]
         return [row.tolist() for row in vectors]
 
-    def generator(self, name: str) -> TextGenerator:
-        """The text generator of language model `name` (built once per loaded version).
+    def generator(self, name: str) -> LanguageGenerator:
+        """The text generator of language model `name`, its generations metered.
 
         Raises:
             NotFoundError: no such model.
             ServiceUnavailableError: it is not loaded yet.
             InvalidDataError: it is not a language model.
         """
-        model = self.get(name).ready_model()
-        if model.kind != "language_model" or model.module is None:
-            raise InvalidDataError(f"Model '{name}' is not a language model; it cannot generate.")
-        if "generator" not in model.cache:
-            from forgeml.serve.generate import TextGenerator
+        from forgeml.serve.tokens import MeteredGenerator
 
-            block_size = int(model.description["model"]["params"].get("block_size", 128))
-            model.cache["generator"] = TextGenerator.from_module(model.module, block_size)
-        generator: TextGenerator = model.cache["generator"]
-        return generator
+        generator = self.get(name).ready_model().language_generator()
+        return MeteredGenerator(
+            generator, lambda stream: self.metrics.observe_generation(name, stream)
+        )

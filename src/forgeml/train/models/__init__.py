@@ -50,6 +50,7 @@ _BUILTIN: dict[str, str] = {
     "cnn": "forgeml.train.models.cnn:FAMILY",
     "text_classifier": "forgeml.train.models.text_classifier:FAMILY",
     "tiny_gpt": "forgeml.train.models.tiny_gpt:FAMILY",
+    "hf_causal_lm": "forgeml.train.models.hf_causal_lm:FAMILY",
     "rnn": "forgeml.train.models.rnn:FAMILY",
     "rotate": "forgeml.train.models.kg._family:ROTATE",
     "transe": "forgeml.train.models.kg._family:TRANSE",

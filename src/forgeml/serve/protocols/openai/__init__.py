@@ -7,22 +7,19 @@ logit_bias, user, tools, ...) are accepted and ignored; invalid values are a 400
 OpenAI's error shape `{"error": {"message", "type", "param", "code"}}`, and an unknown
 model a 404 with code "model_not_found".
 
-Chat messages become one prompt for the byte-level language model with this template::
-
-    system: You are terse.
-    user: Hello!
-    assistant:
-
-one line `ROLE: CONTENT` per message (text parts joined), then `assistant:`; the reply
-ends before the model starts a new user turn ("\\nuser:"), at `max_tokens`, or at a
+Chat messages become one prompt with the model's own chat format
+(`LanguageGenerator.chat_prompt`): a Hugging Face model's chat template, or for the
+byte-level models one line `ROLE: CONTENT` per message, then `assistant:`. The reply ends
+at the model's end of turn (its EOS, or a new "\\nuser:" line), at `max_tokens`, or at a
 requested stop string.
 
-Token counts in `usage` are exact for the byte-level models (one token per UTF-8 byte);
-for embeddings they are an estimate (words), as the encoder's tokenizer belongs to the
-runtime behind `OpenAIModels.embed`.
+Token counts in `usage` are the model tokenizer's (one token per UTF-8 byte for the
+byte-level models); for embeddings they are an estimate (words), as the encoder's
+tokenizer belongs to the runtime behind `OpenAIModels.embed`.
 
-Generation runs in a worker thread; a streamed reply pulls each piece from the thread pool
-and sends it as a server-sent event (`data: {...}`), ending with `data: [DONE]`.
+Generation runs off the event loop (a Hugging Face model's decode thread batches
+concurrent requests); a streamed reply pulls each piece from the thread pool and sends it
+as a server-sent event (`data: {...}`), ending with `data: [DONE]`.
 """
 
 from __future__ import annotations
@@ -39,7 +36,6 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
 from forgeml.core.errors import ForgemlError, NotFoundError
-from forgeml.serve.generate import Generation, TextGenerator
 from forgeml.serve.protocols.openai._errors import (
     ERROR_RESPONSES,
     OpenAIRoute,
@@ -53,6 +49,7 @@ from forgeml.serve.protocols.openai._requests import (
     EmbeddingRequest,
     _Sampling,
 )
+from forgeml.serve.tokens import GenerationStream, LanguageGenerator, TokenConstraint
 
 __all__ = [
     "CHAT_TURN_END",
@@ -60,6 +57,7 @@ __all__ = [
     "CompletionRequest",
     "EmbeddingRequest",
     "OpenAIModels",
+    "chat_messages",
     "router",
 ]
 
@@ -79,7 +77,7 @@ class OpenAIModels(Protocol):
         """
         ...
 
-    def generator(self, name: str) -> TextGenerator:
+    def generator(self, name: str) -> LanguageGenerator:
         """The text generator of language model `name` (errors as `embed`)."""
         ...
 
@@ -121,24 +119,36 @@ class _Call:
     """One generation request: the generator, the settings and the response envelope."""
 
     def __init__(
-        self, generator: TextGenerator, request: _Sampling, limit: int, stop: list[str]
+        self,
+        generator: LanguageGenerator,
+        request: _Sampling,
+        limit: int,
+        stop: list[str],
+        constraint: TokenConstraint | None = None,
     ) -> None:
         self.generator = generator
         self.request = request
         self.limit = limit
         self.stop = stop
+        self.constraint = constraint
         self.created = int(time.time())
 
-    def start(self, prompt: str) -> Generation:
+    def start(self, prompt: str) -> GenerationStream:
         request = self.request
         return self.generator.stream(
-            prompt, self.limit, request.temperature, request.top_p, self.stop, request.seed
+            prompt,
+            self.limit,
+            request.temperature,
+            request.top_p,
+            self.stop,
+            request.seed,
+            self.constraint,
         )
 
-    async def run(self, prompt: str) -> tuple[Generation, str]:
+    async def run(self, prompt: str) -> tuple[GenerationStream, str]:
         """A finished generation and its text, computed in a worker thread."""
 
-        def finish() -> tuple[Generation, str]:
+        def finish() -> tuple[GenerationStream, str]:
             generation = self.start(prompt)
             return generation, "".join(generation)
 
@@ -245,7 +255,7 @@ async def _embeddings(models: OpenAIModels, body: EmbeddingRequest) -> Response:
     return _json({"object": "list", "data": data, "model": body.model, "usage": usage})
 
 
-async def _completions(generator: TextGenerator, body: CompletionRequest) -> Response:
+async def _completions(generator: LanguageGenerator, body: CompletionRequest) -> Response:
     call = _Call(generator, body, body.max_tokens, body.stops())
     prompts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
     envelope = {
@@ -277,9 +287,18 @@ async def _completions(generator: TextGenerator, body: CompletionRequest) -> Res
     return _json({**envelope, "choices": choices, "usage": _usage(*used)})
 
 
-async def _chat(generator: TextGenerator, body: ChatCompletionRequest) -> Response:
-    call = _Call(generator, body, body.token_limit(), [CHAT_TURN_END, *body.stops()])
-    prompt = body.prompt()
+def chat_messages(body: ChatCompletionRequest) -> list[dict[str, str]]:
+    """The request's messages as chat-template turns (`developer` is a system turn)."""
+    roles = {"developer": "system"}
+    return [
+        {"role": roles.get(message.role, message.role), "content": message.text()}
+        for message in body.messages
+    ]
+
+
+async def _chat(generator: LanguageGenerator, body: ChatCompletionRequest) -> Response:
+    call = _Call(generator, body, body.token_limit(), [*generator.chat_stops, *body.stops()])
+    prompt = generator.chat_prompt(chat_messages(body))
     ident, model = f"chatcmpl-{uuid.uuid4().hex}", body.model
     if body.stream:
 
