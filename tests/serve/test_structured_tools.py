@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
-from forgeml.core.errors import InvalidDataError
+from forgeml.core.errors import InvalidDataError, NotFoundError
 from forgeml.serve.protocols.openai._requests import ChatCompletionRequest
 from forgeml.serve.protocols.openai._tools import plan_chat
 from forgeml.serve.tool_calls import calls_schema, parse_tool_calls
@@ -200,9 +200,9 @@ def test_response_format_json_schema_constrains_the_reply(smollm2: SmolLM2) -> N
     [
         (
             {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
-            "tool_choice names the function 'nope', which is not in tools",
+            "the function 'nope' is not in tools",
         ),
-        ({"tool_choice": "required"}, "tool_choice 'required' or a named function needs 'tools'"),
+        ({"tool_choice": "required"}, "'required' or a named function needs 'tools'"),
         ({"tools": [WEATHER, WEATHER]}, "the function 'get_weather' is declared twice"),
         (
             {"tools": [{"type": "function", "function": {"name": "bad name"}}]},
@@ -257,3 +257,49 @@ def test_a_valid_tool_request_parses() -> None:
     )
     assert body.tool_mode() == "named" and body.parallel_tool_calls
     assert _request().tool_mode() == "none" and _request(tools=TOOLS).tool_mode() == "auto"
+
+
+class _NoModels:
+    """A server with no models: request validation answers before any model is looked up."""
+
+    def names(self) -> list[str]:
+        return []
+
+    async def embed(self, name: str, texts: list[str]) -> list[list[float]]:
+        raise NotFoundError(f"The model '{name}' does not exist on this server.")
+
+    def generator(self, name: str) -> Any:
+        raise NotFoundError(f"The model '{name}' does not exist on this server.")
+
+
+@pytest.mark.parametrize(
+    ("fields", "param", "message"),
+    [
+        (
+            {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+            "tool_choice",
+            "'tool_choice': the function 'nope' is not in tools.",
+        ),
+        (
+            {"response_format": {"type": "json_object"}, "tool_choice": "required"},
+            "tool_choice",
+            "'tool_choice': 'required' or a named function needs 'tools'.",
+        ),
+    ],
+)
+def test_the_route_answers_a_bad_tool_request_with_a_400_naming_it(
+    fields: dict[str, Any], param: str, message: str
+) -> None:
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from forgeml.serve.protocols.openai import router
+
+    app = FastAPI()
+    app.include_router(router(_NoModels()))
+    body = {"model": "smollm2", "messages": [{"role": "user", "content": "hi"}], **fields}
+    with TestClient(app) as http:
+        response = http.post("/v1/chat/completions", json=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["param"], error["message"]) == (param, message)

@@ -12,6 +12,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 MAX_TOKENS_LIMIT = 4096  # generation is one forward pass per byte; bound a request's work
 DEFAULT_COMPLETION_TOKENS = 16  # OpenAI's default for /v1/completions
@@ -28,6 +29,11 @@ def _encodable(value: str) -> str:
             "the text holds a lone Unicode surrogate, which is not a character"
         ) from None
     return value
+
+
+def _invalid(reason: str) -> PydanticCustomError:
+    # a custom error reads as the sentence itself (a ValueError gets "Value error, " first)
+    return PydanticCustomError("invalid_request", "{reason}", {"reason": reason})
 
 
 Text = Annotated[str, AfterValidator(_encodable)]
@@ -92,7 +98,7 @@ def _usable_schema(schema: dict[str, Any]) -> dict[str, Any]:
     try:
         check_schema(schema)
     except ConfigError as error:  # a 400 naming the field, as any other invalid value
-        raise ValueError(str(error).rstrip(".")) from None
+        raise _invalid(str(error).rstrip(".")) from None
     return schema
 
 
@@ -198,9 +204,9 @@ class ChatMessage(BaseModel):
     @model_validator(mode="after")
     def _tool_fields(self) -> ChatMessage:
         if self.role == "tool" and self.tool_call_id is None:
-            raise ValueError("a message with role 'tool' needs the 'tool_call_id' it answers")
+            raise _invalid("a message with role 'tool' needs the 'tool_call_id' it answers")
         if self.tool_calls is not None and self.role != "assistant":
-            raise ValueError("only an assistant message can carry 'tool_calls'")
+            raise _invalid("only an assistant message can carry 'tool_calls'")
         return self
 
     def text(self) -> str:
@@ -228,7 +234,7 @@ class ChatCompletionRequest(_Sampling):
         for message in messages:
             if message.role == "tool":
                 if message.tool_call_id not in open_ids:
-                    raise ValueError(
+                    raise _invalid(
                         f"the tool message for '{message.tool_call_id}' does not answer a "
                         "tool call of the assistant message before it"
                     )
@@ -242,7 +248,7 @@ class ChatCompletionRequest(_Sampling):
         names = [tool.function.name for tool in tools or []]
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
-            raise ValueError(f"the function '{repeated[0]}' is declared twice")
+            raise _invalid(f"the function '{repeated[0]}' is declared twice")
         return tools
 
     @field_validator("tool_choice")
@@ -252,15 +258,13 @@ class ChatCompletionRequest(_Sampling):
             return choice  # a tools list that failed validation is reported on its own
         names = [tool.function.name for tool in info.data.get("tools") or []]
         if not names:
-            raise ValueError("tool_choice 'required' or a named function needs 'tools'")
+            raise _invalid("'required' or a named function needs 'tools'")
         if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
-            raise ValueError(
-                f"tool_choice names the function '{choice.function.name}', which is not in tools"
-            )
+            raise _invalid(f"the function '{choice.function.name}' is not in tools")
         return choice
 
     def tool_mode(self) -> str:
-        """ "none", "auto", "required" or "named": OpenAI's default is "auto" with tools."""
+        """The tool mode: "none", "auto", "required" or "named" ("auto" by default with tools)."""
         if isinstance(self.tool_choice, NamedToolChoice):
             return "named"
         if self.tool_choice is not None:
