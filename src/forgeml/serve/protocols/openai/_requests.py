@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 MAX_TOKENS_LIMIT = 4096  # generation is one forward pass per byte; bound a request's work
 DEFAULT_COMPLETION_TOKENS = 16  # OpenAI's default for /v1/completions
@@ -21,6 +29,11 @@ def _encodable(value: str) -> str:
             "the text holds a lone Unicode surrogate, which is not a character"
         ) from None
     return value
+
+
+def _invalid(reason: str) -> PydanticCustomError:
+    # a custom error reads as the sentence itself (a ValueError gets "Value error, " first)
+    return PydanticCustomError("invalid_request", "{reason}", {"reason": reason})
 
 
 Text = Annotated[str, AfterValidator(_encodable)]
@@ -78,11 +91,123 @@ class TextPart(BaseModel):
     text: Text
 
 
+def _usable_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    from forgeml.core.errors import ConfigError
+    from forgeml.serve.structured import check_schema
+
+    try:
+        check_schema(schema)
+    except ConfigError as error:  # a 400 naming the field, as any other invalid value
+        raise _invalid(str(error).rstrip(".")) from None
+    return schema
+
+
+JsonSchema = Annotated[dict[str, Any], AfterValidator(_usable_schema)]
+FunctionName = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+
+
+class FunctionDefinition(BaseModel):
+    """A function the model may call: its name, what it does, its parameters' schema."""
+
+    name: FunctionName
+    description: Text | None = None
+    parameters: JsonSchema | None = None
+    strict: bool | None = None
+
+    def parameters_schema(self) -> dict[str, Any]:
+        """`parameters`, or OpenAI's meaning of none: an empty parameter list."""
+        if self.parameters is None:
+            return {"type": "object", "properties": {}}
+        return self.parameters
+
+
+class Tool(BaseModel):
+    """An entry of `tools` (OpenAI offers only functions)."""
+
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class ChosenFunction(BaseModel):
+    """`{"name": ...}` of a named tool choice."""
+
+    name: FunctionName
+
+
+class NamedToolChoice(BaseModel):
+    """`tool_choice` naming the one function the model must call."""
+
+    type: Literal["function"]
+    function: ChosenFunction
+
+
+ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
+
+
+class FunctionCall(BaseModel):
+    """The function an assistant message called, with its arguments as JSON text."""
+
+    name: FunctionName
+    arguments: Text
+
+
+class AssistantToolCall(BaseModel):
+    """A tool call an earlier assistant message made."""
+
+    id: NonEmptyText
+    type: Literal["function"]
+    function: FunctionCall
+
+
+class JsonSchemaFormat(BaseModel):
+    """`response_format.json_schema`: the schema a reply must match."""
+
+    name: FunctionName
+    description: Text | None = None
+    schema_: JsonSchema | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class TextFormat(BaseModel):
+    """`response_format` {"type": "text"}: free text (the default)."""
+
+    type: Literal["text"]
+
+
+class JsonObjectFormat(BaseModel):
+    """`response_format` {"type": "json_object"}: the reply is one JSON object."""
+
+    type: Literal["json_object"]
+
+
+class JsonSchemaResponseFormat(BaseModel):
+    """`response_format` {"type": "json_schema", ...}: the reply matches a schema."""
+
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaFormat
+
+
+ResponseFormat = Annotated[
+    TextFormat | JsonObjectFormat | JsonSchemaResponseFormat, Field(discriminator="type")
+]
+
+
 class ChatMessage(BaseModel):
     """One message of a conversation."""
 
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: Text | list[TextPart] | None = None
+    name: Text | None = None
+    tool_call_id: NonEmptyText | None = None
+    tool_calls: list[AssistantToolCall] | None = None
+
+    @model_validator(mode="after")
+    def _tool_fields(self) -> ChatMessage:
+        if self.role == "tool" and self.tool_call_id is None:
+            raise _invalid("a message with role 'tool' needs the 'tool_call_id' it answers")
+        if self.tool_calls is not None and self.role != "assistant":
+            raise _invalid("only an assistant message can carry 'tool_calls'")
+        return self
 
     def text(self) -> str:
         """The message's text, parts joined."""
@@ -97,6 +222,54 @@ class ChatCompletionRequest(_Sampling):
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
     max_tokens: MaxTokens | None = None
     max_completion_tokens: MaxTokens | None = None
+    tools: Annotated[list[Tool], Field(max_length=128)] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool = True
+    response_format: ResponseFormat | None = None
+
+    @field_validator("messages")
+    @classmethod
+    def _answered_calls(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
+        open_ids: set[str] = set()
+        for message in messages:
+            if message.role == "tool":
+                if message.tool_call_id not in open_ids:
+                    raise _invalid(
+                        f"the tool message for '{message.tool_call_id}' does not answer a "
+                        "tool call of the assistant message before it"
+                    )
+                continue
+            open_ids = {call.id for call in message.tool_calls or []}
+        return messages
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_names(cls, tools: list[Tool] | None) -> list[Tool] | None:
+        names = [tool.function.name for tool in tools or []]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise _invalid(f"the function '{repeated[0]}' is declared twice")
+        return tools
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _declared_choice(cls, choice: ToolChoice | None, info: ValidationInfo) -> ToolChoice | None:
+        if choice is None or choice in ("none", "auto") or "tools" not in info.data:
+            return choice  # a tools list that failed validation is reported on its own
+        names = [tool.function.name for tool in info.data.get("tools") or []]
+        if not names:
+            raise _invalid("'required' or a named function needs 'tools'")
+        if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
+            raise _invalid(f"the function '{choice.function.name}' is not in tools")
+        return choice
+
+    def tool_mode(self) -> str:
+        """The tool mode: "none", "auto", "required" or "named" ("auto" by default with tools)."""
+        if isinstance(self.tool_choice, NamedToolChoice):
+            return "named"
+        if self.tool_choice is not None:
+            return self.tool_choice
+        return "auto" if self.tools else "none"
 
     def token_limit(self) -> int:
         """`max_completion_tokens`, else the older `max_tokens`, else the default."""

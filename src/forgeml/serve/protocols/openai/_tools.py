@@ -1,0 +1,143 @@
+"""A chat request's plan for an instruct LM: its prompt, its constraint, its reply's shape.
+
+`plan_chat(body, tokenizer)` renders the prompt (tools declared unless `tool_choice` is
+"none"), and picks the constraint: the tool-calls schema for "required" or a named function,
+else the `response_format`'s (`json_object` or `json_schema`), else none. The decode loop
+generates under `plan.constraint`; `plan.reply(text, finish_reason)` then makes the
+choice's `message` and `finish_reason`: tool calls (finish "tool_calls") or content.
+
+With "auto" the model may write `<tool_call>` blocks of its own accord; a block that does
+not parse or is off its tool's schema is returned as content rather than failing the
+request (as vLLM's Hermes parser does). Under "required" or a named function the reply is
+constrained, so it always parses unless `max_tokens` cut it short (finish "length", and
+the partial text as content).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from forgeml.core.errors import InvalidDataError
+from forgeml.serve.protocols.openai._requests import (
+    ChatCompletionRequest,
+    JsonObjectFormat,
+    JsonSchemaResponseFormat,
+    NamedToolChoice,
+)
+from forgeml.serve.structured import (
+    TokenConstraint,
+    json_object_constraint,
+    json_schema_constraint,
+)
+from forgeml.serve.tool_calls import (
+    ParsedCall,
+    calls_schema,
+    new_call_id,
+    parse_tool_calls,
+    text_before_calls,
+)
+from forgeml.serve.tool_prompt import render_chat
+
+__all__ = ["ChatPlan", "plan_chat", "tool_call_dict"]
+
+
+@dataclass(frozen=True)
+class ChatPlan:
+    """How to answer one chat request: the prompt, the constraint, how to read the reply.
+
+    Attributes:
+        prompt: The rendered conversation, ending where the reply starts.
+        constraint: What the decode loop masks each step to, or None.
+        tool_mode: "none", "auto", "required" or "named".
+        tools: The request's tools as OpenAI dicts ([] without tools).
+        new_id: Makes tool call ids (`call_<hex>`); tests pass their own.
+    """
+
+    prompt: str
+    constraint: TokenConstraint | None
+    tool_mode: str
+    tools: list[dict[str, Any]]
+    new_id: Callable[[], str] = field(default=new_call_id)
+
+    def reply(self, text: str, finish_reason: str) -> tuple[dict[str, Any], str]:
+        """The choice's `message` and `finish_reason` for the generated `text`.
+
+        Raises:
+            InvalidDataError: a constrained tool-call reply that finished yet does not
+                parse (a bug in decoding rather than the model's choice).
+        """
+        calls: list[ParsedCall] = []
+        if self.tool_mode in ("required", "named") and finish_reason != "length":
+            calls = parse_tool_calls(text, self.tools, self.new_id)
+        elif self.tool_mode == "auto" and "<tool_call>" in text:
+            try:
+                calls = parse_tool_calls(text, self.tools, self.new_id)
+            except InvalidDataError:
+                calls = []  # not a usable call: the text is the answer
+        if not calls:
+            return {"role": "assistant", "content": text}, finish_reason
+        content = text_before_calls(text) if self.tool_mode == "auto" else ""
+        message = {
+            "role": "assistant",
+            "content": content or None,
+            "tool_calls": [tool_call_dict(call) for call in calls],
+        }
+        return message, "tool_calls"
+
+
+def tool_call_dict(call: ParsedCall) -> dict[str, Any]:
+    """A parsed call in OpenAI's `message.tool_calls` shape."""
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+
+
+def _message_dicts(body: ChatCompletionRequest) -> list[dict[str, Any]]:
+    messages = []
+    for message in body.messages:
+        shaped = message.model_dump(exclude_none=True, exclude={"content"})
+        messages.append({**shaped, "content": message.text()})
+    return messages
+
+
+def _constraint(
+    body: ChatCompletionRequest, tokenizer: Any, tools: list[dict[str, Any]], mode: str
+) -> TokenConstraint | None:
+    if mode in ("required", "named"):
+        choice = body.tool_choice
+        name = choice.function.name if isinstance(choice, NamedToolChoice) else None
+        schema = calls_schema(tools, name, body.parallel_tool_calls)
+        return json_schema_constraint(tokenizer, schema)
+    response_format = body.response_format
+    if isinstance(response_format, JsonObjectFormat):
+        return json_object_constraint(tokenizer)
+    if isinstance(response_format, JsonSchemaResponseFormat):
+        return json_schema_constraint(tokenizer, response_format.json_schema.schema_ or {})
+    return None
+
+
+def plan_chat(
+    body: ChatCompletionRequest, tokenizer: Any, new_id: Callable[[], str] = new_call_id
+) -> ChatPlan:
+    """The plan for answering `body` with a model whose tokenizer is `tokenizer`.
+
+    Args:
+        body: The validated chat completion request.
+        tokenizer: The model's Hugging Face tokenizer (its chat template renders).
+        new_id: Makes tool call ids.
+
+    Returns:
+        The prompt, the constraint (None when the reply is free text) and `reply`.
+
+    Raises:
+        ConfigError: the tokenizer has no chat template, or a schema cannot be enforced.
+    """
+    tools = [tool.model_dump(exclude_none=True) for tool in body.tools or []]
+    mode = body.tool_mode()
+    prompt = render_chat(tokenizer, _message_dicts(body), tools if mode != "none" else None)
+    constraint = _constraint(body, tokenizer, tools, mode)
+    return ChatPlan(prompt, constraint, mode, tools, new_id)

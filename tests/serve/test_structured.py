@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import jsonschema
+import pytest
+
+from forgeml.core.errors import ConfigError
+from forgeml.serve.structured import (
+    check_schema,
+    json_object_constraint,
+    json_schema_constraint,
+    tokenizer_data,
+)
+from tests.serve._smollm2 import SmolLM2, chat_prompt, greedy, load_smollm2
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> SmolLM2:
+    return load_smollm2()
+
+
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+COLOUR = {
+    "type": "object",
+    "properties": {"colour": {"enum": ["red", "green", "blue"]}},
+    "required": ["colour"],
+}
+FRUITS = {
+    "type": "object",
+    "properties": {
+        "fruits": {
+            "type": "array",
+            "items": {"type": "string", "maxLength": 10},
+            "minItems": 1,
+            "maxItems": 3,
+        }
+    },
+    "required": ["fruits"],
+}
+BOOK = {
+    "type": "object",
+    "properties": {
+        "book": {
+            "type": "object",
+            "properties": {
+                "title": {"type": "string", "maxLength": 16},
+                "author": {"$ref": "#/$defs/name"},
+            },
+            "required": ["title", "author"],
+        },
+        "ok": {"type": "boolean"},
+    },
+    "required": ["book", "ok"],
+    "$defs": {"name": {"type": "string", "maxLength": 12}},
+}
+
+
+@pytest.mark.parametrize(
+    ("question", "schema"),
+    [
+        ("Describe Ada, who is 36, as JSON.", PERSON),
+        ("What colour is the sky? Answer in JSON.", COLOUR),
+        ("List fruits as JSON.", FRUITS),
+        ("Name a book and its author as JSON.", BOOK),
+    ],
+)
+def test_every_constrained_reply_parses_and_validates(
+    smollm2: SmolLM2, question: str, schema: dict[str, Any]
+) -> None:
+    prompt = chat_prompt(smollm2.tokenizer, [{"role": "user", "content": question}])
+    text, finish = greedy(smollm2, prompt, json_schema_constraint(smollm2.tokenizer, schema), 64)
+    assert finish == "stop"
+    jsonschema.validate(json.loads(text), schema)
+
+
+def test_json_object_constraint_gives_one_object(smollm2: SmolLM2) -> None:
+    prompt = chat_prompt(smollm2.tokenizer, [{"role": "user", "content": "Ada is 36. JSON?"}])
+    text, finish = greedy(smollm2, prompt, json_object_constraint(smollm2.tokenizer), 48)
+    if finish == "stop":
+        assert isinstance(json.loads(text), dict)
+    else:  # cut short by max_tokens: still the start of an object
+        assert text.lstrip().startswith("{")
+
+
+def test_tokenizer_data_is_built_once_per_tokenizer(smollm2: SmolLM2) -> None:
+    first = tokenizer_data(smollm2.tokenizer)
+    started = time.perf_counter()
+    again = tokenizer_data(smollm2.tokenizer)
+    assert again is first
+    assert time.perf_counter() - started < 0.01
+    assert len(first.regular_tokens) == len(smollm2.tokenizer) - len(
+        set(smollm2.tokenizer.all_special_ids)
+    )
+
+
+def test_constraint_allows_only_json_openers_first(smollm2: SmolLM2) -> None:
+    allowed = json_schema_constraint(smollm2.tokenizer, PERSON).allowed([])
+    assert allowed is not None
+    starts = {smollm2.tokenizer.decode([token]).lstrip()[:1] for token in allowed}
+    assert starts <= {"{", ""}
+
+
+@pytest.mark.parametrize(
+    ("schema", "sentence"),
+    [
+        ({"type": "strin"}, "The JSON schema is invalid at type:"),
+        ({"type": "object", "required": "name"}, "The JSON schema is invalid at required:"),
+        (
+            {"type": "object", "properties": {"age": {"type": "integer", "minimum": 0}}},
+            "The JSON schema uses 'minimum' at #/properties/age, which constrained decoding",
+        ),
+        ({"type": "array", "uniqueItems": True}, "The JSON schema uses 'uniqueItems' at #,"),
+        ({"$ref": "https://example.com/s.json"}, "The JSON schema refers to 'https://"),
+        ([1], "A JSON schema must be an object."),
+    ],
+)
+def test_unusable_schema_is_one_config_error_sentence(schema: Any, sentence: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check_schema(schema)
+    message = str(caught.value)
+    assert message.startswith(sentence)
+    assert message.endswith(".") and "\n" not in message
+
+
+def test_valid_schemas_pass_the_check() -> None:
+    for schema in (PERSON, COLOUR, FRUITS, BOOK, {}, {"type": "object"}):
+        check_schema(schema)
