@@ -53,6 +53,15 @@ def test_headings_start_chunks_and_become_the_section_path(embedder: MiniLMEmbed
     assert chunks[0].metadata["format"] == "md"
 
 
+def test_a_heading_with_no_text_of_its_own_joins_the_next_section(
+    embedder: MiniLMEmbedder,
+) -> None:
+    text = "# csv\n\n## csv.reader\n\nReturn a reader.\n\n## csv.writer\n\nReturn a writer.\n"
+    chunks = chunk_document(_doc(text), embedder, ChunkerConfig(256, 32))
+    assert [c.metadata["section"] for c in chunks] == ["csv > csv.reader", "csv > csv.writer"]
+    assert chunks[0].text.startswith("# csv\n\n## csv.reader")
+
+
 def test_a_heading_inside_a_code_fence_is_code(embedder: MiniLMEmbedder) -> None:
     text = "# Top\n\n```python\n# not a heading\nx = 1\n```\n"
     chunks = chunk_document(_doc(text), embedder)

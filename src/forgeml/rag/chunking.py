@@ -80,11 +80,19 @@ def _sections(text: str, structured: bool) -> list[_Section]:
             cuts.append((position, " > ".join(part for part in trail if part)))
         position += len(line)
     bounds = [*[start for start, _ in cuts[1:]], len(text)]
-    return [
-        _Section(start, end, path, tuple(c for c in code if start <= c[0] < end))
-        for (start, path), end in zip(cuts, bounds, strict=True)
-        if text[start:end].strip()
-    ]
+    sections: list[_Section] = []
+    held: int | None = None  # start of a heading with no text of its own (`# csv` then `## x`)
+    for (start, path), end in zip(cuts, bounds, strict=True):
+        body = text[start:end].strip()
+        if not body:
+            continue
+        if end < len(text) and _HEADING.match(body) and "\n" not in body:
+            held = start if held is None else held
+            continue
+        first = start if held is None else held
+        held = None
+        sections.append(_Section(first, end, path, tuple(c for c in code if first <= c[0] < end)))
+    return sections
 
 
 def _snap(word_start: Sequence[bool], index: int, floor: int) -> int:
