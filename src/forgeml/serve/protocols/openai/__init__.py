@@ -3,13 +3,18 @@
 Request and response bodies follow OpenAI's API reference
 (https://platform.openai.com/docs/api-reference), so the `openai` client works unchanged.
 Fields the reference defines but these models cannot honour (logprobs, penalties,
-logit_bias, user, tools, ...) are accepted and ignored; invalid values are a 400 in
+logit_bias, user, ...) are accepted and ignored; invalid values are a 400 in
 OpenAI's error shape `{"error": {"message", "type", "param", "code"}}`, and an unknown
 model a 404 with code "model_not_found".
 
-Chat messages become one prompt with the model's own chat format
-(`LanguageGenerator.chat_prompt`): a Hugging Face model's chat template, or for the
-byte-level models one line `ROLE: CONTENT` per message, then `assistant:`. The reply ends
+Chat messages become one prompt with the model's own chat format: a Hugging Face model's
+chat template, with `tools` declared in it (`_tools.plan_chat`), or for the byte-level
+models one line `ROLE: CONTENT` per message, then `assistant:`. A Hugging Face model
+honours `tools`, `tool_choice` and `response_format` by constrained decoding; its reply
+carries `message.tool_calls` and finish reason "tool_calls" when it calls tools. A streamed
+request with tools is generated whole first (a call is only known once it parses) and then
+sent as content and one `delta.tool_calls` chunk. The byte-level models have no tokenizer
+to do this with, and answer such requests with a 400. The reply ends
 at the model's end of turn (its EOS, or a new "\\nuser:" line), at `max_tokens`, or at a
 requested stop string.
 
@@ -48,6 +53,12 @@ from forgeml.serve.protocols.openai._requests import (
     CompletionRequest,
     EmbeddingRequest,
     _Sampling,
+)
+from forgeml.serve.protocols.openai._tools import (
+    ChatPlan,
+    chat_messages,
+    plan_for,
+    reply_deltas,
 )
 from forgeml.serve.tokens import GenerationStream, LanguageGenerator, TokenConstraint
 
@@ -287,50 +298,61 @@ async def _completions(generator: LanguageGenerator, body: CompletionRequest) ->
     return _json({**envelope, "choices": choices, "usage": _usage(*used)})
 
 
-def chat_messages(body: ChatCompletionRequest) -> list[dict[str, str]]:
-    """The request's messages as chat-template turns (`developer` is a system turn)."""
-    roles = {"developer": "system"}
-    return [
-        {"role": roles.get(message.role, message.role), "content": message.text()}
-        for message in body.messages
-    ]
-
-
 async def _chat(generator: LanguageGenerator, body: ChatCompletionRequest) -> Response:
-    call = _Call(generator, body, body.token_limit(), [*generator.chat_stops, *body.stops()])
-    prompt = generator.chat_prompt(chat_messages(body))
+    plan = plan_for(generator, body)
+    stops = [*generator.chat_stops, *body.stops()]
+    call = _Call(generator, body, body.token_limit(), stops, plan.constraint)
     ident, model = f"chatcmpl-{uuid.uuid4().hex}", body.model
+
+    def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+        return {
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": call.created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+
+    if body.stream and plan.tool_mode != "none":  # calls are known once the reply is whole
+        return _stream(_buffered_events(call, plan, chunk))
     if body.stream:
 
-        def chunk(index: int, text: str | None, finish: str | None) -> dict[str, Any]:
-            delta = {} if text is None else {"content": text}
-            return {
-                "id": ident,
-                "object": "chat.completion.chunk",
-                "created": call.created,
-                "model": model,
-                "choices": [
-                    {"index": index, "delta": delta, "finish_reason": finish, "logprobs": None}
-                ],
-            }
+        def piece(index: int, text: str | None, finish: str | None) -> dict[str, Any]:
+            return chunk({} if text is None else {"content": text}, finish)
 
         def opening(index: int, prompt: str) -> dict[str, Any]:
-            first = chunk(index, "", None)
-            first["choices"][0]["delta"]["role"] = "assistant"
-            return first
+            return chunk({"role": "assistant", "content": ""}, None)
 
-        return _stream(call.events([prompt], chunk, opening))
-    generation, text = await call.run(prompt)
-    message = {"role": "assistant", "content": text}
+        return _stream(call.events([plan.prompt], piece, opening))
+    generation, text = await call.run(plan.prompt)
+    message, finish = plan.reply(text, generation.finish_reason or "stop")
     return _json(
         {
             "id": ident,
             "object": "chat.completion",
             "created": call.created,
             "model": model,
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": generation.finish_reason}
-            ],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": _usage(generation.prompt_tokens, generation.completion_tokens),
         }
     )
+
+
+async def _buffered_events(
+    call: _Call, plan: ChatPlan, chunk: Callable[[dict[str, Any], str | None], dict[str, Any]]
+) -> AsyncIterator[bytes]:
+    """SSE events of a reply that may call tools: generated whole, then sent in pieces."""
+    try:
+        generation, text = await call.run(plan.prompt)
+        message, finish = plan.reply(text, generation.finish_reason or "stop")
+        yield _event(chunk({"role": "assistant", "content": ""}, None))
+        for delta in reply_deltas(message):
+            yield _event(chunk(delta, None))
+        yield _event(chunk({}, finish))
+        options = call.request.stream_options
+        if options is not None and options.include_usage:
+            used = _usage(generation.prompt_tokens, generation.completion_tokens)
+            yield _event({**chunk({}, None), "choices": [], "usage": used})
+    except ForgemlError as error:  # headers are sent: report in the stream, as OpenAI does
+        yield _event(error_body(500, str(error)))
+    yield b"data: [DONE]\n\n"

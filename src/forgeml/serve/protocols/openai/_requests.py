@@ -278,11 +278,6 @@ class ChatCompletionRequest(_Sampling):
                 return value
         return DEFAULT_CHAT_TOKENS
 
-    def prompt(self) -> str:
-        """The conversation rendered with the module's chat template."""
-        lines = [f"{message.role}: {message.text()}\n" for message in self.messages]
-        return "".join(lines) + "assistant:"
-
 
 class EmbeddingRequest(BaseModel):
     """Body of POST /v1/embeddings (text inputs; token-id arrays are not supported)."""

@@ -11,6 +11,10 @@ not parse or is off its tool's schema is returned as content rather than failing
 request (as vLLM's Hermes parser does). Under "required" or a named function the reply is
 constrained, so it always parses unless `max_tokens` cut it short (finish "length", and
 the partial text as content).
+
+`plan_for(generator, body)` is the routes' entry: a Hugging Face model (one with a
+`tokenizer`) is planned as above; a byte-level model has no tokenizer to constrain or to
+declare tools with, so a request for tools or a JSON reply is refused with a 400.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from forgeml.core.errors import InvalidDataError
+from forgeml.core.errors import ConfigError, InvalidDataError
 from forgeml.serve.protocols.openai._requests import (
     ChatCompletionRequest,
     JsonObjectFormat,
@@ -31,6 +35,7 @@ from forgeml.serve.structured import (
     json_object_constraint,
     json_schema_constraint,
 )
+from forgeml.serve.tokens import LanguageGenerator
 from forgeml.serve.tool_calls import (
     ParsedCall,
     calls_schema,
@@ -40,7 +45,7 @@ from forgeml.serve.tool_calls import (
 )
 from forgeml.serve.tool_prompt import render_chat
 
-__all__ = ["ChatPlan", "plan_chat", "tool_call_dict"]
+__all__ = ["ChatPlan", "chat_messages", "plan_chat", "plan_for", "reply_deltas", "tool_call_dict"]
 
 
 @dataclass(frozen=True)
@@ -141,3 +146,58 @@ def plan_chat(
     prompt = render_chat(tokenizer, _message_dicts(body), tools if mode != "none" else None)
     constraint = _constraint(body, tokenizer, tools, mode)
     return ChatPlan(prompt, constraint, mode, tools, new_id)
+
+
+def plan_for(generator: LanguageGenerator, body: ChatCompletionRequest) -> ChatPlan:
+    """The plan for answering `body` with `generator`, whatever kind of model it is.
+
+    Raises:
+        ConfigError: a model without a tokenizer (byte-level) was asked for tools or a
+            JSON reply, or a Hugging Face model's tokenizer has no chat template.
+    """
+    tokenizer = getattr(generator, "tokenizer", None)
+    if tokenizer is not None:
+        return plan_chat(body, tokenizer)
+    wanted = _structured_fields(body)
+    if wanted:
+        raise ConfigError(
+            f"The model '{body.model}' is a byte-level model without a tokenizer, so it "
+            f"cannot honour {wanted}; send the request without it."
+        )
+    return ChatPlan(generator.chat_prompt(chat_messages(body)), None, "none", [])
+
+
+def chat_messages(body: ChatCompletionRequest) -> list[dict[str, str]]:
+    """The request's messages as chat-template turns (`developer` is a system turn)."""
+    roles = {"developer": "system"}
+    return [
+        {"role": roles.get(message.role, message.role), "content": message.text()}
+        for message in body.messages
+    ]
+
+
+def _structured_fields(body: ChatCompletionRequest) -> str:
+    """What of `body` needs a tokenizer ("" when nothing does)."""
+    if body.tools and body.tool_mode() != "none":
+        return "'tools'"
+    response_format = body.response_format
+    if isinstance(response_format, JsonSchemaResponseFormat):
+        return "'response_format' json_schema"
+    if isinstance(response_format, JsonObjectFormat):
+        return "'response_format' json_object"
+    return ""
+
+
+def reply_deltas(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A finished reply `message` as the `delta`s of its streamed chunks (after the role).
+
+    Content comes first; tool calls follow in one delta, each with its `index`, as
+    OpenAI's `delta.tool_calls` carry them.
+    """
+    deltas: list[dict[str, Any]] = []
+    if message.get("content"):
+        deltas.append({"content": message["content"]})
+    calls = message.get("tool_calls") or []
+    if calls:
+        deltas.append({"tool_calls": [{"index": i, **call} for i, call in enumerate(calls)]})
+    return deltas
