@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from forgeml.agents.spec import AgentSpec
 from forgeml.cli import command_tree
 from forgeml.core.configfile import load_yaml, load_yaml_model, parse_model
 from forgeml.data.augment import AugmentParams
@@ -23,6 +24,7 @@ from forgeml.data.features import FeatureSpecConfig
 from forgeml.data.validate import Expectations
 from forgeml.pipelines import load_pipeline
 from forgeml.pipelines.steps import PipelineSpec
+from forgeml.prompts import PromptSpec
 from forgeml.tracking.tuning import TuneOptions
 from forgeml.train.config import TrainConfig, apply_overrides, load_config
 from forgeml.train.hpo import SearchSpace, to_overrides
@@ -45,6 +47,8 @@ CONFIG_MODELS: dict[str, type[BaseModel]] = {
     "augment.yaml": AugmentParams,
     "tune.yaml": TuneOptions,  # a training config with `tune` and `search` sections
     "adult-data.yaml": PipelineSpec,  # checked whole by `load_pipeline`
+    "qa.yaml": PromptSpec,
+    "agent.yaml": AgentSpec,
 }
 EXAMPLE_CONFIGS = sorted(EXAMPLES.rglob("*.yaml"))
 TRAIN_CONFIGS = [path for path in EXAMPLE_CONFIGS if CONFIG_MODELS.get(path.name) is TrainConfig]
@@ -71,6 +75,7 @@ def test_every_example_has_a_readme_with_commands() -> None:
         "pipelines",
         "sst2",
         "sst2-rnn",
+        "stdlib-rag",
         "tinygpt",
         "wordnet",
     ]

@@ -1,7 +1,7 @@
 """Write scikit-learn's 1,797 real 8x8 hand-written digits as PNGs, one folder per class.
 
-    python examples/digits/make_images.py /tmp/digits
-    forgeml data add digits /tmp/digits --format images
+python examples/digits/make_images.py /tmp/digits
+forgeml data add digits /tmp/digits --format images
 """
 
 from __future__ import annotations

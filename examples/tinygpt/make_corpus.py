@@ -1,7 +1,7 @@
 """Write the Python standard library's own documentation as a text corpus (offline).
 
-    python examples/tinygpt/make_corpus.py /tmp/pydoc-corpus
-    forgeml data add pydoc /tmp/pydoc-corpus --format text
+python examples/tinygpt/make_corpus.py /tmp/pydoc-corpus
+forgeml data add pydoc /tmp/pydoc-corpus --format text
 """
 
 from __future__ import annotations
@@ -12,8 +12,22 @@ import sys
 from pathlib import Path
 
 MODULES = (
-    "json", "csv", "pathlib", "itertools", "functools", "collections", "string", "textwrap",
-    "datetime", "random", "statistics", "heapq", "bisect", "shutil", "argparse", "logging",
+    "json",
+    "csv",
+    "pathlib",
+    "itertools",
+    "functools",
+    "collections",
+    "string",
+    "textwrap",
+    "datetime",
+    "random",
+    "statistics",
+    "heapq",
+    "bisect",
+    "shutil",
+    "argparse",
+    "logging",
 )
 
 
