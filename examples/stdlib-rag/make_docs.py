@@ -41,7 +41,7 @@ def main(out: Path) -> None:
             relevant = sorted(f"{module}.md" for module in modules)
             lines.append(json.dumps({"query": query.text, "relevant": relevant}))
     (out.parent / f"{out.name}-queries.jsonl").write_text("\n".join(lines) + "\n")
-    print(f"{len(sections)} modules, {len(lines)} questions")
+    print(f"{len(sections)} modules, {len(lines)} questions")  # noqa: T201  (a script)
 
 
 if __name__ == "__main__":
