@@ -5,6 +5,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -191,3 +192,20 @@ def smollm2_bundle(smollm2_home: SmolLM2Home, tmp_path_factory: pytest.TempPathF
             )
         finally:
             workspace.close()
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(smollm2_home: SmolLM2Home) -> Iterator[Any]:
+    """`smollm2@v1` served once per test run (a `tests.serve.conftest.LiveServer`, batch 8).
+
+    Shared by every test that talks to the real LM over HTTP; its /metrics counts what all
+    of them sent.
+    """
+    from forgeml.serve import ServeOptions
+    from tests.serve.conftest import LiveServer
+
+    workspace = Workspace(Settings(home=smollm2_home.home, user="tester"))
+    live = LiveServer(workspace, ["smollm2"], ServeOptions(max_batch_size=8)).start()
+    yield live
+    live.stop()
+    workspace.close()

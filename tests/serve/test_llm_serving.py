@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -12,7 +11,6 @@ import pytest
 
 from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
-from forgeml.serve import ServeOptions
 from forgeml.tracking import get_model_version
 from forgeml.tracking._bundle import PICKLE_SUFFIXES
 from tests.conftest import SmolLM2Home
@@ -31,12 +29,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def server(smollm2_home: SmolLM2Home) -> Iterator[LiveServer]:
-    workspace = Workspace(Settings(home=smollm2_home.home, user="tester"))
-    live = LiveServer(workspace, ["smollm2"], ServeOptions(max_batch_size=8)).start()
-    yield live
-    live.stop()
-    workspace.close()
+def server(smollm2_server: LiveServer) -> LiveServer:
+    return smollm2_server
 
 
 @pytest.fixture(scope="module")

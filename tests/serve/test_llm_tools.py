@@ -10,11 +10,7 @@ import jsonschema
 import openai
 import pytest
 
-from forgeml.core.config import Settings
-from forgeml.core.workspace import Workspace
 from forgeml.prompts.client import ChatClient, ToolCall
-from forgeml.serve import ServeOptions
-from tests.conftest import SmolLM2Home
 from tests.serve._text_models import one_torch_thread  # noqa: F401  (an autouse fixture)
 from tests.serve.conftest import LiveServer
 
@@ -42,12 +38,8 @@ CITY = {
 
 
 @pytest.fixture(scope="module")
-def server(smollm2_home: SmolLM2Home) -> Iterator[LiveServer]:
-    workspace = Workspace(Settings(home=smollm2_home.home, user="tester"))
-    live = LiveServer(workspace, ["smollm2"], ServeOptions(max_batch_size=8)).start()
-    yield live
-    live.stop()
-    workspace.close()
+def server(smollm2_server: LiveServer) -> LiveServer:
+    return smollm2_server
 
 
 @pytest.fixture(scope="module")
