@@ -130,3 +130,10 @@ def test_smollm2_over_http_cites_the_index_verbatim_or_refuses(
     for citation in result["citations"]:
         assert citation["quote"] in indexed[citation["chunk_id"]]
         assert f"[{citation['n']}]" in result["answer"]
+
+
+def test_the_answer_schema_is_one_forgemls_server_can_enforce() -> None:
+    from forgeml.rag.answer import RESPONSE_FORMAT
+    from forgeml.serve.structured import check_schema
+
+    check_schema(RESPONSE_FORMAT["json_schema"]["schema"])  # it refused `minimum` with a 400
