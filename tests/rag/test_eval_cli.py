@@ -99,3 +99,17 @@ def test_bad_input_is_one_sentence(cli: Cli, indexed: Path, tmp_path: Path) -> N
     assert_cli_error(cli(*args, "--match", "title"), "--match", 2)
     assert_cli_error(cli("rag", "eval", "std", "--set", tmp_path / "none.jsonl"), "Cannot read")
     assert_cli_error(cli("rag", "eval", "nope", "--set", indexed), "does not exist")
+
+
+def test_a_file_name_naming_two_sources_asks_for_more_of_the_path(
+    cli: Cli, tmp_path: Path, embedder: MiniLMEmbedder
+) -> None:
+    for folder, text in (("a", "Heaps keep the smallest item first."), ("b", "Shell quoting.")):
+        (tmp_path / "kb" / folder).mkdir(parents=True)
+        (tmp_path / "kb" / folder / "notes.md").write_text(text, encoding="utf-8")
+    assert cli("rag", "index", "kb", tmp_path / "kb").code == 0
+    labelled = tmp_path / "set.jsonl"
+    labelled.write_text(json.dumps({"query": "heap", "relevant": ["notes.md"]}), encoding="utf-8")
+    assert_cli_error(cli("rag", "eval", "kb", "--set", labelled), "matches 2 sources")
+    labelled.write_text(json.dumps({"query": "heap", "relevant": ["a/notes.md"]}), encoding="utf-8")
+    assert json_out(cli("rag", "eval", "kb", "--set", labelled, "--json"))["metrics"]["mrr"] == 1.0

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from forgeml.cli._output import print_json, print_table, say
 from forgeml.core.errors import ConfigError, GateRejectedError, UsageError
+
+if TYPE_CHECKING:
+    from forgeml.rag.answer import Answer
+    from forgeml.rag.citations import Passage
+    from forgeml.rag.evaluation import Evaluation
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 RefArg = Annotated[str, typer.Argument(help="NAME, NAME@vN or NAME@<digest prefix>.")]
@@ -79,37 +84,40 @@ def eval_(
     finally:
         index.close()
     below = result.report.below(minimums)
-    summary: dict[str, Any] = {
+    if as_json:
+        print_json(_eval_summary(ref, match, result) | {"passed": not below})
+    else:
+        _say_eval(f"{ref} on {labelled.name}", result, minimums)
+    if below:
+        name, value = next(iter(below.items()))
+        raise GateRejectedError(f"{name} is {value:.4f}, below its minimum {minimums[name]:g}.")
+
+
+def _eval_summary(ref: str, match: str, result: Evaluation) -> dict[str, Any]:
+    tuning = result.tuning
+    return {
         "ref": ref,
         "queries": len(result.report.rows),
         "mode": result.mode,
         "weight": result.weight,
         "match": match,
         "metrics": result.report.means,
-        "tuned": None
-        if result.tuning is None
-        else {"alpha": result.tuning.alpha, "ndcg@10": result.tuning.ndcg},
-        "passed": not below,
+        "tuned": None if tuning is None else {"alpha": tuning.alpha, "ndcg@10": tuning.ndcg},
     }
-    if as_json:
-        print_json(summary)
-    else:
-        rows = [
-            (name, f"{value:.4f}", minimums.get(name, ""))
-            for name, value in result.report.means.items()
-        ]
+
+
+def _say_eval(title: str, result: Evaluation, minimums: dict[str, float]) -> None:
+    rows = [
+        (name, f"{value:.4f}", minimums.get(name, ""))
+        for name, value in result.report.means.items()
+    ]
+    title += f": {len(result.report.rows)} queries, {result.mode}"
+    if result.mode == "hybrid":
         fusion = "RRF" if result.weight is None else f"convex, dense weight {result.weight:g}"
-        title = f"{ref} on {labelled.name}: {len(result.report.rows)} queries, {result.mode}"
-        print_table(
-            title + (f" ({fusion})" if result.mode == "hybrid" else ""),
-            ["metric", "mean", "minimum"],
-            rows,
-        )
-        if result.tuning is not None:
-            say(f"tuned dense weight {result.tuning.alpha:g} (nDCG@10 {result.tuning.ndcg:.4f})")
-    if below:
-        name, value = next(iter(below.items()))
-        raise GateRejectedError(f"{name} is {value:.4f}, below its minimum {minimums[name]:g}.")
+        title += f" ({fusion})"
+    print_table(title, ["metric", "mean", "minimum"], rows)
+    if result.tuning is not None:
+        say(f"tuned dense weight {result.tuning.alpha:g} (nDCG@10 {result.tuning.ndcg:.4f})")
 
 
 def _api_key(variable: str | None) -> str | None:
@@ -150,25 +158,10 @@ def answer(
         index.close()
     client = ChatClient(model_url, model, _api_key(api_key_env))
     result = answer_from(question, passages, client, max_tokens=max_tokens)
-    by_id = {passage.chunk_id: passage for passage in passages}
-    citations = [
-        {"n": c.n, "chunk_id": c.chunk_id, "source": by_id[c.chunk_id].source, "quote": c.quote}
-        for c in result.citations
-    ]
-    record = {
-        "ref": ref,
-        "question": question,
-        "answer": result.text,
-        "supported": result.supported,
-        "refused_reason": result.refused_reason,
-        "citations": citations,
-        "prompt_ref": result.prompt_ref,
-        "model": result.model or model,
-        "usage": result.usage.__dict__,
-    }
+    record = _answer_record(ref, question, model, result, passages)
     with workspace.store.session() as session:
         payload = {key: record[key] for key in ("question", "supported", "prompt_ref", "model")}
-        payload["chunks"] = [c["chunk_id"] for c in citations]
+        payload["chunks"] = [c["chunk_id"] for c in record["citations"]]
         workspace.audit(session, "rag.answer", f"rag:{ref}", payload)
     if as_json:
         print_json(record)
@@ -176,7 +169,27 @@ def answer(
     say(escape(result.text))
     if not result.supported:
         say(f"[dim]{escape(result.refused_reason or '')}[/dim]")
-    for c in result.citations:
-        source = escape(by_id[c.chunk_id].source)
-        say(f'{escape(f"[{c.n}]")} {c.chunk_id} {source}: "{escape(c.quote)}"')
+    for c in record["citations"]:
+        number, source, quote = escape(f"[{c['n']}]"), escape(c["source"]), escape(c["quote"])
+        say(f'{number} {c["chunk_id"]} {source}: "{quote}"')
     say(f"[dim]prompt {result.prompt_ref}, model {record['model']}[/dim]")
+
+
+def _answer_record(
+    ref: str, question: str, model: str, result: Answer, passages: list[Passage]
+) -> dict[str, Any]:
+    by_id = {passage.chunk_id: passage for passage in passages}
+    return {
+        "ref": ref,
+        "question": question,
+        "answer": result.text,
+        "supported": result.supported,
+        "refused_reason": result.refused_reason,
+        "citations": [
+            {"n": c.n, "chunk_id": c.chunk_id, "source": by_id[c.chunk_id].source, "quote": c.quote}
+            for c in result.citations
+        ],
+        "prompt_ref": result.prompt_ref,
+        "model": result.model or model,
+        "usage": result.usage.__dict__,
+    }
