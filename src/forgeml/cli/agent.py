@@ -16,7 +16,7 @@ from rich.markup import escape
 from forgeml.cli._output import print_json, say
 
 if TYPE_CHECKING:
-    from forgeml.agents import Approvals, RunState, ToolContext
+    from forgeml.agents import Approvals, RunState, Search, ToolContext
     from forgeml.agents.trace import Tracer
 
 app = typer.Typer(
@@ -36,7 +36,14 @@ def _context() -> tuple[Path, ToolContext, Tracer]:
     from forgeml.tracking.traces import MlflowTracer
 
     workspace = open_workspace()
-    return workspace.settings.home, ToolContext(workspace=workspace), MlflowTracer(workspace)
+
+    def open_index(ref: str) -> Search:
+        from forgeml.rag.passages import index_search
+
+        return index_search(workspace, ref)
+
+    context = ToolContext(workspace=workspace, open_index=open_index)
+    return workspace.settings.home, context, MlflowTracer(workspace)
 
 
 @app.command("run")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from forgeml.cli import _rag_eval
 from forgeml.cli._output import print_json, print_table, say, step
 from forgeml.core.errors import UsageError
 
@@ -179,3 +180,7 @@ def rebuild(
         print_json({"ref": version.ref, "digest": digest, "matches": True})
         return
     say(f"{version.ref} rebuilt from its sources: digest {digest[:12]} matches")
+
+
+app.command("eval")(_rag_eval.eval_)
+app.command("answer")(_rag_eval.answer)

@@ -56,7 +56,7 @@ RESPONSE_FORMAT: dict[str, Any] = {
                     "items": {
                         "type": "object",
                         "properties": {
-                            "n": {"type": "integer", "minimum": 1},
+                            "n": {"type": "integer"},  # 1..len(passages): verify() checks
                             "quote": {"type": "string", "minLength": 1},
                         },
                         "required": ["n", "quote"],
