@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +13,9 @@ from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
 from forgeml.rag.embeddings import MiniLMEmbedder
 from forgeml.rag.versions import open_index
-from forgeml.serve import ServeOptions
 from tests.agents.conftest import ChatServer, chat_server  # noqa: F401  (the fixture)
 from tests.cli.conftest import assert_cli_error, json_out
-from tests.conftest import CliResult, SmolLM2Home
+from tests.conftest import CliResult
 from tests.rag.conftest import write_stdlib_docs
 from tests.serve.conftest import LiveServer
 
@@ -106,15 +105,6 @@ def test_bad_input_is_one_sentence(
         cli("rag", "answer", "nope", QUESTION, "--model-url", url, "--model", "m"),
         "does not exist",
     )
-
-
-@pytest.fixture(scope="module")
-def smollm2_server(smollm2_home: SmolLM2Home) -> Iterator[LiveServer]:
-    workspace = Workspace(Settings(home=smollm2_home.home, user="tester"))
-    live = LiveServer(workspace, ["smollm2"], ServeOptions(max_batch_size=1)).start()
-    yield live
-    live.stop()
-    workspace.close()
 
 
 @pytest.mark.slow
