@@ -48,6 +48,7 @@ CONFIG_MODELS: dict[str, type[BaseModel]] = {
     "tune.yaml": TuneOptions,  # a training config with `tune` and `search` sections
     "adult-data.yaml": PipelineSpec,  # checked whole by `load_pipeline`
     "qa.yaml": PromptSpec,
+    "qa-module.yaml": PromptSpec,
     "agent.yaml": AgentSpec,
 }
 EXAMPLE_CONFIGS = sorted(EXAMPLES.rglob("*.yaml"))
@@ -437,3 +438,25 @@ def test_the_sst2_rnn_example_runs_as_its_readme_says(
     assert [r["run_id"] for r in done.compared["runs"]] == [done.runs[lstm], done.runs[gru]]
     exported = json_out(done.cli("models", "show", "sst2-lstm@v2", "--json"))
     assert exported["parent"] == "sst2-lstm@v1"
+
+
+@pytest.mark.slow
+def test_the_stdlib_rag_example_runs_as_its_readme_says(
+    readme: Any, smollm2_server: Any, tmp_path: Path
+) -> None:
+    url = f"{smollm2_server.url}/v1"
+    spec = load_yaml(EXAMPLES / "stdlib-rag" / "agent.yaml")
+    spec["model"]["url"] = url
+    agent = tmp_path / "agent.yaml"
+    agent.write_text(json.dumps(spec), encoding="utf-8")
+    run = readme({})
+    run.replace = {"http://127.0.0.1:8000/v1": url, "examples/stdlib-rag/agent.yaml": str(agent)}
+
+    done = run.run(EXAMPLES / "stdlib-rag")
+
+    shown = json_out(done.cli("rag", "show", "stdlib", "--json"))
+    assert shown["version"] == 1
+    evaluated = json_out(
+        done.cli("rag", "eval", "stdlib", "--set", tmp_path / "stdlib-docs-queries.jsonl", "--json")
+    )
+    assert evaluated["metrics"]["ndcg@10"] > 0.5

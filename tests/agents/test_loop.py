@@ -168,6 +168,14 @@ def test_max_tokens_stops_the_run_and_caps_each_reply() -> None:
     assert [seen["max_tokens"] for seen in model.seen] == [40, 25, 10]
 
 
+def test_one_reply_never_asks_for_more_than_max_reply_tokens() -> None:
+    model = ScriptedModel([calls(("calculator", {"expression": "1"})), text("1")])
+
+    run_loop(model, registry(), new_state(), Budgets(max_tokens=16_000, max_reply_tokens=512))
+
+    assert [seen["max_tokens"] for seen in model.seen] == [512, 512]
+
+
 def test_a_failing_model_stops_the_run_with_its_sentence() -> None:
     model = ScriptedModel([GeneratorError("The language model at x could not be reached: boom")])
 

@@ -143,8 +143,11 @@ class _Loop:
                 state.messages,
                 tools=self.registry.schemas() or None,
                 temperature=self.temperature,
-                # one reply may not spend more than the run has left
-                max_tokens=self.budgets.max_tokens - state.tokens,
+                # one reply may not spend more than the run has left, nor more than a
+                # reply's own bound (servers cap max_tokens: forgeml's at 4,096)
+                max_tokens=min(
+                    self.budgets.max_tokens - state.tokens, self.budgets.max_reply_tokens
+                ),
             )
             s.outputs = _assistant_message(reply)
             s.attributes = {

@@ -65,6 +65,9 @@ class Budgets(BaseModel):
     max_steps: int = Field(default=8, gt=0, description="Model calls at most.")
     max_time_s: float = Field(default=300.0, gt=0, description="Wall-clock seconds at most.")
     max_tokens: int = Field(default=16_000, gt=0, description="Prompt + completion tokens.")
+    max_reply_tokens: int = Field(
+        default=1024, gt=0, description="Tokens one model reply may spend at most."
+    )
 
 
 class AgentSpec(BaseModel):
