@@ -13,7 +13,6 @@ flushes the exporter's background queue, so the trace is in the store when a run
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import warnings
 from dataclasses import dataclass
@@ -49,11 +48,13 @@ class MlflowTracer:
         Raises:
             TrackingUnavailableError: the tracking store cannot be opened.
         """
+        import mlflow
 
         with warnings.catch_warnings():
             # a span's start imports mlflow.pyfunc, whose type-hint inference warns about
             # its own `Any`s; import it here, once, so the warning is not raised mid-span
             warnings.filterwarnings("ignore", message=r".*type hint is inferred as AnyType")
+            import mlflow.pyfunc.context
 
         # "Flushing the async trace logging queue before program exit" on every exit
         logging.getLogger("mlflow.tracing.export.async_export_queue").setLevel(logging.WARNING)
@@ -61,11 +62,7 @@ class MlflowTracer:
         self.experiment_id = ensure_experiment(
             self._client, experiment, artifact_location(workspace.settings)
         )
-        # MLflow's trace exporter reads the process-wide tracking URI, not the client's; it is
-        # set only while a trace is exported (end_span), so no later MLflow call in this
-        # process (a test's, another workspace's) inherits this workspace's store
-        self._uri = tracking_uri(workspace.settings)
-        self._uri_scope = contextlib.ExitStack()
+        mlflow.set_tracking_uri(tracking_uri(workspace.settings))
 
     def start_span(
         self,
@@ -77,10 +74,6 @@ class MlflowTracer:
     ) -> SpanHandle:
         """Open a span; with no parent, a new trace."""
         if parent is None:
-            from mlflow.tracking._tracking_service.utils import _use_tracking_uri
-
-            # the process-wide URI holds this store from a trace's start to its export
-            self._uri_scope.enter_context(_use_tracking_uri(self._uri))
             span = self._client.start_trace(
                 name,
                 span_type=kind,
@@ -114,13 +107,10 @@ class MlflowTracer:
         if span.root:
             import mlflow
 
-            try:
-                self._client.end_trace(
-                    span.trace_id, outputs=outputs, attributes=attributes, status=status
-                )
-                mlflow.flush_trace_async_logging()
-            finally:
-                self._uri_scope.close()
+            self._client.end_trace(
+                span.trace_id, outputs=outputs, attributes=attributes, status=status
+            )
+            mlflow.flush_trace_async_logging()
         else:
             self._client.end_span(
                 span.trace_id, span.span_id, outputs=outputs, attributes=attributes, status=status
