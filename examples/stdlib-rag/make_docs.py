@@ -3,7 +3,8 @@
     python examples/stdlib-rag/make_docs.py /tmp/stdlib-docs
 
 One file per module (`json.md`, ...), a `## name` section per documented object holding its
-signature and docstring, and `queries.jsonl` beside the folder: each object's first
+signature and docstring, and `<folder>-queries.jsonl` beside the folder (for
+/tmp/stdlib-docs, /tmp/stdlib-docs-queries.jsonl): each object's first
 docstring sentence as a question, its module's file as the relevant source. The first
 sentence is left out of the section (forgeml.rag.labelled does the same), or finding it
 would be a string match rather than retrieval.

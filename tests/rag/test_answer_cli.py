@@ -105,6 +105,23 @@ def test_bad_input_is_one_sentence(
         cli("rag", "answer", "nope", QUESTION, "--model-url", url, "--model", "m"),
         "does not exist",
     )
+    assert_cli_error(
+        cli("rag", "answer", "std", "  ", "--model-url", url, "--model", "m"),
+        "The question is empty",
+    )
+    assert_cli_error(_answer(cli, url, "smol"), f"The language model at {url} could not be reached")
+
+
+def test_an_endpoint_that_fails_is_one_sentence(
+    cli: Cli,
+    indexed: dict[str, str],
+    chat_server: ChatServer,  # noqa: F811
+) -> None:
+    # nothing scripted: the server answers 500, and the client's retries give up
+    assert_cli_error(
+        _answer(cli, chat_server.url, "smol"),
+        "refused the request (HTTP 500): The script has no reply left.",
+    )
 
 
 @pytest.mark.slow

@@ -97,6 +97,10 @@ def test_bad_input_is_one_sentence(cli: Cli, indexed: Path, tmp_path: Path) -> N
     assert_cli_error(cli(*args, "--min", "f1=0.5"), "Unknown metric 'f1'", 2)
     assert_cli_error(cli(*args, "--tune", "--mode", "bm25"), "--tune", 2)
     assert_cli_error(cli(*args, "--match", "title"), "--match", 2)
+    assert_cli_error(cli(*args, "--mode", "fuzzy"), "Unknown search mode 'fuzzy'", 2)
+    assert_cli_error(cli(*args, "--weight", "1.5"), "weight must lie in [0, 1]", 2)
+    (tmp_path / "empty.jsonl").write_text("\n", encoding="utf-8")
+    assert_cli_error(cli("rag", "eval", "std", "--set", tmp_path / "empty.jsonl"), "no queries")
     assert_cli_error(cli("rag", "eval", "std", "--set", tmp_path / "none.jsonl"), "Cannot read")
     assert_cli_error(cli("rag", "eval", "nope", "--set", indexed), "does not exist")
 

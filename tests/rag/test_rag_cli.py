@@ -71,4 +71,7 @@ def test_bad_input_is_one_sentence(cli: Cli, corpus: Path, tmp_path: Path) -> No
     )
     assert_cli_error(cli("rag", "query", "docs", "heap", "--filter", "author"), "KEY=VALUE", 2)
     assert_cli_error(cli("rag", "show", "docs@v9"), "has no version v9")
+    assert_cli_error(cli("rag", "query", "docs", "heap", "--k", "0"), "k must be at least 1", 2)
+    (corpus / "heapq.md").write_text("# heapq\n\nRewritten since.", encoding="utf-8")
+    assert_cli_error(cli("rag", "rebuild", "docs@v1"), "changed since it was built")
     assert json.loads(cli("rag", "versions", "docs", "--json").stdout)[0]["ref"] == "docs@v1"

@@ -72,6 +72,15 @@ def test_rebuild_proves_the_digest_and_catches_a_changed_source(
         rebuild(workspace, "docs@v1", embedder)
 
 
+def test_rebuild_reads_back_an_hnsw_config(
+    workspace: Workspace, corpus: Path, embedder: MiniLMEmbedder
+) -> None:
+    options = OPTIONS.model_copy(update={"hnsw": True, "hnsw_m": 16, "ef_search": 40})
+    v1 = build_version(workspace, "docs", [str(corpus)], options, embedder).version
+    assert v1.config["dense"] == {"kind": "hnsw", "m": 16, "ef_search": 40, "ef_construction": 80}
+    assert rebuild(workspace, "docs@v1", embedder)[1] == v1.digest
+
+
 def test_an_empty_corpus_is_one_sentence_and_writes_nothing(
     workspace: Workspace, tmp_path: Path, embedder: MiniLMEmbedder
 ) -> None:

@@ -5,29 +5,21 @@ retrieve -> prompt -> LM -> parse -> verify: the model is asked for JSON
 when the passages do not hold the answer), under a JSON schema that forgeml's own server
 enforces by constrained decoding; other OpenAI-compatible servers may ignore it, so a
 fenced JSON block, a truncated JSON object and free text with `[n]` markers and quoted
-spans are read too. Whatever the model wrote, the returned answer's every `[n]` resolves
-to a passage's chunk id and a verbatim quote of it (`citations.verify`), or the answer is
-replaced by `NOT_SUPPORTED` with the reason.
+spans are read too (`forgeml.rag._reply`). Whatever the model wrote, the returned answer's
+every `[n]` resolves to a passage's chunk id and a verbatim quote of it
+(`citations.verify`), or the answer is replaced by `NOT_SUPPORTED` with the reason.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from forgeml.core.errors import InvalidDataError
 from forgeml.prompts.client import ChatModel
-from forgeml.rag.citations import (
-    MARKER,
-    Citation,
-    ClaimedCitation,
-    DroppedCitation,
-    Passage,
-    find_quote,
-    verify,
-)
+from forgeml.rag._reply import read_reply
+from forgeml.rag.citations import MARKER, Citation, DroppedCitation, Passage, verify
 
 __all__ = [
     "BUILTIN_PROMPT",
@@ -178,15 +170,6 @@ class Answer:
     model: str = ""
 
 
-@dataclass(frozen=True)
-class _Draft:
-    """The model's reply read as an answer text (None: it declined) and its claims."""
-
-    text: str | None
-    claimed: list[ClaimedCitation]
-    problem: str | None = None  # why the reply could not be read, one sentence
-
-
 def answer(
     question: str,
     passages: list[Passage],
@@ -227,7 +210,7 @@ def answer(
         seed=seed,
     )
     usage = Usage(reply.prompt_tokens, reply.completion_tokens)
-    draft = _read_reply(reply.content or "", passages)
+    draft = read_reply(reply.content or "", passages)
     if draft.text is None:
         reason = draft.problem or "The model said the passages do not contain the answer."
         if draft.problem and reply.finish_reason == "length":
@@ -254,79 +237,3 @@ def _refuse(
     return Answer(
         NOT_SUPPORTED, [], False, reason, prompt_ref, usage or Usage(), dropped or [], model
     )
-
-
-def _read_reply(content: str, passages: list[Passage]) -> _Draft:
-    """The reply as JSON (plain, fenced, or embedded in prose), truncated JSON, or free text."""
-    content = content.strip()
-    if not content:
-        return _Draft(None, [], "The model's reply was empty.")
-    for candidate in _json_candidates(content):
-        try:
-            parsed = json.loads(candidate)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(parsed, dict) and "answer" in parsed:
-            return _from_json(parsed)
-    if '"answer"' in content:
-        return _salvage(content)
-    return _free_text(content, passages)
-
-
-def _json_candidates(content: str) -> list[str]:
-    fenced = re.findall(r"```(?:json)?\s*(.*?)```", content, flags=re.DOTALL)
-    first, last = content.find("{"), content.rfind("}")
-    embedded = [content[first : last + 1]] if 0 <= first < last else []
-    return [content, *fenced, *embedded]
-
-
-def _from_json(parsed: dict[str, Any]) -> _Draft:
-    text = parsed.get("answer")
-    if text is None:
-        return _Draft(None, [])
-    if not isinstance(text, str):
-        return _Draft(None, [], "The model's answer was not text.")
-    claimed = []
-    for item in parsed.get("citations") or []:
-        if isinstance(item, dict) and isinstance(item.get("quote"), str):
-            n = item.get("n")
-            if isinstance(n, int) or (isinstance(n, str) and n.strip().isdigit()):
-                claimed.append(ClaimedCitation(int(n), item["quote"]))
-    return _Draft(text, claimed)
-
-
-_JSON_STRING = r'"((?:[^"\\]|\\.)*)"'
-
-
-def _salvage(content: str) -> _Draft:
-    """Read a JSON reply that does not parse (cut off at max_tokens, a stray comma)."""
-    found = re.search(r'"answer"\s*:\s*' + _JSON_STRING, content)
-    if found is None:
-        if re.search(r'"answer"\s*:\s*null', content):
-            return _Draft(None, [])
-        return _Draft(None, [], "The model's reply was malformed JSON with no answer text.")
-    pairs = re.findall(r'"n"\s*:\s*"?(\d+)"?\s*,\s*"quote"\s*:\s*' + _JSON_STRING, content)
-    claimed = [ClaimedCitation(int(n), _unescape(quote)) for n, quote in pairs]
-    return _Draft(_unescape(found.group(1)), claimed)
-
-
-def _unescape(text: str) -> str:
-    try:
-        return str(json.loads(f'"{text}"'))
-    except json.JSONDecodeError:
-        return text
-
-
-def _free_text(content: str, passages: list[Passage]) -> _Draft:
-    """Prose with `[n]` markers: each marker is paired with the quoted spans that verify."""
-    quotes = re.findall(r'"([^"\n]+)"|“([^”\n]+)”', content)
-    spans = [straight or curly for straight, curly in quotes]
-    numbers = sorted({int(n) for m in MARKER.finditer(content) for n in m.group(1).split(",")})
-    claimed = [
-        ClaimedCitation(n, span)
-        for n in numbers
-        if 1 <= n <= len(passages)
-        for span in spans
-        if find_quote(span, passages[n - 1].text) is not None
-    ]
-    return _Draft(content, claimed)

@@ -8,11 +8,13 @@ min-max normalises each ranking's scores to [0, 1] and adds `weight * dense +
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 RRF_K = 60
 
 Ranking = Sequence[tuple[int, float]]  # (row id, score), best first
+Id = TypeVar("Id", int, str)  # a chunk's row id in search, a document id in tuning
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Ranking], k: int = RRF_K) -> dict[int, float]:
@@ -24,19 +26,23 @@ def reciprocal_rank_fusion(rankings: Sequence[Ranking], k: int = RRF_K) -> dict[
     return fused
 
 
-def _normalised(ranking: Ranking) -> dict[int, float]:
-    if not ranking:
+def min_max(scores: Mapping[Id, float]) -> dict[Id, float]:
+    """Scores rescaled to [0, 1] by the list's own minimum and maximum; when all are equal,
+    every one is 1 (each is as good as the list's best)."""
+    if not scores:
         return {}
-    scores = [score for _, score in ranking]
-    low, high = min(scores), max(scores)
-    span = high - low
-    return {row: (score - low) / span if span > 0 else 1.0 for row, score in ranking}
+    low, high = min(scores.values()), max(scores.values())
+    if high == low:
+        return dict.fromkeys(scores, 1.0)
+    return {key: (value - low) / (high - low) for key, value in scores.items()}
 
 
-def convex_combination(dense: Ranking, bm25: Ranking, weight: float) -> dict[int, float]:
+def convex_combination(
+    dense: Iterable[tuple[Id, float]], bm25: Iterable[tuple[Id, float]], weight: float
+) -> dict[Id, float]:
     """`weight` * normalised dense score + (1 - `weight`) * normalised BM25 score."""
-    dense_scores, bm25_scores = _normalised(dense), _normalised(bm25)
+    dense_scores, bm25_scores = min_max(dict(dense)), min_max(dict(bm25))
     return {
-        row: weight * dense_scores.get(row, 0.0) + (1.0 - weight) * bm25_scores.get(row, 0.0)
-        for row in dense_scores.keys() | bm25_scores.keys()
+        key: weight * dense_scores.get(key, 0.0) + (1.0 - weight) * bm25_scores.get(key, 0.0)
+        for key in dense_scores.keys() | bm25_scores.keys()
     }

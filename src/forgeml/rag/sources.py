@@ -9,13 +9,13 @@ to do. `register_reader(ext, reader)` adds a file format.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from forgeml.core.errors import InvalidDataError, MissingColumnError, NotFoundError
+from forgeml.core.ids import sha256_bytes
 from forgeml.rag._extract import html_text, pdf_text
 
 if TYPE_CHECKING:
@@ -82,10 +82,6 @@ def register_reader(extension: str, format_name: str, reader: FileReader) -> Non
     _READERS[extension.lower()] = (format_name, reader)
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _file_document(path: Path) -> Document:
     entry = _READERS.get(path.suffix.lower())
     if entry is None:
@@ -93,7 +89,7 @@ def _file_document(path: Path) -> Document:
         raise InvalidDataError(f"'{path}' is not a format a source reads (one of {known}).")
     format_name, reader = entry
     text = reader(path)
-    return Document(str(path), text, _sha256(path.read_bytes()), format_name)
+    return Document(str(path), text, sha256_bytes(path.read_bytes()), format_name)
 
 
 class FileSource:
@@ -156,7 +152,7 @@ def _rows_to_documents(rows: list[dict[str, Any]], prefix: str, column: str) -> 
             for key, value in row.items()
             if key != column and isinstance(value, str | int | float | bool)
         }
-        digest = _sha256(repr((text, sorted(metadata.items()))).encode("utf-8"))
+        digest = sha256_bytes(repr((text, sorted(metadata.items()))).encode("utf-8"))
         documents.append(Document(f"{prefix}#{number}", text, digest, "dataset", metadata))
     return documents
 
@@ -178,7 +174,7 @@ def load_source(spec: str, workspace: Workspace | None = None) -> LoadedSource:
     for kind, reader in _KINDS.items():
         if reader.matches(spec):
             documents = tuple(reader.load(spec, workspace))
-            digest = _sha256("\n".join(f"{d.source} {d.digest}" for d in documents).encode())
+            digest = sha256_bytes("\n".join(f"{d.source} {d.digest}" for d in documents).encode())
             resolved = spec if kind == "dataset" else str(Path(spec).resolve())
             return LoadedSource(resolved, kind, digest, documents)
     raise NotFoundError(f"The source '{spec}' does not exist; check the path.")

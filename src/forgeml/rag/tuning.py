@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from forgeml.core.errors import InvalidDataError, UsageError
+from forgeml.rag.fusion import convex_combination, min_max
 from forgeml.rag.metrics import NDCG_DEPTH, ndcg_at
 
 __all__ = ["Candidates", "Tuning", "convex_fuse", "min_max", "tune_alpha"]
@@ -37,31 +38,17 @@ class Tuning:
     curve: list[tuple[float, float]]
 
 
-def min_max(scores: dict[str, float]) -> dict[str, float]:
-    """Scores rescaled to [0, 1] by the list's own minimum and maximum; when all are equal,
-    every one is 1 (each is as good as the list's best)."""
-    if not scores:
-        return {}
-    low, high = min(scores.values()), max(scores.values())
-    if high == low:
-        return dict.fromkeys(scores, 1.0)
-    return {doc_id: (value - low) / (high - low) for doc_id, value in scores.items()}
-
-
 def convex_fuse(dense: dict[str, float], bm25: dict[str, float], alpha: float) -> list[str]:
-    """Ids ranked by alpha * dense + (1 - alpha) * bm25 over min-max normalised scores;
-    an id missing from one list scores 0 there; ties go to the smaller id.
+    """Ids ranked by alpha * dense + (1 - alpha) * bm25 over min-max normalised scores
+    (`forgeml.rag.fusion.convex_combination`, as search fuses); an id missing from one list
+    scores 0 there; ties go to the smaller id.
 
     Raises:
         UsageError: `alpha` is outside [0, 1].
     """
     if not 0.0 <= alpha <= 1.0:
         raise UsageError(f"The hybrid weight alpha must be between 0 and 1; got {alpha}.")
-    dense_n, bm25_n = min_max(dense), min_max(bm25)
-    fused = {
-        doc_id: alpha * dense_n.get(doc_id, 0.0) + (1 - alpha) * bm25_n.get(doc_id, 0.0)
-        for doc_id in dense_n.keys() | bm25_n.keys()
-    }
+    fused = convex_combination(dense.items(), bm25.items(), alpha)
     return sorted(fused, key=lambda doc_id: (-fused[doc_id], doc_id))
 
 

@@ -23,6 +23,8 @@ from forgeml.core.errors import IntegrityError, InvalidDataError, NotFoundError,
 from forgeml.core.ids import new_id, parse_ref, validate_name
 from forgeml.core.store import RagIndexRecord, RagIndexVersionRecord
 from forgeml.core.workspace import Workspace
+from forgeml.rag.chunking import ChunkerConfig
+from forgeml.rag.dense import DenseConfig
 from forgeml.rag.embeddings import Embedder, default_embedder
 from forgeml.rag.index import Index, UpdateStats
 from forgeml.rag.options import IndexOptions
@@ -46,27 +48,16 @@ def _documents(loaded: Sequence[LoadedSource]) -> list[Document]:
     return list(seen.values())
 
 
-def _options_of(version: RagIndexVersionRecord) -> IndexOptions:
-    chunker, dense = version.config["chunker"], version.config["dense"]
-    return IndexOptions(
-        chunk_tokens=chunker["chunk_tokens"],
-        overlap=chunker["overlap"],
-        hnsw=dense["kind"] == "hnsw",
-        hnsw_m=dense.get("m", 32),
-        ef_search=dense.get("ef_search", 64),
-    )
-
-
 def _fill(
     workspace: Workspace,
     path: Path,
     documents: Sequence[Document],
-    options: IndexOptions,
+    configs: tuple[ChunkerConfig, DenseConfig],
     embedder: Embedder,
     previous: RagIndexVersionRecord | None,
 ) -> tuple[Index, UpdateStats]:
     """Build the index file at `path`: from `previous`'s when its config matches."""
-    index = Index.create(path, embedder, options.chunker(), options.dense())
+    index = Index.create(path, embedder, *configs)
     if previous is not None and previous.config == index.config:
         index.close()
         shutil.copyfile(workspace.artifacts.local_path(previous.artifact), path)
@@ -101,7 +92,8 @@ def build_version(
     with workspace.store.session() as session:
         previous = _latest(session, name)
     with workspace.artifacts.local_tempfile(suffix=".sqlite") as path:
-        index, stats = _fill(workspace, path, _documents(loaded), options, embedder, previous)
+        configs = (options.chunker(), options.dense())
+        index, stats = _fill(workspace, path, _documents(loaded), configs, embedder, previous)
         digest, config, chunks = index.digest(), index.config, index.file.live_count()
         documents = len(index.file.documents())
         index.close()
@@ -240,8 +232,10 @@ def rebuild(
         version = resolve(session, ref)
     embedder = embedder or default_embedder()
     loaded = [load_source(source["spec"], workspace) for source in version.sources]
+    # the recorded config, read back as Index.open reads its own file's settings
+    configs = (ChunkerConfig(**version.config["chunker"]), DenseConfig(**version.config["dense"]))
     with workspace.artifacts.local_tempfile(suffix=".sqlite") as path:
-        index, _ = _fill(workspace, path, _documents(loaded), _options_of(version), embedder, None)
+        index, _ = _fill(workspace, path, _documents(loaded), configs, embedder, None)
         digest = index.digest()
         index.close()
     if digest != version.digest:
