@@ -209,21 +209,3 @@ def smollm2_server(smollm2_home: SmolLM2Home) -> Iterator[Any]:
     yield live
     live.stop()
     workspace.close()
-
-
-@pytest.fixture(autouse=True)
-def _mlflow_global_tracking_uri_restored() -> Iterator[None]:
-    """Each test leaves MLflow's process-wide tracking URI as it found it.
-
-    The agents' tracer sets it (MLflow's trace exporter reads only the global); left set, it
-    sent later tests' model registrations into an agents test's store (CI saw the demo and
-    optimize tests get v3 for a first version).
-    """
-    import sys
-
-    utils = sys.modules.get("mlflow.tracking._tracking_service.utils")
-    before = getattr(utils, "_tracking_uri", None)
-    yield
-    utils = sys.modules.get("mlflow.tracking._tracking_service.utils")
-    if utils is not None and utils._tracking_uri != before:
-        utils.set_tracking_uri(before)

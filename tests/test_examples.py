@@ -460,3 +460,18 @@ def test_the_stdlib_rag_example_runs_as_its_readme_says(
         done.cli("rag", "eval", "stdlib", "--set", tmp_path / "stdlib-docs-queries.jsonl", "--json")
     )
     assert evaluated["metrics"]["ndcg@10"] > 0.5
+    versions = json_out(done.cli("prompts", "versions", "stdlib-qa", "--json"))
+    assert [v["ref"] for v in versions] == ["stdlib-qa@v1", "stdlib-qa@v2"]
+    (saved,) = (tmp_path / "home" / "agents" / "runs").glob("*.json")
+    agent_run = json_out(done.cli("agent", "show", saved.stem, "--json"))
+    assert agent_run["stop_reason"] == "answered"
+    (trace_id,) = agent_run["trace_ids"]  # in this home's store, not a global one
+    from forgeml.core.config import Settings
+    from forgeml.core.workspace import Workspace
+    from forgeml.tracking.traces import agent_traces
+
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
+    try:
+        assert agent_traces(workspace, trace_id)[0]["name"] == "invoke_agent"
+    finally:
+        workspace.close()

@@ -154,3 +154,28 @@ def test_approving_a_tool_the_agent_does_not_have_is_a_usage_error(
     assert (
         result.stderr == "error: --approve shell: the agent has no such tool (tools: calculator).\n"
     )
+
+
+def test_a_spec_whose_key_variable_is_unset_is_one_sentence_and_no_model_call(
+    agent_cli: Cli, chat_server: ChatServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FORGEML_TEST_NO_KEY", raising=False)
+    spec = write_spec(tmp_path, chat_server)
+    data = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    data["model"]["key_env"] = "FORGEML_TEST_NO_KEY"
+    spec.write_text(yaml.safe_dump(data), encoding="utf-8")
+
+    result = agent_cli("agent", "run", spec, "task")
+
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == (
+        "error: The environment variable FORGEML_TEST_NO_KEY holding the API key is not set.\n"
+    )
+    assert chat_server.requests == []
+
+
+def test_showing_a_run_that_was_never_saved_is_one_sentence_and_exit_1(cli: Cli) -> None:
+    result = cli("agent", "show", "nosuch")
+
+    assert (result.code, result.stdout) == (1, "")
+    assert result.stderr == "error: There is no saved agent run nosuch.\n"

@@ -144,3 +144,67 @@ def test_a_malformed_prompt_file_names_the_file_and_key(cli: Any, tmp_path: Path
 
     assert result.code == 1
     assert result.stderr == f"error: {path}: unknown key 'variables.0.kind'.\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "sentence"),
+    [
+        (("qa@v1",), 2, "error: prompts eval compares two or more different prompt versions."),
+        (("qa@v1", "qa@production"), 2, "error: prompts eval compares two or more different"),
+        (("qa@v1", "qa@v2"), 2, "error: The exact metric needs --expected-column."),
+        (
+            ("qa@v1", "qa@v2", "--expected-column", "expected"),
+            1,
+            "error: Row 1 has no column 'expected'.",
+        ),
+        (
+            ("qa@v1", "qa@v2", "--api-key-env", "FORGEML_TEST_NO_KEY"),
+            1,
+            "error: The environment variable FORGEML_TEST_NO_KEY holding the API key is not set.",
+        ),
+    ],
+)
+def test_eval_refuses_before_calling_the_model_with_one_sentence(
+    qa_home: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: tuple[str, ...],
+    code: int,
+    sentence: str,
+) -> None:
+    monkeypatch.delenv("FORGEML_TEST_NO_KEY", raising=False)
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"question": "What is 2+2?", "answer": "4"}\n', encoding="utf-8")
+    unreachable = "http://127.0.0.1:9/v1"
+
+    result: CliResult = qa_home(
+        "prompts", "eval", *args, "--data", data, "--model-url", unreachable, "--model", "m"
+    )
+
+    assert result.code == code
+    assert result.stderr.startswith(sentence)
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "extra", "code", "sentence"),
+    [
+        ({"question": "q"}, ("--var", "words=2"), 2, "error: Give variables with --var or with"),
+        (["q"], (), 1, "expected a mapping of variable names to values."),
+    ],
+)
+def test_render_refuses_two_sources_of_variables_or_a_file_that_is_not_a_mapping(
+    qa_home: Any,
+    tmp_path: Path,
+    content: Any,
+    extra: tuple[str, ...],
+    code: int,
+    sentence: str,
+) -> None:
+    path = _write(tmp_path, "vars.yaml", content)
+
+    result: CliResult = qa_home("prompts", "render", "qa", "--vars-file", path, *extra)
+
+    assert result.code == code
+    assert sentence in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

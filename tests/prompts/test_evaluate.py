@@ -4,6 +4,7 @@ through `ChatClient` over HTTP, and the run read back from MLflow and the store.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from forgeml.core.workspace import Workspace
 from forgeml.prompts import ChatClient, create_prompt, evaluate_prompts, parse_metric
 from forgeml.serve.generate import TextGenerator
 from forgeml.serve.protocols.openai import router
-from forgeml.tracking import get_run, open_client, read_json_artifact
+from forgeml.tracking import get_run, open_client
 from forgeml.train.models.tiny_gpt import TinyGPT
 from tests.prompts.conftest import chat_spec, text_spec
 from tests.serve._text_models import one_torch_thread  # noqa: F401  (an autouse fixture)
@@ -88,7 +89,7 @@ def test_eval_records_a_run_whose_metrics_are_the_scores_of_its_outputs(
     )
 
     run = get_run(workspace, result.run_id)
-    recorded = read_json_artifact(workspace, result.run_id, "prompt_eval.json")
+    recorded = recorded_eval(workspace, result.run_id)
     rescored = {
         "qa.v{}.contains".format(version["ref"][-1]): sum(
             metric.score(row["output"], row["expected"]) for row in version["rows"]
@@ -140,7 +141,7 @@ def test_the_judge_scores_each_row_by_its_recorded_judgement(
         workspace, two_versions, ROWS[:2], metric, client, expected_column="answer", max_tokens=8
     )
 
-    recorded = read_json_artifact(workspace, result.run_id, "prompt_eval.json")
+    recorded = recorded_eval(workspace, result.run_id)
     rows = [row for version in recorded["versions"] for row in version["rows"]]
     assert all(row["score"] == float(row["judgement"].lower().startswith("yes")) for row in rows)
     assert get_run(workspace, result.run_id).metrics == {
@@ -222,3 +223,10 @@ def _runs(workspace: Workspace) -> list[Any]:
     from forgeml.tracking import list_runs
 
     return list(list_runs(workspace))
+
+
+def recorded_eval(workspace: Workspace, run_id: str) -> Any:
+    """The run's prompt_eval.json artifact, as MLflow stored it."""
+    with tempfile.TemporaryDirectory() as scratch:
+        path = open_client(workspace).download_artifacts(run_id, "prompt_eval.json", scratch)
+        return json.loads(Path(path).read_text(encoding="utf-8"))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -73,3 +74,42 @@ def test_a_serialised_secret_in_a_tool_result_stays_inert_in_the_trace(
 def as_data(value: object) -> object:
     """A span's stored JSON text (MLflow hands some back parsed, some as text)."""
     return json.loads(value) if isinstance(value, str) else value
+
+
+@pytest.mark.parametrize("before", [None, "file:///elsewhere/mlruns"])
+def test_a_traced_run_leaves_mlflows_global_tracking_uri_as_it_found_it(
+    tracking_workspace: Workspace, before: str | None
+) -> None:
+    import mlflow
+    from mlflow.tracking._tracking_service import utils
+
+    tracer = MlflowTracer(tracking_workspace)
+    mlflow.set_tracking_uri(before)  # type: ignore[arg-type]
+    variable = os.environ.get("MLFLOW_TRACKING_URI")
+
+    state = run_loop(
+        ScriptedModel([text("done")]), ToolRegistry([]), new_state(), BUDGETS, tracer=tracer
+    )
+
+    assert (utils._tracking_uri, os.environ.get("MLFLOW_TRACKING_URI")) == (before, variable)
+    mlflow.set_tracking_uri(None)  # type: ignore[arg-type]
+    assert agent_traces(tracking_workspace, state.trace_ids[0])[0]["name"] == "invoke_agent"
+
+
+def test_a_trace_that_fails_to_start_leaves_the_global_tracking_uri_as_it_was(
+    tracking_workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mlflow.tracking._tracking_service import utils
+
+    tracer = MlflowTracer(tracking_workspace)
+    monkeypatch.setattr(tracer._client, "start_trace", _refuse)
+    before = utils._tracking_uri
+
+    with pytest.raises(RuntimeError, match="store down"):
+        tracer.start_span("invoke_agent", "AGENT", None, {})
+
+    assert utils._tracking_uri == before
+
+
+def _refuse(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("store down")

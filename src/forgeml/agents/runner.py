@@ -6,7 +6,6 @@ spec, so `resume_run` needs only its id and the approvals.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from forgeml.agents.state import RunState, StopReason, load_state, save_state
 from forgeml.agents.trace import Tracer
 from forgeml.core.errors import ForgemlError, NotFoundError
 from forgeml.core.ids import new_id
-from forgeml.prompts.client import ChatClient, ChatModel
+from forgeml.prompts.client import ChatClient, ChatModel, api_key_from_env
 
 __all__ = ["AgentStoppedError", "RunNotWaitingError", "resume_run", "start_run"]
 
@@ -125,7 +124,7 @@ def _drive(
 ) -> RunState:
     registry = build_registry(spec, context)
     if model is None:
-        key = os.environ.get(spec.model.key_env) if spec.model.key_env else None
+        key = api_key_from_env(spec.model.key_env)
         # one reply may not outlast the run's whole time budget
         timeout_s = min(_REPLY_TIMEOUT_S, spec.budgets.max_time_s)
         model = ChatClient(spec.model.url, spec.model.name, api_key=key, timeout_s=timeout_s)

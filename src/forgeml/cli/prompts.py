@@ -191,8 +191,9 @@ def eval_(
     expected_column: Annotated[
         str | None, typer.Option("--expected-column", help="Column of expected answers.")
     ] = None,
-    api_key: Annotated[
-        str | None, typer.Option("--api-key", envvar="FORGEML_MODEL_API_KEY", help="Its key.")
+    api_key_env: Annotated[
+        str | None,
+        typer.Option("--api-key-env", help="The environment variable holding the endpoint's key."),
     ] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="Longest reply.")] = 64,
     judge_model: Annotated[
@@ -202,9 +203,16 @@ def eval_(
     as_json: JsonFlag = False,
 ) -> None:
     """Score prompt versions over a dataset with a metric; record it as a tracked run."""
-    from forgeml.prompts import ChatClient, evaluate_prompts, load_rows, parse_metric
+    from forgeml.prompts import (
+        ChatClient,
+        api_key_from_env,
+        evaluate_prompts,
+        load_rows,
+        parse_metric,
+    )
 
     scoring = parse_metric(metric)
+    api_key = api_key_from_env(api_key_env)
     workspace = _workspace()
     rows, dataset = load_rows(workspace, data)
     client = ChatClient(model_url, model, api_key)

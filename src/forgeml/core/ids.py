@@ -15,6 +15,7 @@ from forgeml.core.errors import InvalidNameError, UsageError
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _VERSION = re.compile(r"^v(\d+)$")
 _DIGEST = re.compile(r"^[0-9a-f]{4,64}$")
+_ALIAS = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 def new_id() -> str:
@@ -49,6 +50,25 @@ def validate_name(name: str, kind: str = "name") -> str:
             "(start with a letter or digit, no '/' or '..', at most 128 characters)."
         )
     return name
+
+
+def validate_alias(alias: str, max_length: int = 128) -> str:
+    """Return `alias` if it can name a version (`NAME@ALIAS`), else raise `UsageError`.
+
+    `latest` and `vN` are refused: they already name versions, so an alias called so
+    would be shadowed.
+    """
+    if (
+        not _ALIAS.match(alias)
+        or len(alias) > max_length
+        or _VERSION.match(alias)
+        or alias.lower() == "latest"
+    ):
+        raise UsageError(
+            f"Invalid alias '{alias}': use letters, digits, '_' or '-', "
+            "and not 'latest' or v<number> (those already name versions)."
+        )
+    return alias
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from forgeml.prompts.client import ChatClient, ChatModel, ChatReply, ToolCall
+from forgeml.prompts.client import ChatClient, ChatModel, ChatReply, ToolCall, api_key_from_env
 
 if TYPE_CHECKING:
     from forgeml.prompts.evaluate import EvalResult, VersionScore, evaluate_prompts
@@ -64,6 +64,7 @@ __all__ = [
     "ToolCall",
     "Variable",
     "VersionScore",
+    "api_key_from_env",
     "compile_template",
     "create_prompt",
     "evaluate_prompts",

@@ -7,15 +7,16 @@ URL with a key; the tests drive forgeml's own served SmolLM2 through this same p
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from forgeml.core.errors import GeneratorError
+from forgeml.core.errors import ConfigError, GeneratorError
 
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["ChatClient", "ChatModel", "ChatReply", "ToolCall"]
+__all__ = ["ChatClient", "ChatModel", "ChatReply", "ToolCall", "api_key_from_env"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,23 @@ class ChatClient:
                 f"The language model at {self.base_url} could not be reached: {error.message}"
             ) from None
         return _reply(completion)
+
+
+def api_key_from_env(variable: str | None) -> str | None:
+    """The API key in environment variable `variable`; None when no variable is named.
+
+    A key is named by its variable everywhere (`--api-key-env`, a spec's `key_env`), never
+    written out, so it stays out of shell history, files and saved runs.
+
+    Raises:
+        ConfigError: the variable is named but not set.
+    """
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise ConfigError(f"The environment variable {variable} holding the API key is not set.")
+    return value
 
 
 def _message(error: openai.APIStatusError) -> str:

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from forgeml.core.configfile import parse_model
 from forgeml.core.errors import NotFoundError, UsageError
-from forgeml.core.ids import new_id, validate_name
+from forgeml.core.ids import new_id, validate_alias, validate_name
 from forgeml.core.store import PromptAliasRecord, PromptVersionRecord
 from forgeml.core.workspace import Workspace
 from forgeml.prompts.spec import CheckedPrompt, PromptSpec, Rendered, checked
@@ -137,11 +137,7 @@ def set_alias(workspace: Workspace, ref: str, alias: str) -> PromptVersion:
         UsageError: the alias is malformed, `latest` or looks like a version number.
         NotFoundError: `ref` names no version.
     """
-    if not _ALIAS.match(alias) or _VERSION.match(alias) or alias.lower() == "latest":
-        raise UsageError(
-            f"Invalid alias '{alias}': use letters, digits, '_' or '-', "
-            "and not 'latest' or v<number> (those already name versions)."
-        )
+    validate_alias(alias, max_length=128)  # prompt_aliases.alias
     with workspace.store.session() as session:
         record = _resolve(session, ref)
         row = session.get(PromptAliasRecord, (record.name, alias))

@@ -18,7 +18,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
 
 from forgeml.core.errors import ForgemlError, IntegrityError, NotFoundError, UsageError
-from forgeml.core.ids import new_id, validate_name
+from forgeml.core.ids import new_id, validate_alias, validate_name
 from forgeml.core.store import ModelVersionRecord
 from forgeml.core.workspace import Workspace
 from forgeml.tracking._bundle import check_bundle, extract_tar, write_tar
@@ -280,7 +280,7 @@ def promote(
     """
     if mode not in ("max", "min"):
         raise UsageError(f"Unknown promotion mode '{mode}': use max or min.")
-    _check_alias(alias)
+    validate_alias(alias, max_length=255)  # MLflow's alias column
     candidate = get_model_version(workspace, f"{name}@v{version}")
     aliases = model_aliases(workspace, name)
     holder = _pick(list_models(workspace, name), aliases[alias], name) if alias in aliases else None
@@ -319,14 +319,6 @@ def promote(
         forced,
         True,
     )
-
-
-def _check_alias(alias: str) -> None:
-    if not _ALIAS.match(alias) or _VERSION.match(alias) or alias.lower() == "latest":
-        raise UsageError(
-            f"Invalid alias '{alias}': use letters, digits, '_' or '-', "
-            "and not 'latest' or v<number> (those already name versions)."
-        )
 
 
 def _metric(record: ModelVersionRecord, metric: str) -> float | None:

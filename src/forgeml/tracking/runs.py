@@ -261,17 +261,6 @@ def log_json_artifact(handle: RunHandle, payload: Mapping[str, Any], artifact_fi
     handle.client.log_dict(handle.run_id, json_safe(dict(payload)), artifact_file)
 
 
-def read_json_artifact(workspace: Workspace, run_id: str, artifact_file: str) -> Any:
-    """The JSON file `artifact_file` of run `run_id`, as `log_json_artifact` stored it."""
-    import json
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as scratch:
-        path = open_client(workspace).download_artifacts(run_id, artifact_file, scratch)
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-
-
 def _terminal_status(status: RunStatus | str) -> RunStatus:
     terminal = [s.value for s in RunStatus if s is not RunStatus.RUNNING]
     if str(status) not in terminal:

@@ -6,14 +6,18 @@ is its MLflow side, over the client's imperative span API (`start_trace`, `start
 where MLflow's context-variable parent would be lost. Attribute names are OpenTelemetry
 GenAI's; inputs and outputs are stored as the JSON they are, never deserialised.
 
-MLflow's trace exporter writes to the process-wide tracking URI, not to a client's, so
-opening a tracer points that global URI at this workspace's store; ending a trace
-flushes the exporter's background queue, so the trace is in the store when a run returns.
+MLflow's trace exporter writes to the process-wide tracking URI, not to a client's: its
+tracer provider is built lazily at a trace's first span, with an exporter bound to the URI
+set then, and `mlflow.set_tracking_uri` rebuilds it on every change. So a trace points the
+global URI at this workspace's store from its root span's start until its end has flushed
+the exporter's background queue (the trace is in the store when a run returns), then puts
+the URI back as it was, so no later MLflow call in the process inherits this store.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,6 +32,17 @@ if TYPE_CHECKING:
 __all__ = ["AGENT_EXPERIMENT", "MlflowTracer", "SpanHandle", "agent_traces"]
 
 AGENT_EXPERIMENT = "forgeml-agents"
+
+
+_URI_VARIABLE = "MLFLOW_TRACKING_URI"
+
+
+@dataclass(frozen=True)
+class _GlobalUri:
+    """MLflow's process-wide tracking URI and the variable it mirrors (None: unset)."""
+
+    uri: str | None
+    variable: str | None
 
 
 @dataclass(frozen=True)
@@ -48,13 +63,11 @@ class MlflowTracer:
         Raises:
             TrackingUnavailableError: the tracking store cannot be opened.
         """
-        import mlflow
-
         with warnings.catch_warnings():
             # a span's start imports mlflow.pyfunc, whose type-hint inference warns about
             # its own `Any`s; import it here, once, so the warning is not raised mid-span
             warnings.filterwarnings("ignore", message=r".*type hint is inferred as AnyType")
-            import mlflow.pyfunc.context
+            import mlflow.pyfunc.context  # noqa: F401  (imported for its side effect)
 
         # "Flushing the async trace logging queue before program exit" on every exit
         logging.getLogger("mlflow.tracing.export.async_export_queue").setLevel(logging.WARNING)
@@ -62,7 +75,8 @@ class MlflowTracer:
         self.experiment_id = ensure_experiment(
             self._client, experiment, artifact_location(workspace.settings)
         )
-        mlflow.set_tracking_uri(tracking_uri(workspace.settings))
+        self._uri = tracking_uri(workspace.settings)
+        self._uri_before: dict[str, _GlobalUri] = {}  # open trace id -> what to put back
 
     def start_span(
         self,
@@ -74,13 +88,19 @@ class MlflowTracer:
     ) -> SpanHandle:
         """Open a span; with no parent, a new trace."""
         if parent is None:
-            span = self._client.start_trace(
-                name,
-                span_type=kind,
-                inputs=inputs,
-                attributes=attributes,
-                experiment_id=self.experiment_id,
-            )
+            before = _set_global_tracking_uri(self._uri)
+            try:
+                span = self._client.start_trace(
+                    name,
+                    span_type=kind,
+                    inputs=inputs,
+                    attributes=attributes,
+                    experiment_id=self.experiment_id,
+                )
+            except BaseException:
+                _restore_global_tracking_uri(before)
+                raise
+            self._uri_before[span.trace_id] = before
             return SpanHandle(span.trace_id, span.span_id, root=True)
         span = self._client.start_span(
             name,
@@ -107,14 +127,42 @@ class MlflowTracer:
         if span.root:
             import mlflow
 
-            self._client.end_trace(
-                span.trace_id, outputs=outputs, attributes=attributes, status=status
-            )
-            mlflow.flush_trace_async_logging()
+            try:
+                self._client.end_trace(
+                    span.trace_id, outputs=outputs, attributes=attributes, status=status
+                )
+                mlflow.flush_trace_async_logging()
+            finally:
+                _restore_global_tracking_uri(self._uri_before.pop(span.trace_id))
         else:
             self._client.end_span(
                 span.trace_id, span.span_id, outputs=outputs, attributes=attributes, status=status
             )
+
+
+def _set_global_tracking_uri(uri: str) -> _GlobalUri:
+    """Point MLflow's process-wide tracking URI at `uri`; returns what it was.
+
+    `mlflow.set_tracking_uri` also writes MLFLOW_TRACKING_URI, which forgeml's settings read,
+    so the variable is put back too. The old URI is read from MLflow's module state, not
+    `mlflow.get_tracking_uri()`, which resolves an unset URI to its default.
+    """
+    import mlflow
+    from mlflow.tracking._tracking_service import utils
+
+    before = _GlobalUri(utils._tracking_uri, os.environ.get(_URI_VARIABLE))
+    mlflow.set_tracking_uri(uri)
+    return before
+
+
+def _restore_global_tracking_uri(before: _GlobalUri) -> None:
+    import mlflow
+
+    mlflow.set_tracking_uri(before.uri)  # type: ignore[arg-type]  # None unsets it
+    if before.variable is None:
+        os.environ.pop(_URI_VARIABLE, None)
+    else:
+        os.environ[_URI_VARIABLE] = before.variable
 
 
 def agent_traces(workspace: Workspace, trace_id: str) -> list[dict[str, Any]]:
