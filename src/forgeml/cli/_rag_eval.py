@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -10,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from forgeml.cli._output import print_json, print_table, say
-from forgeml.core.errors import ConfigError, GateRejectedError, UsageError
+from forgeml.core.errors import GateRejectedError, UsageError
 
 if TYPE_CHECKING:
     from forgeml.rag.answer import Answer
@@ -120,15 +119,6 @@ def _say_eval(title: str, result: Evaluation, minimums: dict[str, float]) -> Non
         say(f"tuned dense weight {result.tuning.alpha:g} (nDCG@10 {result.tuning.ndcg:.4f})")
 
 
-def _api_key(variable: str | None) -> str | None:
-    if variable is None:
-        return None
-    value = os.environ.get(variable)
-    if not value:
-        raise ConfigError(f"The environment variable {variable} holding the API key is not set.")
-    return value
-
-
 def answer(
     ref: RefArg,
     question: Annotated[str, typer.Argument(help="What to ask.")],
@@ -145,18 +135,20 @@ def answer(
 ) -> None:
     """Answer from an index's passages, with citations checked verbatim (or say it cannot)."""
     from forgeml.core.workspace import open_workspace
-    from forgeml.prompts.client import ChatClient
+    from forgeml.prompts.client import ChatClient, api_key_from_env
     from forgeml.rag.answer import answer as answer_from
     from forgeml.rag.passages import passages_of
     from forgeml.rag.versions import open_index
 
+    # an unset key variable is refused before the embedder loads and the index is read
+    key = api_key_from_env(api_key_env)
     workspace = open_workspace()
     index = open_index(workspace, ref)
     try:
         passages = passages_of(index.search(question, k))
     finally:
         index.close()
-    client = ChatClient(model_url, model, _api_key(api_key_env))
+    client = ChatClient(model_url, model, key)
     result = answer_from(question, passages, client, max_tokens=max_tokens)
     record = _answer_record(ref, question, model, result, passages)
     with workspace.store.session() as session:
