@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forgeml.serve.structured import TokenConstraint
+from forgeml.serve.tokens import TokenConstraint
 
 
 @dataclass(frozen=True)

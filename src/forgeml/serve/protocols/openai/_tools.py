@@ -30,12 +30,8 @@ from forgeml.serve.protocols.openai._requests import (
     JsonSchemaResponseFormat,
     NamedToolChoice,
 )
-from forgeml.serve.structured import (
-    TokenConstraint,
-    json_object_constraint,
-    json_schema_constraint,
-)
-from forgeml.serve.tokens import LanguageGenerator
+from forgeml.serve.structured import json_object_constraint, json_schema_constraint
+from forgeml.serve.tokens import LanguageGenerator, TokenConstraint
 from forgeml.serve.tool_calls import (
     ParsedCall,
     calls_schema,
