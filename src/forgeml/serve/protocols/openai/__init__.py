@@ -30,6 +30,7 @@ as a server-sent event (`data: {...}`), ending with `data: [DONE]`.
 from __future__ import annotations
 
 import base64
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -72,6 +73,8 @@ __all__ = [
     "router",
 ]
 
+_log = logging.getLogger(__name__)
+
 
 class OpenAIModels(Protocol):
     """The models a server offers through the OpenAI routes."""
@@ -110,6 +113,14 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 def _event(body: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+def _error_event(error: Exception) -> bytes:
+    """The event reporting `error` once a stream's headers are sent, as OpenAI does."""
+    if isinstance(error, ForgemlError):
+        return _event(error_body(500, str(error)))
+    _log.exception("generation failed mid-stream", exc_info=error)  # a bug: keep its trace
+    return _event(error_body(500, "Internal server error; see the server log."))
 
 
 def _encode(vector: list[float], encoding_format: str) -> list[float] | str:
@@ -184,8 +195,8 @@ class _Call:
             options = self.request.stream_options
             if options is not None and options.include_usage:
                 yield _event({**chunk(0, None, None), "choices": [], "usage": _usage(*used)})
-        except ForgemlError as error:  # headers are sent: report in the stream, as OpenAI does
-            yield _event(error_body(500, str(error)))
+        except Exception as error:
+            yield _error_event(error)
         yield b"data: [DONE]\n\n"
 
 
@@ -353,6 +364,6 @@ async def _buffered_events(
         if options is not None and options.include_usage:
             used = _usage(generation.prompt_tokens, generation.completion_tokens)
             yield _event({**chunk({}, None), "choices": [], "usage": used})
-    except ForgemlError as error:  # headers are sent: report in the stream, as OpenAI does
-        yield _event(error_body(500, str(error)))
+    except Exception as error:
+        yield _error_event(error)
     yield b"data: [DONE]\n\n"
