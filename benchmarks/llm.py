@@ -106,9 +106,10 @@ def served(home: Path, questions: list[str], max_tokens: int, concurrency: int) 
     import uvicorn
 
     from forgeml.core.config import Settings
+    from forgeml.core.processes import free_port
     from forgeml.core.workspace import Workspace
     from forgeml.serve import ServeOptions, create_app
-    from forgeml.serve._supervisor import free_port, probe
+    from forgeml.serve._supervisor import probe
 
     workspace = Workspace(Settings(home=home, user="bench"))
     app = create_app(workspace, ["smollm2"], ServeOptions(max_batch_size=concurrency))
@@ -119,6 +120,8 @@ def served(home: Path, questions: list[str], max_tokens: int, concurrency: int) 
     thread.start()
     url = f"http://127.0.0.1:{port}"
     while not probe(url, timeout=5):
+        if not thread.is_alive():  # it failed to start (a taken port, a load error): no wait
+            raise SystemExit("The benchmark's server stopped before it was ready; see above.")
         time.sleep(0.1)
     ready_s = time.perf_counter() - started
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forgeml.serve.structured import TokenConstraint
+from forgeml.serve.tokens import TokenConstraint
 
 
 @dataclass(frozen=True)
@@ -24,15 +24,12 @@ class SmolLM2:
 
 @functools.cache
 def load_smollm2(bundle: Path) -> SmolLM2:
-    """The model and tokenizer of the imported bundle folder `bundle` (once per folder)."""
-    from transformers import AutoTokenizer
-
+    """The model and tokenizer of bundle folder `bundle`, loaded as serving does (once)."""
+    from forgeml.serve.generate_hf import HFGenerator
     from forgeml.train.recipe import load_bundle_model
 
-    tokenizer = AutoTokenizer.from_pretrained(str(bundle), local_files_only=True)
-    model = load_bundle_model(bundle)
-    model.eval()
-    return SmolLM2(model, tokenizer)
+    served = HFGenerator.from_bundle(bundle, load_bundle_model(bundle))
+    return SmolLM2(served.model, served.tokenizer)
 
 
 def chat_prompt(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 import torch
 
+from forgeml.core.errors import ServiceUnavailableError
 from forgeml.serve.generate_batch import BatchDecoder, Row
 from forgeml.serve.tokens import FinishReason, Sampler
 from tests.serve._text_models import one_torch_thread  # noqa: F401  (an autouse fixture)
@@ -123,3 +124,40 @@ def test_a_constraint_masks_its_rows_logits(decoder: BatchDecoder) -> None:
 def test_zero_max_tokens_ends_at_once(decoder: BatchDecoder) -> None:
     (outcome,) = _run(decoder, [PROMPTS[1]], [0])
     assert outcome.tokens == [] and outcome.reason == "length"
+
+
+class FailsOnThird:
+    def allowed(self, generated: Sequence[int]) -> Sequence[int] | None:
+        if len(generated) == 2:
+            raise ValueError("the parser broke")
+        return None
+
+
+def test_a_failing_constraint_ends_its_own_row_only(decoder: BatchDecoder) -> None:
+    (alone,) = _run(decoder, [PROMPTS[1]], [8])
+    failing, other = Outcome(), Outcome()
+    for prompt, constraint, outcome in (
+        (PROMPTS[0], FailsOnThird(), failing),
+        (PROMPTS[1], None, other),
+    ):
+        row = Row(
+            prompt,
+            8,
+            Sampler(0.0, 1.0, 0),
+            constraint,
+            frozenset(),
+            outcome.on_token,
+            outcome.on_end,
+        )
+        decoder.submit(row)
+    assert failing.done.wait(60) and other.done.wait(60)
+    assert isinstance(failing.error, ValueError) and failing.reason is None
+    assert len(failing.tokens) == 2
+    assert other.error is None and other.tokens == alone.tokens and other.reason == "length"
+
+
+def test_a_closed_decoder_refuses_new_rows(decoder: BatchDecoder) -> None:
+    _run(decoder, [PROMPTS[1]], [2])
+    decoder.close()
+    with pytest.raises(ServiceUnavailableError, match="decoder is closed"):
+        _run(decoder, [PROMPTS[1]], [2])

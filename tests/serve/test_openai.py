@@ -573,12 +573,19 @@ class BrokenLM(nn.Module):
 
     vocab_size = 256
 
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        raise ConfigError("the model broke")
+        raise self.error
 
 
 class BrokenModels:
-    """`OpenAIModels` with one language model, `BrokenLM`."""
+    """`OpenAIModels` with one language model, a `BrokenLM` raising `error`."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
 
     def names(self) -> list[str]:
         return [GPT]
@@ -587,18 +594,29 @@ class BrokenModels:
         raise UsageError(f"Model '{name}' is a language model, not a text encoder.")
 
     def generator(self, name: str) -> TextGenerator:
-        return TextGenerator(BrokenLM(), block_size=8)
+        return TextGenerator(BrokenLM(self.error), block_size=8)
 
 
-def test_an_error_after_the_stream_started_is_an_error_event_then_done() -> None:
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        (ConfigError("the model broke"), "the model broke"),
+        # a bug keeps its traceback in the log; the client gets no internals
+        (RuntimeError("index out of range"), "Internal server error; see the server log."),
+    ],
+    ids=["forgeml-error", "bug"],
+)
+def test_an_error_after_the_stream_started_is_an_error_event_then_done(
+    error: Exception, message: str
+) -> None:
     app = FastAPI()
-    app.include_router(router(BrokenModels()))
+    app.include_router(router(BrokenModels(error)))
     body = {"model": GPT, "prompt": PROMPT, "max_tokens": 4, "stream": True}
     with TestClient(app) as test_client:
         response = test_client.post("/v1/completions", json=body)
     assert response.status_code == 200
     events = [line.removeprefix("data: ") for line in response.text.splitlines() if line]
     assert json.loads(events[-2]) == {
-        "error": {"message": "the model broke", "type": "server_error", "param": None, "code": None}
+        "error": {"message": message, "type": "server_error", "param": None, "code": None}
     }
     assert events[-1] == "[DONE]"

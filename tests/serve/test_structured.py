@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import gc
 import json
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +84,33 @@ def test_tokenizer_data_is_built_once_per_tokenizer(smollm2: SmolLM2) -> None:
     assert len(first.regular_tokens) == len(smollm2.tokenizer) - len(
         set(smollm2.tokenizer.all_special_ids)
     )
+
+
+class _CharTokenizer:
+    """A five-token vocabulary, one character each; token 0 is EOS."""
+
+    def __init__(self) -> None:
+        self.all_special_ids = [0]
+        self.eos_token_id = 0
+
+    def __len__(self) -> int:
+        return 5
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return ["x0ab{".index(char) for char in text]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join("x0ab{"[i] for i in ids)
+
+
+def test_tokenizer_data_goes_with_its_tokenizer() -> None:
+    tokenizer = _CharTokenizer()
+    gone = weakref.ref(tokenizer)
+    data = tokenizer_data(tokenizer)
+    assert data.decoder([1, 4]) == "0{"
+    del tokenizer, data
+    gc.collect()
+    assert gone() is None  # a replaced model's tokenizer is not kept by its cached data
 
 
 def test_constraint_allows_only_json_openers_first(smollm2: SmolLM2) -> None:

@@ -9,9 +9,9 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
-from forgeml.core.errors import InvalidDataError, NotFoundError
+from forgeml.core.errors import ForgemlError, InvalidDataError, NotFoundError
 from forgeml.serve.protocols.openai._requests import ChatCompletionRequest
-from forgeml.serve.protocols.openai._tools import plan_chat
+from forgeml.serve.protocols.openai._tools import ChatPlan, plan_chat
 from forgeml.serve.structured import json_schema_constraint
 from forgeml.serve.tool_calls import calls_schema, parse_tool_calls
 from forgeml.serve.tool_prompt import render_chat
@@ -159,6 +159,16 @@ def test_auto_mode_returns_an_off_schema_call_as_text(smollm2: SmolLM2) -> None:
     good = 'Sure.<tool_call>{"name": "get_time", "arguments": {"zone": "UTC"}}</tool_call>'
     message, reason = plan.reply(good, "stop")
     assert reason == "tool_calls" and message["content"] == "Sure."
+
+
+@pytest.mark.parametrize("mode", ["required", "named"])
+def test_a_finished_constrained_call_that_does_not_parse_is_a_server_bug(mode: str) -> None:
+    plan = ChatPlan("", None, mode, TOOLS, _ids())
+    with pytest.raises(RuntimeError, match="constrained tool-call reply does not parse") as caught:
+        plan.reply('[{"name": "rm_rf", "arguments": {}}]', "stop")
+    assert not isinstance(caught.value, ForgemlError)  # not a 4xx: the request was fine
+    message, reason = plan.reply('[{"name": "get_time", "arguments": {"zone": "U', "length")
+    assert reason == "length" and message["content"].startswith('[{"name"')
 
 
 def test_tool_turns_render_back_into_the_prompt(smollm2: SmolLM2) -> None:

@@ -56,12 +56,15 @@ class Echo:
 
     def __init__(self) -> None:
         self.chat_stops: list[str] = []
+        self.settings: tuple[object, ...] = ()
 
     def chat_prompt(self, messages: object) -> str:
         return "prompt"
 
     def stream(self, prompt: str, max_tokens: int, *args: object, **kwargs: object) -> object:
         from forgeml.serve.generate_hf import HFGeneration
+
+        self.settings = (prompt, max_tokens, args, kwargs)
 
         class Chars:
             def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
@@ -89,3 +92,10 @@ def test_a_metered_generation_reports_its_times_and_tokens_once() -> None:
     assert 'gen_ai_server_time_per_output_token_seconds_sum{model="m"} 0.25' in text
     assert 'gen_ai_client_token_usage_sum{gen_ai_token_type="input",model="m"} 3.0' in text
     assert 'gen_ai_server_time_to_first_token_seconds_count{model="m"} 1.0' in text
+
+
+def test_a_metered_generator_passes_every_setting_through() -> None:
+    echo = Echo()
+    metered = MeteredGenerator(echo, lambda stream: None)  # type: ignore[arg-type]
+    "".join(metered.stream("abc", 3, 0.5, top_p=0.9, stop=["x"], seed=7))
+    assert echo.settings == ("abc", 3, (0.5,), {"top_p": 0.9, "stop": ["x"], "seed": 7})

@@ -28,6 +28,7 @@ from forgeml.serve.tokens import (
     TokenConstraint,
     check_sampling,
 )
+from forgeml.serve.tool_prompt import render_chat
 
 __all__ = ["HFGeneration", "HFGenerator"]
 
@@ -134,13 +135,7 @@ class HFGenerator:
         Raises:
             ConfigError: the tokenizer has no chat template.
         """
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise ConfigError("This model's tokenizer has no chat template; use /v1/completions.")
-        turns = [dict(message) for message in messages]
-        text: str = self.tokenizer.apply_chat_template(
-            turns, tokenize=False, add_generation_prompt=True
-        )
-        return text
+        return render_chat(self.tokenizer, [dict(message) for message in messages], None)
 
     def encode(self, prompt: str) -> list[int]:
         """The prompt's token ids (special tokens written in it are recognised, none added)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +49,6 @@ class LoadedModel:
     description: dict[str, Any]
     module: nn.Module | None = None  # the torch module language models generate with
     generator: LanguageGenerator | None = None  # a language model's text generator
-    cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def outputs(self) -> list[InputField]:

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from forgeml.core.errors import ConfigError
+from forgeml.serve.tokens import TokenConstraint
 
 if TYPE_CHECKING:
     from lmformatenforcer import TokenEnforcer, TokenEnforcerTokenizerData
 
 __all__ = [
-    "TokenConstraint",
     "check_schema",
     "json_object_constraint",
     "json_schema_constraint",
@@ -69,14 +69,6 @@ _LOCAL_REFS = ("#/$defs/", "#/definitions/")
 # whitespace in a row (between tokens and inside strings alike): the enforcer's default, 12,
 # let a small model pad every token with blank lines until max_tokens cut the JSON short
 MAX_CONSECUTIVE_WHITESPACE = 2
-
-
-class TokenConstraint(Protocol):
-    """Which token ids one request may generate next."""
-
-    def allowed(self, generated: Sequence[int]) -> Sequence[int] | None:
-        """Token ids allowed after `generated` (this request's ids so far); None = any."""
-        ...
 
 
 def _walk(schema: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -151,9 +143,13 @@ def _build_tokenizer_data(tokenizer: Any) -> TokenEnforcerTokenizerData:
         alone = tokenizer.decode([token])
         regular.append((token, after_zero, len(after_zero) > len(alone)))
 
+    # the data is the value of a weak mapping keyed by the tokenizer: a strong reference
+    # back to it would keep both alive after the model version that owned them is gone
+    owner: Callable[[], Any] = weakref.ref(tokenizer)
+
     def decode(tokens: list[int]) -> str:
         # a partial UTF-8 sequence decodes to U+FFFD until its last byte arrives
-        return str(tokenizer.decode(tokens)).rstrip("\ufffd")
+        return str(owner().decode(tokens)).rstrip("\ufffd")
 
     return TokenEnforcerTokenizerData(
         regular, decode, tokenizer.eos_token_id, False, len(tokenizer)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from forgeml.core.errors import ConfigError
 
@@ -231,19 +231,8 @@ class MeteredGenerator:
         """The wrapped generator's chat prompt."""
         return self.generator.chat_prompt(messages)
 
-    def stream(
-        self,
-        prompt: str,
-        max_tokens: int,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        stop: list[str] | None = None,
-        seed: int | None = None,
-        constraint: TokenConstraint | None = None,
-    ) -> GenerationStream:
-        """The wrapped generator's stream, reported to `report` once it ends."""
-        stream = self.generator.stream(
-            prompt, max_tokens, temperature, top_p, stop, seed, constraint
-        )
+    def stream(self, prompt: str, *args: Any, **kwargs: Any) -> GenerationStream:
+        """The wrapped generator's stream (same arguments), reported to `report` once it ends."""
+        stream = self.generator.stream(prompt, *args, **kwargs)
         metered: GenerationStream = _Metered(stream, self.report)  # type: ignore[assignment]
         return metered

@@ -115,7 +115,7 @@ def render_chat(
         ConfigError: the tokenizer has no chat template.
     """
     if not getattr(tokenizer, "chat_template", None):
-        raise ConfigError("The model's tokenizer has no chat template to render messages with.")
+        raise ConfigError("The model's tokenizer has no chat template; use /v1/completions.")
     if tools and template_takes_tools(tokenizer):
         rendered = tokenizer.apply_chat_template(
             _template_messages(messages), tools=tools, tokenize=False, add_generation_prompt=True

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,10 +112,11 @@ def write_gguf_bundle(source: GgufSource, bundle_dir: Path) -> dict[str, Any]:
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
-    except (ValueError, KeyError, OSError, RuntimeError) as error:
+    # struct.error: the gguf reader unpacking a file cut short
+    except (ValueError, KeyError, OSError, RuntimeError, struct.error) as error:
+        reason = str(error).splitlines()[0].rstrip(".") if str(error) else type(error).__name__
         raise InvalidDataError(
-            f"transformers cannot load {source.path.name} as a causal language model: "
-            f"{str(error).splitlines()[0] if str(error) else type(error).__name__}."
+            f"transformers cannot load {source.path.name} as a causal language model: {reason}."
         ) from None
     bundle_dir.mkdir(parents=True, exist_ok=True)
     config = {k: v for k, v in model.config.to_dict().items() if k not in _DROPPED_CONFIG}

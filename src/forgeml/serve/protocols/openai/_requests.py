@@ -114,12 +114,6 @@ class FunctionDefinition(BaseModel):
     parameters: JsonSchema | None = None
     strict: bool | None = None
 
-    def parameters_schema(self) -> dict[str, Any]:
-        """`parameters`, or OpenAI's meaning of none: an empty parameter list."""
-        if self.parameters is None:
-            return {"type": "object", "properties": {}}
-        return self.parameters
-
 
 class Tool(BaseModel):
     """An entry of `tools` (OpenAI offers only functions)."""

@@ -10,7 +10,8 @@ With "auto" the model may write `<tool_call>` blocks of its own accord; a block 
 not parse or is off its tool's schema is returned as content rather than failing the
 request (as vLLM's Hermes parser does). Under "required" or a named function the reply is
 constrained, so it always parses unless `max_tokens` cut it short (finish "length", and
-the partial text as content).
+the partial text as content); one that finishes and still does not parse is a bug
+(a RuntimeError: 500, logged), not the request's fault.
 
 `plan_for(generator, body)` is the routes' entry: a Hugging Face model (one with a
 `tokenizer`) is planned as above; a byte-level model has no tokenizer to constrain or to
@@ -30,12 +31,8 @@ from forgeml.serve.protocols.openai._requests import (
     JsonSchemaResponseFormat,
     NamedToolChoice,
 )
-from forgeml.serve.structured import (
-    TokenConstraint,
-    json_object_constraint,
-    json_schema_constraint,
-)
-from forgeml.serve.tokens import LanguageGenerator
+from forgeml.serve.structured import json_object_constraint, json_schema_constraint
+from forgeml.serve.tokens import LanguageGenerator, TokenConstraint
 from forgeml.serve.tool_calls import (
     ParsedCall,
     calls_schema,
@@ -70,12 +67,18 @@ class ChatPlan:
         """The choice's `message` and `finish_reason` for the generated `text`.
 
         Raises:
-            InvalidDataError: a constrained tool-call reply that finished yet does not
-                parse (a bug in decoding rather than the model's choice).
+            RuntimeError: a constrained tool-call reply that finished yet does not parse:
+                a bug in decoding rather than the request's or the model's fault, so the
+                server answers 500 and logs it.
         """
         calls: list[ParsedCall] = []
         if self.tool_mode in ("required", "named") and finish_reason != "length":
-            calls = parse_tool_calls(text, self.tools, self.new_id)
+            try:
+                calls = parse_tool_calls(text, self.tools, self.new_id)
+            except InvalidDataError as error:
+                raise RuntimeError(
+                    f"A constrained tool-call reply does not parse: {error}"
+                ) from error
         elif self.tool_mode == "auto" and "<tool_call>" in text:
             try:
                 calls = parse_tool_calls(text, self.tools, self.new_id)
