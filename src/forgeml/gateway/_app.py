@@ -2,8 +2,9 @@
 
 `POST /v2/models/{deployment}/infer` (and the rest of KServe v2 under it),
 `POST /v1/models/{deployment}:predict`, and OpenAI's `/v1/completions`,
-`/v1/chat/completions`, `/v1/embeddings` (the deployment is the body's `model`) are forwarded
-unchanged to a replica; `/v1/models` lists the deployments the key may call.
+`/v1/chat/completions`, `/v1/embeddings` and RAG's `/v1/rag/{index}/query|answer` (the
+deployment is the body's `model`) are forwarded unchanged to a replica; `/v1/models` lists
+the deployments the key may call.
 """
 
 from __future__ import annotations
@@ -144,4 +145,12 @@ def _add_routes(app: FastAPI, gateway: Gateway) -> None:
     @app.post("/v1/chat/completions")
     @app.post("/v1/embeddings")
     async def openai(request: Request, key: VerifiedKey = authenticated) -> Response:
+        return await gateway.handle(request, key, model_in_body)
+
+    @app.post("/v1/rag/{index}/{action}")
+    async def rag(
+        request: Request, index: str, action: str, key: VerifiedKey = authenticated
+    ) -> Response:
+        if action not in ("query", "answer"):
+            raise NotFoundError(f"No route {request.url.path}: use /v1/rag/INDEX/query or answer.")
         return await gateway.handle(request, key, model_in_body)

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from forgeml.core.errors import ForgemlError
-from forgeml.gateway._responses import MODEL_IN_BODY_PATHS, error_response
+from forgeml.gateway._responses import error_response, model_in_body_path
 from forgeml.gateway._service import Gateway, model_in_body
 
 # a deployment name from the path, or a function reading it from the body (OpenAI routes)
@@ -51,7 +51,7 @@ class ForwardLane:
         if scope["type"] != "http" or scope["method"] != "POST":
             return None
         path: str = scope["path"]
-        if path in MODEL_IN_BODY_PATHS:
+        if model_in_body_path(path):
             return model_in_body
         if path.startswith("/v2/models/"):  # /v2/models/{deployment}/{rest:path}
             name, slash, _ = path[len("/v2/models/") :].partition("/")

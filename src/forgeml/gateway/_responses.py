@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -14,6 +15,8 @@ from forgeml.gateway._limits import retry_after_header
 # the OpenAI routes whose body's `model` names the deployment, and all of OpenAI's routes
 MODEL_IN_BODY_PATHS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/embeddings"})
 OPENAI_PATHS = MODEL_IN_BODY_PATHS | {"/v1/models"}
+# forgeml's RAG routes (`forgeml serve --rag`): the body's `model` names the deployment too
+RAG_PATH = re.compile(r"/v1/rag/[^/]+/(?:query|answer)")
 # series whose metric children are kept at hand (bounded: key prefixes come from callers)
 _MAX_CACHED_SERIES = 4096
 # the key_prefix label of requests refused for want of a valid key (real prefixes are hex)
@@ -23,6 +26,11 @@ _OPENAI_TYPES = {
     403: "permission_error",
     429: "rate_limit_error",
 }
+
+
+def model_in_body_path(path: str) -> bool:
+    """Whether a POST to `path` names its deployment in the body's `model`."""
+    return path in MODEL_IN_BODY_PATHS or RAG_PATH.fullmatch(path) is not None
 
 
 def error_response(path: str, error: ForgemlError) -> JSONResponse:
