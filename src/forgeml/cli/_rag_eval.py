@@ -12,8 +12,6 @@ from forgeml.cli._output import print_json, print_table, say
 from forgeml.core.errors import GateRejectedError, UsageError
 
 if TYPE_CHECKING:
-    from forgeml.rag.answer import Answer
-    from forgeml.rag.citations import Passage
     from forgeml.rag.evaluation import Evaluation
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
@@ -137,7 +135,7 @@ def answer(
     from forgeml.core.workspace import open_workspace
     from forgeml.prompts.client import ChatClient, api_key_from_env
     from forgeml.rag.answer import answer as answer_from
-    from forgeml.rag.passages import passages_of
+    from forgeml.rag.passages import answer_record, passages_of
     from forgeml.rag.versions import open_index
 
     # an unset key variable is refused before the embedder loads and the index is read
@@ -150,7 +148,7 @@ def answer(
         index.close()
     client = ChatClient(model_url, model, key)
     result = answer_from(question, passages, client, max_tokens=max_tokens)
-    record = _answer_record(ref, question, model, result, passages)
+    record = answer_record(ref, question, model, result, passages)
     with workspace.store.session() as session:
         payload = {key: record[key] for key in ("question", "supported", "prompt_ref", "model")}
         payload["chunks"] = [c["chunk_id"] for c in record["citations"]]
@@ -165,23 +163,3 @@ def answer(
         number, source, quote = escape(f"[{c['n']}]"), escape(c["source"]), escape(c["quote"])
         say(f'{number} {c["chunk_id"]} {source}: "{quote}"')
     say(f"[dim]prompt {result.prompt_ref}, model {record['model']}[/dim]")
-
-
-def _answer_record(
-    ref: str, question: str, model: str, result: Answer, passages: list[Passage]
-) -> dict[str, Any]:
-    by_id = {passage.chunk_id: passage for passage in passages}
-    return {
-        "ref": ref,
-        "question": question,
-        "answer": result.text,
-        "supported": result.supported,
-        "refused_reason": result.refused_reason,
-        "citations": [
-            {"n": c.n, "chunk_id": c.chunk_id, "source": by_id[c.chunk_id].source, "quote": c.quote}
-            for c in result.citations
-        ],
-        "prompt_ref": result.prompt_ref,
-        "model": result.model or model,
-        "usage": result.usage.__dict__,
-    }

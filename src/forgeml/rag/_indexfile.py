@@ -52,7 +52,11 @@ class IndexFile:
             self.db = sqlite3.connect(path, isolation_level=None)
             self.db.executescript(_SCHEMA)
         else:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+            # a server opens a snapshot once and searches it from its worker threads, one
+            # at a time (`rag.serving` holds a lock); the file itself never changes
+            self.db = sqlite3.connect(
+                f"file:{path}?mode=ro&immutable=1", uri=True, check_same_thread=False
+            )
         self._live: int | None = None
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from forgeml.core.errors import InvalidDataError
 from forgeml.prompts.client import ChatModel
 from forgeml.rag._reply import read_reply
+from forgeml.rag.answer_prompts import show_passages
 from forgeml.rag.citations import MARKER, Citation, DroppedCitation, Passage, verify
 
 __all__ = [
@@ -101,11 +102,7 @@ class BuiltinAnswerPrompt:
         return turns
 
     def _ask(self, question: str, passages: list[Passage]) -> str:
-        shown = "\n\n".join(
-            f"[{n}] ({passage.source}) {passage.text}"
-            for n, passage in enumerate(passages, start=1)
-        )
-        return self.user.format(passages=shown, question=question)
+        return self.user.format(passages=show_passages(passages), question=question)
 
 
 _EXAMPLE_PASSAGES = [

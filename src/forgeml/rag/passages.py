@@ -1,4 +1,5 @@
-"""Hits as the other layers want them: `Passage`s for `rag.answer`, dicts for `rag_search`.
+"""Hits and answers as the other layers want them: `Passage`s for `rag.answer`, dicts for
+`rag_search`, and the one JSON shape of an answer (`rag answer --json`, the HTTP route).
 
 `index_search` gives the agents' `rag_search` tool a `Search` over an index version: each
 call opens the snapshot read-only and closes it again, so tool calls running in parallel
@@ -15,8 +16,9 @@ from forgeml.rag.types import Hit
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
+    from forgeml.rag.answer import Answer
 
-__all__ = ["hit_record", "index_search", "passages_of"]
+__all__ = ["answer_record", "hit_record", "index_search", "passages_of"]
 
 
 def passages_of(hits: Sequence[Hit]) -> list[Passage]:
@@ -32,6 +34,28 @@ def hit_record(hit: Hit) -> dict[str, Any]:
         "section": hit.metadata.get("section", ""),
         "score": round(hit.score, 6),
         "text": hit.text,
+    }
+
+
+def answer_record(
+    ref: str, question: str, model: str, result: Answer, passages: list[Passage]
+) -> dict[str, Any]:
+    """An answer as JSON-able data: its text, each citation's chunk id, source and quote,
+    whether it is supported (and why not), the prompt@version and model that wrote it."""
+    by_id = {passage.chunk_id: passage for passage in passages}
+    return {
+        "ref": ref,
+        "question": question,
+        "answer": result.text,
+        "supported": result.supported,
+        "refused_reason": result.refused_reason,
+        "citations": [
+            {"n": c.n, "chunk_id": c.chunk_id, "source": by_id[c.chunk_id].source, "quote": c.quote}
+            for c in result.citations
+        ],
+        "prompt_ref": result.prompt_ref,
+        "model": result.model or model,
+        "usage": result.usage.__dict__,
     }
 
 

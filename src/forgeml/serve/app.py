@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -50,13 +50,20 @@ def create_app(workspace: Workspace, refs: list[str], options: ServeOptions) -> 
     return build_app(ModelRepository(workspace, refs, options))
 
 
-def build_app(repository: ModelRepository, fast_lane: bool = True) -> FastAPI:
+def build_app(
+    repository: ModelRepository,
+    fast_lane: bool = True,
+    extra_routers: Sequence[APIRouter] = (),
+) -> FastAPI:
     """The app over `repository`; models not yet loaded load when the app starts.
 
     Args:
         repository: the models to serve.
         fast_lane: answer `:predict` and v2 `infer` in `FastLane`, not through FastAPI's
             routing (the same answers, faster); False only to compare the two.
+        extra_routers: routes a layer above serving adds (`forgeml serve --rag` adds
+            RAG's); they get the app's error handlers and body limit, and the fast lane
+            passes them by.
     """
     from forgeml import __version__
     from forgeml.serve.protocols import feedback, kserve_v2, openai, predict
@@ -82,6 +89,8 @@ def build_app(repository: ModelRepository, fast_lane: bool = True) -> FastAPI:
     app.include_router(predict.router(repository))
     app.include_router(openai.router(repository))
     app.include_router(feedback.router(repository))
+    for extra in extra_routers:
+        app.include_router(extra)
 
     @app.get("/metrics", tags=["metrics"])
     async def metrics() -> Response:
