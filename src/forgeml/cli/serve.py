@@ -8,19 +8,28 @@ import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from forgeml.core.errors import UsageError
+from forgeml.rag.options import RagServeOptions
 from forgeml.serve.options import RuntimeName, ServeOptions
 
+if TYPE_CHECKING:
+    from forgeml.cli._serve_rag import RagServing
+
 _FIELDS = ServeOptions.model_fields
+_RAG_FIELDS = RagServeOptions.model_fields
 _FLAGS = {"intra_op_threads": "threads", "reload_interval_s": "reload_interval"}
 
 
 def _help(name: str) -> str:
     return _FIELDS[name].description or ""  # one source of truth: the option's own field
+
+
+def _rag_help(name: str) -> str:
+    return _RAG_FIELDS[name].description or ""
 
 
 def serve(
@@ -58,6 +67,18 @@ def serve(
     feedback_window: Annotated[int, typer.Option(help=_help("feedback_window"))] = _FIELDS[
         "feedback_window"
     ].default,
+    rag: Annotated[
+        list[str] | None, typer.Option("--rag", metavar="INDEX", help=_rag_help("rag"))
+    ] = None,
+    rag_generator: Annotated[
+        str | None, typer.Option(metavar="URL", help=_rag_help("rag_generator"))
+    ] = None,
+    rag_generator_model: Annotated[
+        str | None, typer.Option(help=_rag_help("rag_generator_model"))
+    ] = None,
+    rag_generator_key_env: Annotated[
+        str | None, typer.Option(help=_rag_help("rag_generator_key_env"))
+    ] = None,
 ) -> None:
     """Serve models over HTTP until SIGTERM/Ctrl-C; ready when /v2/health/ready answers 200."""
     from pydantic import ValidationError
@@ -84,11 +105,31 @@ def serve(
         field = str(first["loc"][0])
         flag = "--" + _FLAGS.get(field, field).replace("_", "-")
         raise UsageError(f"Invalid {flag}: {first['msg']}.") from None
-    listener = _bind(host, port)
+    rag_options = RagServeOptions(
+        rag=rag or [],
+        rag_generator=rag_generator,
+        rag_generator_model=rag_generator_model,
+        rag_generator_key_env=rag_generator_key_env,
+    )
+    rag_serving = _open_rag(rag_options)  # a bad index fails here, before the port opens
     try:
-        _run(refs, options, listener)
+        listener = _bind(host, port)
+        try:
+            _run(refs, options, listener, rag_serving)
+        finally:
+            listener.close()
     finally:
-        listener.close()
+        if rag_serving is not None:
+            rag_serving.close()
+
+
+def _open_rag(options: RagServeOptions) -> RagServing | None:
+    if not any(options.model_dump().values()):
+        return None
+    from forgeml.cli._serve_rag import open_rag
+    from forgeml.core.workspace import open_workspace
+
+    return open_rag(open_workspace(), options)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -119,7 +160,12 @@ def _server_class() -> type:
     return Server
 
 
-def _run(refs: list[str], options: ServeOptions, listener: socket.socket) -> None:
+def _run(
+    refs: list[str],
+    options: ServeOptions,
+    listener: socket.socket,
+    rag_serving: RagServing | None = None,
+) -> None:
     import uvicorn
 
     from forgeml.core.workspace import open_workspace
@@ -139,8 +185,13 @@ def _run(refs: list[str], options: ServeOptions, listener: socket.socket) -> Non
         "forgeml serve: %s on http://%s:%d (%s runtime, batch <= %d, wait %g ms)",
         served, host, port, options.runtime, options.max_batch_size, options.max_wait_ms,
     )  # fmt: skip
+    extra_routers = []
+    if rag_serving is not None:
+        extra_routers.append(rag_serving.router(repository, host, port))
+        rag_serving.warm()
+    app = build_app(repository, extra_routers=extra_routers)
     config = uvicorn.Config(
-        build_app(repository), log_config=None, access_log=False, timeout_graceful_shutdown=10,
+        app, log_config=None, access_log=False, timeout_graceful_shutdown=10,
         http=CoalescingHttpProtocol,
     )  # fmt: skip
     _server_class()(config).run(sockets=[listener])

@@ -27,3 +27,24 @@ class IndexOptions(BaseModel):
         if not self.hnsw:
             return DenseConfig()
         return DenseConfig("hnsw", m=self.hnsw_m, ef_search=self.ef_search)
+
+
+class RagServeOptions(BaseModel):
+    """What `forgeml serve --rag` serves, and who writes its answers (the CLI's help)."""
+
+    rag: list[str] = Field(
+        default_factory=list,
+        description="Serve this RAG index (NAME or NAME@vN) on /v1/rag/NAME/query and "
+        "/v1/rag/NAME/answer; repeatable.",
+    )
+    rag_generator: str | None = Field(
+        None,
+        description="An OpenAI-compatible base URL that writes RAG answers "
+        "(default: this server's own OpenAI routes).",
+    )
+    rag_generator_model: str | None = Field(
+        None, description="The model name at --rag-generator (default: the request's model)."
+    )
+    rag_generator_key_env: str | None = Field(
+        None, description="The environment variable holding --rag-generator's API key."
+    )
