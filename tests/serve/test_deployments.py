@@ -490,6 +490,24 @@ def test_the_primaries_and_canaries_log_to_the_shared_log_but_not_the_shadow() -
     assert "--log-sample-rate" not in server_args("dep", unlogged, "a@v2", "primary")
 
 
+def test_every_replica_serves_the_rag_indexes_the_spec_names() -> None:
+    from forgeml.serve.deployments._control import server_args
+
+    spec = deployments.DeploymentSpec(
+        model="a@v2",
+        model_ref="a",
+        canary=deployments.CanarySpec(model="b@v1", weight=10, replicas=1),
+        rag=["std@v1", "faq@v3"],
+    )
+    for role, model in spec.plan():
+        assert server_args("dep", spec, model, role)[-4:] == ["--rag", "std@v1", "--rag", "faq@v3"]
+    # a spec stored before `rag` existed reads back as serving none, and equal to a new one
+    stored = spec.model_dump(exclude={"rag", "canary"})
+    assert deployments.DeploymentSpec.model_validate(stored) == spec.model_copy(
+        update={"rag": [], "canary": None}
+    )
+
+
 def test_a_replica_environment_matches_on_where_it_records_and_what_it_imports(
     tmp_path: Path,
 ) -> None:

@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from forgeml.cli._output import print_json, print_table, say, when
+from forgeml.core.errors import UsageError
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -57,6 +58,21 @@ def _workspace() -> Workspace:
     from forgeml.core.workspace import open_workspace
 
     return open_workspace()
+
+
+def _rag_versions(workspace: Workspace, refs: list[str]) -> list[str]:
+    """Each `--rag` reference as the NAME@vN it names now: every replica serves that one."""
+    if not refs:
+        return []
+    from forgeml.rag.versions import resolve
+
+    with workspace.store.session() as session:
+        versions = [resolve(session, ref) for ref in refs]
+    names = [version.index.name for version in versions]
+    if len(set(names)) < len(names):
+        twice = next(name for name in names if names.count(name) > 1)
+        raise UsageError(f"Index '{twice}' is given twice; serve each index once.")
+    return [version.ref for version in versions]
 
 
 def _report(deployment: Deployment, as_json: bool) -> None:
@@ -125,6 +141,12 @@ def create(
     target_p99_ms: Annotated[
         float | None, typer.Option(help="Autoscale on p99 latency per replica, in ms.")
     ] = None,
+    rag: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rag", metavar="INDEX", help="Serve this RAG index (NAME or NAME@vN); repeatable."
+        ),
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Restart even if NAME already runs this spec.")
     ] = False,
@@ -135,8 +157,9 @@ def create(
     """Start replicas of MODEL_REF as deployment NAME, wait until ready, record them."""
     from forgeml.serve.deployments import deploy
 
+    workspace = _workspace()
     deployment = deploy(
-        _workspace(),
+        workspace,
         name,
         model_ref,
         replicas=replicas,
@@ -153,6 +176,7 @@ def create(
         max_replicas=max_replicas,
         target_inflight=target_inflight,
         target_p99_ms=target_p99_ms,
+        rag=_rag_versions(workspace, rag or []),
         force=force,
         ready_timeout=timeout,
         drain_seconds=drain,

@@ -49,6 +49,7 @@ def deploy(
     max_replicas: int | None = None,
     target_inflight: float | None = None,
     target_p99_ms: float | None = None,
+    rag: list[str] | None = None,
     force: bool = False,
     ready_timeout: float = 120.0,
     drain_seconds: float = 5.0,
@@ -76,6 +77,8 @@ def deploy(
         max_replicas: The most primary replicas the autoscaler runs.
         target_inflight: Requests in flight per replica to aim at (default 4).
         target_p99_ms: Or the p99 latency each replica should stay under.
+        rag: RAG index versions every replica serves (`forgeml serve --rag`); give
+            NAME@vN (the CLI resolves NAME), so every replica serves the same version.
         force: Restart every replica, even if `name` already runs exactly this spec.
         ready_timeout: Seconds the new replicas have to answer `/v2/health/ready`.
         drain_seconds: Seconds replaced replicas keep serving after the records switch.
@@ -110,6 +113,7 @@ def deploy(
         max_replicas=max_replicas,
         target_inflight=target_inflight,
         target_p99_ms=target_p99_ms,
+        rag=rag,
     )
     return apply_spec(workspace, name, spec, force, ready_timeout, drain_seconds)
 
@@ -357,6 +361,8 @@ def server_args(name: str, spec: DeploymentSpec, model: str, role: str) -> list[
         args += ["--max-wait-ms", f"{spec.max_wait_ms:g}"]
     if spec.latency_objective_ms is not None:
         args += ["--latency-objective-ms", f"{spec.latency_objective_ms:g}"]
+    for index in spec.rag:
+        args += ["--rag", index]
     return args
 
 

@@ -74,6 +74,10 @@ class DeploymentSpec(BaseModel):
     autoscale: AutoscaleSpec | None = Field(
         default=None, description="Replica bounds and target; None: a fixed replica count."
     )
+    rag: list[str] = Field(
+        default_factory=list,
+        description="RAG index versions (NAME@vN) every replica serves on /v1/rag/NAME/...",
+    )
 
     def plan(self) -> list[tuple[str, str]]:
         """`(role, model)` of every replica: primaries, then canaries, then the shadow."""
@@ -150,6 +154,7 @@ def build_spec(
     max_replicas: int | None = None,
     target_inflight: float | None = None,
     target_p99_ms: float | None = None,
+    rag: list[str] | None = None,
 ) -> DeploymentSpec:
     """Validate the options and resolve every model reference to NAME@vN.
 
@@ -197,6 +202,7 @@ def build_spec(
         latency_objective_ms=latency_objective_ms,
         log_sample_rate=log_sample_rate,
         autoscale=autoscale,
+        rag=list(rag or []),
     )
 
 
