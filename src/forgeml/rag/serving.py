@@ -122,8 +122,8 @@ class GeneratorEndpoint:
         name = self.model or requested or self.default_model
         if not name:
             raise UsageError(
-                "The request needs 'model': this server serves several models, name the one "
-                "that should answer."
+                "The request needs 'model': the model that should answer (this server has "
+                "no default one)."
             )
         with self._lock:
             found = self._clients.get(name)
