@@ -464,6 +464,7 @@ def test_spec_json_matches_the_gateway_contract() -> None:
         "latency_objective_ms": None,
         "log_sample_rate": None,
         "autoscale": None,  # the gateway waits for a cold start when it is set
+        "rag": [],  # RAG index versions every replica serves (`forgeml serve --rag`)
     }
     assert spec.plan() == [
         ("primary", "a@v2"),
