@@ -13,9 +13,10 @@ prompts sandbox with `variables` (an unknown or missing variable, or a value of 
 type, is a 400), and the replica gets the body with `messages` (a chat prompt; a text
 prompt as one user message) or `prompt` (a text prompt on /v1/completions), the prompt's
 `temperature` and `max_tokens` where the caller gave none, and no `forgeml_prompt`. A body
-that carries its own `messages` or `prompt` too is refused. Both the replica and the caller
-see `x-forgeml-prompt: NAME@vN` (`forgeml.serve.prompt_refs`), which the model server keeps
-in its request log.
+that carries its own `messages` or `prompt` too is refused (an empty one, which OpenAI's
+clients insist on sending, is replaced: `messages=[], extra_body={"forgeml_prompt": ...}`).
+Both the replica and the caller see `x-forgeml-prompt: NAME@vN`
+(`forgeml.serve.prompt_refs`), which the model server keeps in its request log.
 
 Which version a name, alias or split means is read from the store and trusted for
 `prompt_cache_ttl_s` on the gateway's clock, as verified keys are; a version's compiled
@@ -39,8 +40,6 @@ from forgeml.prompts import PromptSplit, PromptVersion, get_prompt, get_split
 from forgeml.prompts.spec import CheckedPrompt, Rendered
 
 FIELD = "forgeml_prompt"
-# a body that does not hold these bytes has no prompt field: it skips the second look
-MARKER = b'"' + FIELD.encode() + b'"'
 CHAT_PATH, COMPLETIONS_PATH = "/v1/chat/completions", "/v1/completions"
 PATHS = frozenset({CHAT_PATH, COMPLETIONS_PATH})
 _VERSION = re.compile(r"^v?([1-9][0-9]{0,9})$")
@@ -161,7 +160,8 @@ def _field(value: Any) -> PromptField:
 def _place(payload: dict[str, Any], path: str, rendered: Rendered, ref: str) -> None:
     """Put the rendered prompt where `path`'s body carries its text."""
     own = "messages" if path == CHAT_PATH else "prompt"
-    if own in payload:
+    # empty is absent: OpenAI's clients insist on the argument (`messages=[]`, `prompt=""`)
+    if payload.get(own) not in (None, [], ""):
         raise PromptRequestError(f"The request gives both '{own}' and '{FIELD}'; give one of them.")
     if path == CHAT_PATH:
         text_as_message = [{"role": "user", "content": rendered}]

@@ -28,7 +28,7 @@ from forgeml.gateway._auth import KeyCache, presented_key
 from forgeml.gateway._keys import VerifiedKey
 from forgeml.gateway._limits import RateLimiter, check_quota
 from forgeml.gateway._options import GatewayOptions
-from forgeml.gateway._prompts import FIELD, MARKER, PATHS, PromptResolver
+from forgeml.gateway._prompts import FIELD, PATHS, PromptResolver
 from forgeml.gateway._proxy import Forwarded, Outgoing, Upstreams, request_headers
 from forgeml.gateway._responses import UNAUTHENTICATED, GatewayMetrics
 from forgeml.gateway._routing import Route, load_routes
@@ -247,12 +247,12 @@ def _target(
 ) -> tuple[str, dict[str, Any] | None]:
     """The deployment to call, and the parsed body when it may hold a registry prompt.
 
-    A body read for its `model` is parsed once either way: by `deployment` (the plain
-    path), or here when it is a generation request that mentions the prompt field.
+    A body read for its `model` is parsed once either way (as `model_in_body` does); a
+    generation request's parsed body is kept, for `handle` to look up the prompt field in.
     """
     if isinstance(deployment, str):
         return deployment, None
-    if path in PATHS and MARKER in body:
+    if path in PATHS:
         payload = _payload(body)
         return _model(payload), payload
     return deployment(body), None
