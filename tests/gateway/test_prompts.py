@@ -5,6 +5,7 @@ import json
 import math
 import random
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +15,8 @@ from forgeml.core.workspace import Workspace
 from forgeml.gateway._prompts import PromptField, PromptResolver
 from forgeml.prompts import PromptSpec, create_prompt, set_alias, set_split
 from tests._wait import FakeClock
-from tests.gateway.conftest import GatewayUnderTest, Upstream
+from tests.gateway.conftest import TEST_OPTIONS, GatewayUnderTest, Upstream, start_gateway
+from tests.serve.conftest import LiveServer, request_log_entry
 
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
 QA_TEXT = {
@@ -163,7 +165,7 @@ def test_a_callers_own_prompt_header_passes_unless_the_gateway_renders_one(
 
 @pytest.mark.parametrize(
     "content",
-    [b'"say \\"forgeml_prompt\\""', b'"forgeml_prompt"'],  # the second parses for nothing
+    [b'"say \\"forgeml_prompt\\""', b'"forgeml_prompt"'],  # its name as text is no field
 )
 def test_a_body_without_the_field_is_forwarded_byte_for_byte(
     gw: GatewayUnderTest, lm: tuple[Upstream, str], content: bytes
@@ -268,3 +270,46 @@ def test_an_unknown_prompt_is_not_cached(workspace: Workspace) -> None:
     _prompts(workspace)
 
     assert asyncio.run(resolver.version(PromptField(name="qa"))).ref == "qa@v2"
+
+
+@pytest.fixture(scope="module")
+def patient_gw(gateway_home: Workspace) -> Iterator[GatewayUnderTest]:
+    """A gateway that waits for a real LM on two busy cores."""
+    yield from start_gateway(
+        gateway_home, TEST_OPTIONS.model_copy(update={"request_timeout_s": 300})
+    )
+
+
+@pytest.mark.slow
+def test_the_rendered_prompt_reaches_the_real_lm_whose_request_log_records_its_version(
+    patient_gw: GatewayUnderTest, lm: tuple[Upstream, str], smollm2_server: LiveServer
+) -> None:
+    import openai
+
+    gw = patient_gw
+    gw.deploy("smollm2", [smollm2_server.url])
+    client = openai.OpenAI(
+        base_url=f"{gw.server.url}/v1", api_key=gw.key(["smollm2"]), max_retries=0
+    )
+    field = {"name": "qa", "alias": "canary", "variables": {"question": "Name a colour."}}
+
+    raw = client.chat.completions.with_raw_response.create(
+        model="smollm2",
+        messages=[],
+        max_tokens=6,
+        extra_body={"forgeml_prompt": field},
+        extra_headers={"x-request-id": "gw-prompt-1"},
+    )
+
+    reply = raw.parse()
+    assert raw.headers["x-forgeml-prompt"] == "qa@v2"
+    assert reply.choices[0].message.content
+    entry = request_log_entry(smollm2_server, "gw-prompt-1")
+    assert entry["prompt"] == "qa@v2"
+    assert entry["instances"] == [
+        [
+            {"role": "system", "content": "Answer in 3 words."},
+            {"role": "user", "content": "Name a colour."},
+        ]
+    ]
+    assert entry["outputs"][0]["content"] == reply.choices[0].message.content
