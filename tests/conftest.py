@@ -199,13 +199,15 @@ def smollm2_server(smollm2_home: SmolLM2Home) -> Iterator[Any]:
     """`smollm2@v1` served once per test run (a `tests.serve.conftest.LiveServer`, batch 8).
 
     Shared by every test that talks to the real LM over HTTP; its /metrics counts what all
-    of them sent.
+    of them sent, and its request log (`live.app.state.request_log.path`) keeps every
+    request (find yours by the `x-request-id` you send).
     """
     from forgeml.serve import ServeOptions
     from tests.serve.conftest import LiveServer
 
     workspace = Workspace(Settings(home=smollm2_home.home, user="tester"))
-    live = LiveServer(workspace, ["smollm2"], ServeOptions(max_batch_size=8)).start()
+    options = ServeOptions(max_batch_size=8, log_sample_rate=1.0)
+    live = LiveServer(workspace, ["smollm2"], options).start()
     yield live
     live.stop()
     workspace.close()

@@ -85,6 +85,16 @@ def test_a_store_with_triggers_gains_the_feedback_table(backend_url: str) -> Non
     store.dispose()
 
 
+def test_a_store_with_prompts_gains_the_prompt_splits_table(backend_url: str) -> None:
+    assert "prompt_splits" not in _store_at(backend_url, "0010")
+
+    store = open_store(backend_url)
+
+    columns = {c["name"] for c in inspect(store.engine).get_columns("prompt_splits")}
+    assert columns == {"name", "alias", "weight", "updated_at"}
+    store.dispose()
+
+
 def test_sqlite_uses_wal_foreign_keys_and_busy_timeout(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'forgeml.db'}")
     with store.engine.connect() as connection:

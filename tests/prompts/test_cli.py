@@ -124,6 +124,48 @@ def test_bad_input_is_one_sentence_and_its_exit_code(
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
+def test_split_is_shown_and_cleared(qa_home: Any) -> None:
+    assert qa_home("prompts", "alias", "qa@v2", "canary").code == 0
+
+    done = qa_home("prompts", "split", "qa", "production=90", "canary=10")
+    shown = json.loads(qa_home("prompts", "show", "qa", "--json").stdout)
+    text = qa_home("prompts", "show", "qa@v1")
+    cleared = qa_home("prompts", "split", "qa", "--clear", "--json")
+    after = json.loads(qa_home("prompts", "show", "qa", "--json").stdout)
+
+    assert (done.code, done.stdout.strip()) == (0, "qa: split canary=10 production=90")
+    assert shown["split"] == {"canary": 10, "production": 90}
+    assert "split: canary=10 production=90" in text.stdout
+    assert json.loads(cleared.stdout) == {
+        "name": "qa",
+        "split": None,
+        "removed": {"canary": 10, "production": 90},
+    }
+    assert after["split"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "sentence"),
+    [
+        (("qa",), 2, "error: Give ALIAS=WEIGHT pairs or --clear, not both and not neither."),
+        (("qa", "production=100", "--clear"), 2, "error: Give ALIAS=WEIGHT pairs or --clear"),
+        (("qa", "production=100"), 2, "error: A split needs two or more aliases"),
+        (("qa", "production=90", "x"), 2, "error: Invalid split 'x'"),
+        (("qa", "production=60", "staging=40"), 1, "error: Prompt 'qa' has no alias 'staging'"),
+        (("qa", "production=60", "production=40"), 2, "error: The split names alias"),
+        (("nosuch", "a=50", "b=50"), 1, "error: Prompt 'nosuch' does not exist"),
+    ],
+)
+def test_bad_split_input_is_one_sentence_and_its_exit_code(
+    qa_home: Any, args: tuple[str, ...], code: int, sentence: str
+) -> None:
+    result: CliResult = qa_home("prompts", "split", *args)
+
+    assert result.code == code
+    assert result.stderr.startswith(sentence)
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
 def test_an_unsafe_prompt_file_exits_1_and_stores_nothing(cli: Any, tmp_path: Path) -> None:
     evil = {"template": "{{ ''.__class__.__mro__[1].__subclasses__() }}"}
 

@@ -18,7 +18,7 @@ from forgeml.core.errors import GeneratorError, NotFoundError, UsageError
 from forgeml.core.workspace import Workspace
 from forgeml.prompts import ChatClient, create_prompt, evaluate_prompts, parse_metric
 from forgeml.serve.generate import TextGenerator
-from forgeml.serve.protocols.openai import router
+from forgeml.serve.protocols.openai import Generated, router
 from forgeml.tracking import get_run, open_client
 from forgeml.train.models.tiny_gpt import TinyGPT
 from tests.prompts.conftest import chat_spec, text_spec
@@ -55,9 +55,15 @@ class TinyLM:
 
 
 @pytest.fixture(scope="module")
-def lm_url() -> Iterator[str]:
+def generated() -> list[Generated]:
+    """What the served LM's routes recorded (as a server's request log is offered it)."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def lm_url(generated: list[Generated]) -> Iterator[str]:
     app = FastAPI()
-    app.include_router(router(TinyLM()))
+    app.include_router(router(TinyLM(), record=generated.append))
     for base in serve_in_thread(app):
         yield f"{base}/v1"
 
@@ -128,6 +134,23 @@ def test_each_recorded_output_is_what_the_model_answers_to_the_rendered_prompt(
     assert [version.rows[0]["variables"] for version in result.versions] == [
         {"question": question},
         {"question": question},
+    ]
+
+
+def test_every_generation_of_an_eval_carries_its_prompt_version_to_the_server(
+    workspace: Workspace, two_versions: list[str], lm_url: str, generated: list[Generated]
+) -> None:
+    generated.clear()
+    client = ChatClient(lm_url, LM, max_retries=0)
+
+    evaluate_prompts(workspace, two_versions, ROWS[:2], parse_metric("json"), client, max_tokens=4)
+
+    assert [g.prompt for g in generated] == ["qa@v1", "qa@v1", "qa@v2", "qa@v2"]
+    assert generated[2].instances == [
+        [
+            {"role": "system", "content": "Answer in 3 words."},
+            {"role": "user", "content": ROWS[0]["question"]},
+        ]
     ]
 
 

@@ -241,6 +241,7 @@ def test_a_given_prompt_is_used_and_recorded(passages: list[Passage]) -> None:
     model = FixedModel(VALID)
     result = answer("q?", passages, model, prompt=prompt)
     assert result.prompt_ref == "rag-answer@3"
+    assert model.requests[0]["prompt"] == "rag-answer@3"  # sent along for the server's log
     assert [m["role"] for m in model.requests[0]["messages"]] == ["system", "user"]
     assert model.requests[0]["messages"][1]["content"].endswith("\nQ: q?")
 

@@ -134,6 +134,24 @@ class LiveServer:
         self.thread.join(30)
 
 
+def request_log_entry(server: LiveServer, value: str, key: str = "id") -> dict[str, Any]:
+    """The request log entry whose `key` is `value` (the log is written by a background
+    thread, so this waits for it)."""
+    import json
+
+    path: Path = server.app.state.request_log.path
+    found: list[dict[str, Any]] = []
+
+    def entry() -> bool:
+        if path.exists():
+            lines = path.read_text(encoding="utf-8").splitlines()
+            found[:] = [e for e in map(json.loads, lines) if e.get(key) == value]
+        return bool(found)
+
+    wait_until(entry, what=f"a request with {key} {value} in the request log")
+    return found[0]
+
+
 @pytest.fixture(scope="module")
 def served_home(serve_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A private copy of the serve template for one test module."""

@@ -1,4 +1,4 @@
-"""`forgeml prompts create|show|list|versions|alias|render|eval`: the prompt registry."""
+"""`forgeml prompts create|show|list|versions|alias|split|render|eval`: the prompt registry."""
 
 from __future__ import annotations
 
@@ -77,16 +77,25 @@ def create(
 
 @app.command("show")
 def show(ref: RefArg, as_json: JsonFlag = False) -> None:
-    """A prompt version: its template or messages, variables, examples and model defaults."""
-    from forgeml.prompts import get_prompt
+    """A prompt version: its template or messages, variables, examples, model defaults, and
+    the prompt's traffic split."""
+    from forgeml.prompts import get_prompt, get_split
 
-    version = get_prompt(_workspace(), ref)
-    detail = {**summary(version), "content": version.spec.model_dump(mode="json")}
+    workspace = _workspace()
+    version = get_prompt(workspace, ref)
+    split = get_split(workspace, version.record.name)
+    detail = {
+        **summary(version),
+        "split": split and split.as_dict(),
+        "content": version.spec.model_dump(mode="json"),
+    }
     if as_json:
         print_json(detail)
         return
     aliases = " ".join("@" + alias for alias in version.aliases)
     say(f"[bold]{version.ref}[/bold] {aliases} {version.spec.description}".rstrip())
+    if split is not None:
+        say(f"split: {split}")
     for message in version.spec.messages or []:
         say(f"[{message.role}] {message.template}")
     if version.spec.template is not None:
@@ -130,6 +139,40 @@ def alias(
         print_json(summary(version))
         return
     say(f"{version.record.name}@{alias_name} -> {version.ref}")
+
+
+@app.command("split")
+def split(
+    name: Annotated[str, typer.Argument(help="Prompt name.")],
+    weights: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="ALIAS=WEIGHT...",
+            help="Two or more aliases and their weights in whole percent, summing to 100.",
+        ),
+    ] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Remove the prompt's split.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Split the traffic of callers who name only the prompt between aliases (audited)."""
+    from forgeml.core.errors import UsageError
+    from forgeml.prompts import clear_split, parse_weights, set_split
+
+    if clear == bool(weights):
+        raise UsageError("Give ALIAS=WEIGHT pairs or --clear, not both and not neither.")
+    workspace = _workspace()
+    if clear:
+        removed = clear_split(workspace, name)
+        if as_json:
+            print_json({"name": name, "split": None, "removed": removed and removed.as_dict()})
+        else:
+            say(f"{name}: split removed ({removed})" if removed else f"{name} had no split")
+        return
+    result = set_split(workspace, name, parse_weights(weights or []))
+    if as_json:
+        print_json({"name": name, "split": result.as_dict()})
+        return
+    say(f"{name}: split {result}")
 
 
 @app.command("render")

@@ -181,5 +181,11 @@ class GeneratorError(BadGatewayError):
     """A language-model endpoint (forgeml's own or a user's OpenAI-compatible one) failed."""
 
 
+class PromptRequestError(ForgemlError):
+    """A request's registry prompt field is malformed, or its variables do not fit the prompt."""
+
+    http_status = 400
+
+
 class PromptTemplateError(ConfigError):
     """A prompt template does not parse, reaches for Python internals, or renders too much."""

@@ -20,6 +20,12 @@ class GatewayOptions(BaseModel):
     key_cache_ttl_s: float = Field(
         5.0, ge=0, description="Seconds a verified key is trusted (and a revoke takes to bite)."
     )
+    prompt_cache_ttl_s: float = Field(
+        5.0,
+        ge=0,
+        description="Seconds a prompt's alias, split and latest version are trusted (and an "
+        "alias move or a new split takes to bite).",
+    )
     usage_flush_s: float = Field(2.0, gt=0, description="Seconds between usage flushes.")
     max_shadow_in_flight: int = Field(64, ge=1, description="Shadow copies beyond it are dropped.")
     cold_start_timeout_s: float = Field(

@@ -7,6 +7,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 from fastapi import Request
@@ -27,10 +28,12 @@ from forgeml.gateway._auth import KeyCache, presented_key
 from forgeml.gateway._keys import VerifiedKey
 from forgeml.gateway._limits import RateLimiter, check_quota
 from forgeml.gateway._options import GatewayOptions
+from forgeml.gateway._prompts import FIELD, PATHS, PromptResolver
 from forgeml.gateway._proxy import Forwarded, Outgoing, Upstreams, request_headers
 from forgeml.gateway._responses import UNAUTHENTICATED, GatewayMetrics
 from forgeml.gateway._routing import Route, load_routes
 from forgeml.gateway._usage import UsageRecorder
+from forgeml.serve.prompt_refs import HEADER as PROMPT_HEADER
 
 log = logging.getLogger(__name__)
 # an unknown deployment name reloads the routes at most this often (new deployments show
@@ -61,6 +64,8 @@ class Gateway:
         self.usage = UsageRecorder(workspace)
         self.metrics = GatewayMetrics()
         self.rng = rng or random.Random(options.seed)
+        # a prompt's split draws from the same seeded source as the canary split
+        self.prompts = PromptResolver(workspace, options.prompt_cache_ttl_s, clock, self.rng)
         self.routes: dict[str, Route] = {}
         self.routes_loaded = 0.0
         self.upstreams = Upstreams(options, clock)
@@ -168,32 +173,43 @@ class Gateway:
         """Admit, forward and count one request (`deployment` may be read from the body)."""
         started = time.perf_counter()
         name = deployment if isinstance(deployment, str) else "-"
+        prompt = None
         try:
             body = await read_body(request, self.options.max_body_bytes)
-            name = deployment if isinstance(deployment, str) else deployment(body)
+            name, payload = _target(request.scope["path"], deployment, body)
             if not key.allows(name):
                 raise PermissionDeniedError(
                     f"API key {key.prefix} is not allowed to call deployment {name!r}."
                 )
             check_quota(key, self.usage.requests_today(key.id))
             self.limiter.check(key)
+            if payload is not None and FIELD in payload:
+                body, prompt = await self.prompts.apply(payload, request.scope["path"])
             route = await self.route(name)
         except ForgemlError as error:
             self.usage.record(key.id, name, forwarded=False, error=False, latency_ms=0.0)
             self.metrics.observe("-", key.prefix, error.http_status, started)
             raise
-        return await self._forward(request, key, route, body, started)
+        return await self._forward(request, key, route, body, started, prompt)
 
     async def _forward(
-        self, request: Request, key: VerifiedKey, route: Route, body: bytes, started: float
+        self,
+        request: Request,
+        key: VerifiedKey,
+        route: Route,
+        body: bytes,
+        started: float,
+        prompt: str | None = None,
     ) -> Response:
         scope = request.scope
         target = scope.get("raw_path") or scope["path"].encode()
         if scope.get("query_string"):
             target += b"?" + scope["query_string"]
-        outgoing = Outgoing(
-            request.method, target.decode("latin-1"), request_headers(request.headers.items()), body
-        )
+        headers = request_headers(request.headers.items())
+        if prompt is not None:  # the version the gateway rendered, not one the caller claims
+            headers = [(k, v) for k, v in headers if k.lower() != PROMPT_HEADER]
+            headers.append((PROMPT_HEADER, prompt))
+        outgoing = Outgoing(request.method, target.decode("latin-1"), headers, body)
         for replica in route.shadow:
             self.upstreams.shadow(replica, outgoing)
         _, candidates = route.candidates(self.rng)
@@ -203,6 +219,8 @@ class Gateway:
             self._count(key, route.name, error.http_status, started)
             raise
         self._count(key, route.name, answer.status, started)
+        if prompt is not None:
+            answer.headers.append((PROMPT_HEADER, prompt))
         return _response(answer)
 
     def _count(self, key: VerifiedKey, deployment: str, status: int, started: float) -> None:
@@ -224,16 +242,39 @@ def _response(answer: Forwarded) -> Response:
     )
 
 
+def _target(
+    path: str, deployment: str | Callable[[bytes], str], body: bytes
+) -> tuple[str, dict[str, Any] | None]:
+    """The deployment to call, and the parsed body when it may hold a registry prompt.
+
+    A body read for its `model` is parsed once either way (as `model_in_body` does); a
+    generation request's parsed body is kept, for `handle` to look up the prompt field in.
+    """
+    if isinstance(deployment, str):
+        return deployment, None
+    if path in PATHS:
+        payload = _payload(body)
+        return _model(payload), payload
+    return deployment(body), None
+
+
 def model_in_body(body: bytes) -> str:
     """The OpenAI request's `model`: the deployment to call.
 
     Raises:
         InvalidDataError: the body is not JSON or names no model.
     """
+    return _model(_payload(body))
+
+
+def _payload(body: bytes) -> Any:
     try:
-        payload = orjson.loads(body)
+        return orjson.loads(body)
     except orjson.JSONDecodeError as error:
         raise InvalidDataError(f"The request body is not valid JSON: {error}.") from error
+
+
+def _model(payload: Any) -> str:
     model = payload.get("model") if isinstance(payload, dict) else None
     if not isinstance(model, str) or not model:
         raise InvalidDataError("The request body needs 'model': the name of a deployment.")

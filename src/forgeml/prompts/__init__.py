@@ -1,4 +1,4 @@
-"""Versioned prompt templates (sandboxed Jinja2), aliases, evaluation, and the chat client.
+"""Versioned prompt templates (sandboxed Jinja2), aliases, splits, evaluation, the chat client.
 
 The registry and evaluation load on first use (PEP 562), so a command that only needs
 the chat client does not import the store (SQLAlchemy) with it.
@@ -25,6 +25,13 @@ if TYPE_CHECKING:
     from forgeml.prompts.rows import load_rows
     from forgeml.prompts.scoring import Metric, parse_metric
     from forgeml.prompts.spec import Message, ModelDefaults, PromptSpec, Rendered
+    from forgeml.prompts.split import (
+        PromptSplit,
+        clear_split,
+        get_split,
+        parse_weights,
+        set_split,
+    )
     from forgeml.prompts.template import compile_template
     from forgeml.prompts.variables import Variable
 
@@ -42,6 +49,11 @@ _LAZY = {
     "load_rows": "rows",
     "Metric": "scoring",
     "parse_metric": "scoring",
+    "PromptSplit": "split",
+    "clear_split": "split",
+    "get_split": "split",
+    "parse_weights": "split",
+    "set_split": "split",
     "Message": "spec",
     "ModelDefaults": "spec",
     "PromptSpec": "spec",
@@ -59,22 +71,27 @@ __all__ = [
     "Metric",
     "ModelDefaults",
     "PromptSpec",
+    "PromptSplit",
     "PromptVersion",
     "Rendered",
     "ToolCall",
     "Variable",
     "VersionScore",
     "api_key_from_env",
+    "clear_split",
     "compile_template",
     "create_prompt",
     "evaluate_prompts",
     "get_prompt",
+    "get_split",
     "list_prompts",
     "load_rows",
     "parse_metric",
+    "parse_weights",
     "prompt_versions",
     "render_prompt",
     "set_alias",
+    "set_split",
 ]
 
 

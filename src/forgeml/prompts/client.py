@@ -54,8 +54,12 @@ class ChatModel(Protocol):
         max_tokens: int | None = None,
         seed: int | None = None,
         stop: list[str] | None = None,
+        prompt: str | None = None,
     ) -> ChatReply:
         """The reply to `messages` (OpenAI's message dicts).
+
+        `prompt` is the registry version (`NAME@vN`) the messages were rendered from, for
+        the endpoint to record with the generation (`x-forgeml-prompt`).
 
         Raises:
             GeneratorError: the endpoint could not be reached or refused the request.
@@ -106,11 +110,16 @@ class ChatClient:
         max_tokens: int | None = None,
         seed: int | None = None,
         stop: list[str] | None = None,
+        prompt: str | None = None,
     ) -> ChatReply:
         """See `ChatModel.chat`."""
         import openai
 
+        from forgeml.serve.prompt_refs import HEADER
+
         options: dict[str, Any] = {"temperature": temperature}
+        if prompt is not None:
+            options["extra_headers"] = {HEADER: prompt}
         for name, value in (
             ("tools", tools),
             ("tool_choice", tool_choice),

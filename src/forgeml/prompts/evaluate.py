@@ -138,6 +138,7 @@ def _score_version(
             messages,
             temperature=defaults.temperature or 0.0,
             max_tokens=defaults.max_tokens or max_tokens,
+            prompt=version.ref,
         )
         output = reply.content or ""
         expected = row.get(expected_column) if expected_column else None

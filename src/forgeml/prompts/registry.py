@@ -126,7 +126,7 @@ def prompt_versions(workspace: Workspace, name: str) -> list[PromptVersion]:
     """
     validate_name(name, "prompt name")
     with workspace.store.session() as session:
-        records = _records(session, name)
+        records = records_of(session, name)
         return [_version(session, record) for record in records]
 
 
@@ -166,7 +166,8 @@ def render_prompt(
     return version, version.checked().render(values, version.ref, as_text=as_text)
 
 
-def _records(session: Session, name: str) -> list[PromptVersionRecord]:
+def records_of(session: Session, name: str) -> list[PromptVersionRecord]:
+    """Every version of prompt `name`, oldest first (NotFoundError: none)."""
     records = list(
         session.scalars(
             select(PromptVersionRecord)
@@ -182,7 +183,7 @@ def _records(session: Session, name: str) -> list[PromptVersionRecord]:
 def _resolve(session: Session, ref: str) -> PromptVersionRecord:
     name, sep, selector = ref.partition("@")
     validate_name(name, "prompt name")
-    records = _records(session, name)
+    records = records_of(session, name)
     if not sep or selector == "latest":
         return records[-1]
     if match := _VERSION.match(selector):
@@ -201,7 +202,7 @@ def _resolve(session: Session, ref: str) -> PromptVersionRecord:
         )
     if found:
         return found[0]
-    known = ", ".join(sorted(_aliases(session, name))) or "none"
+    known = ", ".join(sorted(aliases_of(session, name))) or "none"
     raise NotFoundError(f"Prompt '{name}' has no alias '{selector}' (its aliases: {known}).")
 
 
@@ -214,12 +215,13 @@ def _pick(records: list[PromptVersionRecord], number: int, name: str) -> PromptV
     )
 
 
-def _aliases(session: Session, name: str) -> dict[str, int]:
+def aliases_of(session: Session, name: str) -> dict[str, int]:
+    """Prompt `name`'s aliases and the version number each points at."""
     rows = session.scalars(select(PromptAliasRecord).where(PromptAliasRecord.name == name))
     return {row.alias: row.version for row in rows}
 
 
 def _version(session: Session, record: PromptVersionRecord) -> PromptVersion:
-    aliases = sorted(a for a, v in _aliases(session, record.name).items() if v == record.version)
+    aliases = sorted(a for a, v in aliases_of(session, record.name).items() if v == record.version)
     spec = parse_model(PromptSpec, record.content, f"prompt {record.ref}")
     return PromptVersion(record, spec, aliases)

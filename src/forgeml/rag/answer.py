@@ -205,6 +205,7 @@ def answer(
         temperature=temperature,
         max_tokens=max_tokens,
         seed=seed,
+        prompt=prompt.ref,
     )
     usage = Usage(reply.prompt_tokens, reply.completion_tokens)
     draft = read_reply(reply.content or "", passages)

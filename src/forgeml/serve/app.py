@@ -32,6 +32,7 @@ from forgeml.serve.request_log import RequestLog
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
+    from forgeml.serve.protocols.openai import Generated, RecordGeneration
 
 _log = logging.getLogger(__name__)
 
@@ -87,7 +88,8 @@ def build_app(
     install_error_handlers(app)
     app.include_router(kserve_v2.router(repository, __version__))
     app.include_router(predict.router(repository))
-    app.include_router(openai.router(repository))
+    record = _generation_record(repository, app.state.request_log)
+    app.include_router(openai.router(repository, record))
     app.include_router(feedback.router(repository))
     for extra in extra_routers:
         app.include_router(extra)
@@ -104,6 +106,27 @@ def build_app(
     app.add_middleware(_RequestMetrics, metrics=repository.metrics, models=set(repository.models))
     app.add_middleware(_BodyLimit, max_bytes=options.max_body_bytes)
     return app
+
+
+def _generation_record(repository: ModelRepository, log: RequestLog) -> RecordGeneration | None:
+    """How the OpenAI routes offer a generation to the request log (None: it keeps none)."""
+    if not log.enabled:
+        return None
+
+    def record(generated: Generated) -> None:
+        # the version that generated it: loaded, as it just answered
+        version = repository.get(generated.model).ready_model().ref
+        log.record(
+            generated.model,
+            version,
+            "openai",
+            generated.instances,
+            generated.outputs,
+            generated.request_id,
+            prompt=generated.prompt,
+        )
+
+    return record
 
 
 def _request_log(repository: ModelRepository) -> RequestLog:

@@ -6,7 +6,11 @@ Every replica of a deployment appends to the same file, each burst of whole line
 write, so lines of different processes never interleave.
 A record: `{"ts", "id", "model", "version", "protocol", "instances", "outputs"}` (`id`:
 the request id, `forgeml.serve.request_ids`), where
-`instances` are the raw rows as sent, with every redacted field's value replaced.
+`instances` are the raw rows as sent, with every redacted field's value replaced; a
+generation whose request named the prompt version it was rendered from
+(`forgeml.serve.prompt_refs`) also has `"prompt": "NAME@vN"`. The OpenAI routes log a chat
+request's messages as its one instance and the reply message as its output, and a
+completion request's prompts and texts.
 """
 
 from __future__ import annotations
@@ -60,8 +64,12 @@ class RequestLog:
         instances: list[Any],
         outputs: Any,
         request_id: str = "",
+        prompt: str = "",
     ) -> None:
-        """Queue one request for the log if the sample draw selects it."""
+        """Queue one request for the log if the sample draw selects it.
+
+        `prompt` is the `NAME@vN` the request was rendered from ("": none named).
+        """
         if self._thread is None or self._random.random() >= self.sample_rate:
             return
         entry = {
@@ -73,7 +81,14 @@ class RequestLog:
             "instances": redact(instances, self.redacted),
             "outputs": redact(outputs, self.redacted),
         }
+        if prompt:
+            entry["prompt"] = prompt
         self._queue.put(entry)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any request can be kept (a sample rate above 0)."""
+        return self._thread is not None
 
     def close(self) -> None:
         """Write what is queued and stop the writer."""

@@ -38,6 +38,21 @@ def test_a_text_model_s_strings_are_its_text_column(tmp_path: Path) -> None:
     assert read_window(log, "sst2", 10)["text"].to_list() == ["good", "bad"]
 
 
+def test_a_language_model_s_prompts_are_rows_and_its_chats_are_none(tmp_path: Path) -> None:
+    chat = [{"role": "user", "content": "hi"}]
+    log = _log(
+        tmp_path / "r.jsonl",
+        [
+            {"model": "lm", "instances": [chat], "outputs": [{"role": "assistant"}]},
+            {"model": "lm", "instances": ["Once upon"], "outputs": [" a time"], "prompt": "s@v1"},
+        ],
+    )
+    assert read_window(log, "lm", 10)["text"].to_list() == ["Once upon"]
+    only_chat = _log(tmp_path / "c.jsonl", [{"model": "lm", "instances": [chat], "outputs": []}])
+    with pytest.raises(EmptyWindowError, match="holds no rows for model 'lm' yet"):
+        read_window(only_chat, "lm", 10)
+
+
 def test_no_log_or_no_rows_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="--log-sample-rate above 0"):
         read_window(tmp_path / "none.jsonl", "adult", 10)

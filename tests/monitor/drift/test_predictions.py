@@ -54,6 +54,13 @@ def test_outputs_without_a_label_or_number_per_row_are_unknown(outputs: object) 
     assert output_frame(outputs, 2) is None
 
 
+@pytest.mark.parametrize(
+    "outputs", [[{"role": "assistant", "content": "hi"}], []], ids=["a chat reply", "nothing"]
+)
+def test_outputs_of_a_request_with_no_rows_are_unknown(outputs: object) -> None:
+    assert output_frame(outputs, 0) is None
+
+
 def _reference_with_predictions() -> ReferenceProfile:
     answers = output_frame(_classifier_outputs(3_000, seed=1, positive=0.3), 3_000)
     assert answers is not None

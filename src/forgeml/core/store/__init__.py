@@ -19,7 +19,11 @@ from forgeml.core.store._pipelines import (
     PipelineStepRunRecord,
     PipelineTriggerRecord,
 )
-from forgeml.core.store._prompts import PromptAliasRecord, PromptVersionRecord
+from forgeml.core.store._prompts import (
+    PromptAliasRecord,
+    PromptSplitRecord,
+    PromptVersionRecord,
+)
 from forgeml.core.store._rag import RagIndexRecord, RagIndexVersionRecord
 from forgeml.core.store._runs import ModelVersionRecord, RunRecord
 from forgeml.core.store._serving import (
@@ -55,6 +59,7 @@ __all__ = [
     "PipelineStepRunRecord",
     "PipelineTriggerRecord",
     "PromptAliasRecord",
+    "PromptSplitRecord",
     "PromptVersionRecord",
     "QueueRecord",
     "RagIndexRecord",

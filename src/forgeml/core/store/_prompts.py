@@ -5,6 +5,9 @@ digest of its content, its kind (`text`: one template; `chat`: role + template m
 and the content itself (template or messages, declared variables, examples, description,
 model defaults) as JSON. `(name, digest)` is unique, so the same content is one version.
 `prompt_aliases` points `NAME@ALIAS` at a version number; moving an alias updates its row.
+`prompt_splits` holds a prompt's traffic split: one row per alias with its weight in
+percent (the weights of a name sum to 100); a request naming neither alias nor version
+draws an alias by these weights.
 """
 
 from __future__ import annotations
@@ -47,4 +50,15 @@ class PromptAliasRecord(Base):
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     alias: Mapped[str] = mapped_column(String(128), primary_key=True)
     version: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PromptSplitRecord(Base):
+    """One alias of prompt NAME's traffic split and its weight in percent."""
+
+    __tablename__ = "prompt_splits"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    alias: Mapped[str] = mapped_column(String(128), primary_key=True)
+    weight: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

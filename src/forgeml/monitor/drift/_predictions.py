@@ -51,7 +51,7 @@ def output_frame(outputs: Any, rows: int) -> pl.DataFrame | None:
     language model's text, an embedding, a field the log redacted).
     """
     columns = _as_columns(outputs)
-    if columns is None:
+    if columns is None or rows == 0:  # e.g. a chat request: its messages are no rows
         return None
     found: dict[str, list[Any]] = {}
     if len(columns.get(LABEL, [])) == rows:

@@ -41,6 +41,7 @@ from forgeml.serve.protocols.openai._completions import completions as _completi
 from forgeml.serve.protocols.openai._embeddings import embeddings as _embeddings
 from forgeml.serve.protocols.openai._errors import ERROR_RESPONSES, OpenAIRoute
 from forgeml.serve.protocols.openai._generation import json_response
+from forgeml.serve.protocols.openai._records import Generated, RecordGeneration, recorder
 from forgeml.serve.protocols.openai._requests import (
     CHAT_TURN_END,
     ChatCompletionRequest,
@@ -55,7 +56,9 @@ __all__ = [
     "ChatCompletionRequest",
     "CompletionRequest",
     "EmbeddingRequest",
+    "Generated",
     "OpenAIModels",
+    "RecordGeneration",
     "chat_messages",
     "router",
 ]
@@ -89,11 +92,13 @@ def _label(request: Request, model: str) -> None:
 # --- routes -------------------------------------------------------------------------------
 
 
-def router(models: OpenAIModels) -> APIRouter:
+def router(models: OpenAIModels, record: RecordGeneration | None = None) -> APIRouter:
     """The OpenAI-compatible routes over `models`, for an app to include.
 
     Args:
         models: The served models (embeddings from encoders, text from language models).
+        record: Called once per answered completion or chat completion (for the request
+            log); None: nothing is recorded.
 
     Returns:
         A router with /v1/models, /v1/models/{model}, /v1/embeddings, /v1/completions and
@@ -123,11 +128,15 @@ def router(models: OpenAIModels) -> APIRouter:
     @api.post("/v1/completions", summary="Continue prompts with a language model (OpenAI)")
     async def completions(body: CompletionRequest, request: Request) -> Response:
         _label(request, body.model)
-        return await _completions(models.generator(body.model), body)
+        prompts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
+        done = recorder(record, request, body.model, list(prompts))
+        return await _completions(models.generator(body.model), body, done)
 
     @api.post("/v1/chat/completions", summary="Reply to a conversation (OpenAI)")
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         _label(request, body.model)
-        return await _chat(models.generator(body.model), body)
+        messages = [m.model_dump(mode="json", exclude_none=True) for m in body.messages]
+        done = recorder(record, request, body.model, [messages]) if record else None
+        return await _chat(models.generator(body.model), body, done)
 
     return api

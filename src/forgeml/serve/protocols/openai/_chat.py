@@ -21,6 +21,7 @@ from forgeml.serve.protocols.openai._generation import (
     sse_response,
     usage,
 )
+from forgeml.serve.protocols.openai._records import Done
 from forgeml.serve.protocols.openai._requests import ChatCompletionRequest
 from forgeml.serve.protocols.openai._tools import ChatPlan, plan_for, reply_deltas
 from forgeml.serve.tokens import LanguageGenerator
@@ -28,8 +29,13 @@ from forgeml.serve.tokens import LanguageGenerator
 __all__ = ["chat"]
 
 
-async def chat(generator: LanguageGenerator, body: ChatCompletionRequest) -> Response:
-    """The chat completion (or its event stream) answering `body` with `generator`."""
+async def chat(
+    generator: LanguageGenerator, body: ChatCompletionRequest, done: Done | None = None
+) -> Response:
+    """The chat completion (or its event stream) answering `body` with `generator`.
+
+    `done` is called with `[reply message]` once the reply is complete.
+    """
     plan = plan_for(generator, body)
     stops = [*generator.chat_stops, *body.stops()]
     call = GenerationCall(generator, body, body.token_limit(), stops, plan.constraint)
@@ -45,10 +51,15 @@ async def chat(generator: LanguageGenerator, body: ChatCompletionRequest) -> Res
         }
 
     if body.stream and plan.tool_mode != "none":  # calls are known once the reply is whole
-        return sse_response(_buffered_events(call, plan, chunk))
+        return sse_response(_buffered_events(call, plan, chunk, done))
     if body.stream:
+        pieces: list[str] = []
 
         def piece(index: int, text: str | None, finish: str | None) -> dict[str, Any]:
+            if text is not None:
+                pieces.append(text)
+            elif finish is not None and done is not None:
+                done([{"role": "assistant", "content": "".join(pieces)}])
             return chunk({} if text is None else {"content": text}, finish)
 
         def opening(index: int, prompt: str) -> dict[str, Any]:
@@ -57,6 +68,8 @@ async def chat(generator: LanguageGenerator, body: ChatCompletionRequest) -> Res
         return sse_response(call.events([plan.prompt], piece, opening))
     generation, text = await call.run(plan.prompt)
     message, finish = plan.reply(text, generation.finish_reason or "stop")
+    if done is not None:
+        done([message])
     return json_response(
         {
             "id": ident,
@@ -73,11 +86,14 @@ async def _buffered_events(
     call: GenerationCall,
     plan: ChatPlan,
     chunk: Callable[[dict[str, Any], str | None], dict[str, Any]],
+    done: Done | None,
 ) -> AsyncIterator[bytes]:
     """SSE events of a reply that may call tools: generated whole, then sent in pieces."""
     try:
         generation, text = await call.run(plan.prompt)
         message, finish = plan.reply(text, generation.finish_reason or "stop")
+        if done is not None:
+            done([message])
         yield sse_event(chunk({"role": "assistant", "content": ""}, None))
         for delta in reply_deltas(message):
             yield sse_event(chunk(delta, None))
