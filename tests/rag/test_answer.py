@@ -32,11 +32,11 @@ from forgeml.prompts.client import ChatReply
 from forgeml.rag.answer import (
     BUILTIN_PROMPT,
     NOT_SUPPORTED,
-    RESPONSE_FORMAT,
     Answer,
     BuiltinAnswerPrompt,
     Usage,
     answer,
+    response_format,
 )
 from forgeml.rag.citations import MARKER, Passage
 from tests.serve._smollm2 import load_smollm2
@@ -139,7 +139,7 @@ def test_the_request_carries_the_numbered_passages_and_the_json_schema(
     model = FixedModel(VALID)
     answer("What does json.dumps do?", passages, model, max_tokens=64, seed=7)
     [request] = model.requests
-    assert request["response_format"] == RESPONSE_FORMAT
+    assert request["response_format"] == response_format(passages)
     assert (request["max_tokens"], request["seed"], request["temperature"]) == (64, 7, 0.0)
     system, example, example_reply, user = request["messages"]
     assert system["content"] == BUILTIN_PROMPT.system

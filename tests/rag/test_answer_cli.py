@@ -125,15 +125,17 @@ def test_an_endpoint_that_fails_is_one_sentence(
 
 
 @pytest.mark.slow
-def test_smollm2_over_http_cites_the_index_verbatim_or_refuses(
+def test_smollm2_over_http_cites_the_index_verbatim(
     cli: Cli, indexed: dict[str, str], smollm2_server: LiveServer
 ) -> None:
+    """forgeml's server enforces the answer schema, whose quotes are the passages' own
+    sentences: SmolLM2 paraphrased 17 of 20 quotes without it, and every answer was refused."""
     url = f"{smollm2_server.url}/v1"
-    result = json_out(_answer(cli, url, "smollm2", "--k", "3", "--max-tokens", "96", "--json"))
+    result = json_out(_answer(cli, url, "smollm2", "--k", "3", "--max-tokens", "192", "--json"))
 
     assert result["prompt_ref"] == "builtin:rag-answer@1"
-    if not result["supported"]:
-        assert result["citations"] == [] and result["refused_reason"]
+    assert result["supported"] is True, result["refused_reason"]
+    assert result["citations"]
     for citation in result["citations"]:
         assert citation["quote"] in indexed[citation["chunk_id"]]
         assert f"[{citation['n']}]" in result["answer"]

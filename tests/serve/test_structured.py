@@ -132,6 +132,9 @@ def test_constraint_allows_only_json_openers_first(smollm2: SmolLM2) -> None:
         ({"type": "array", "uniqueItems": True}, "The JSON schema uses 'uniqueItems' at #,"),
         ({"$ref": "https://example.com/s.json"}, "The JSON schema refers to 'https://"),
         ([1], "A JSON schema must be an object."),
+        ({"const": True}, "The JSON schema's 'const' at # mixes kinds or holds true,"),
+        ({"enum": ["a", 1]}, "The JSON schema's 'enum' at # mixes kinds"),
+        ({"properties": {"x": {"enum": [None]}}}, "The JSON schema's 'enum' at #/properties/x"),
     ],
 )
 def test_unusable_schema_is_one_config_error_sentence(schema: Any, sentence: str) -> None:
@@ -145,3 +148,17 @@ def test_unusable_schema_is_one_config_error_sentence(schema: Any, sentence: str
 def test_valid_schemas_pass_the_check() -> None:
     for schema in (PERSON, BOOK, {}, {"type": "object"}):
         check_schema(schema)
+
+
+def test_a_number_const_is_enforced_as_a_one_value_enum(smollm2: SmolLM2) -> None:
+    """lm-format-enforcer compares `const` as text; a number there failed its parser."""
+    schema = {
+        "type": "object",
+        "properties": {"n": {"const": 2}, "word": {"const": "two"}},
+        "required": ["n", "word"],
+        "additionalProperties": False,
+    }
+    prompt = chat_prompt(smollm2.tokenizer, [{"role": "user", "content": "Two as JSON?"}])
+    text, finish = greedy(smollm2, prompt, json_schema_constraint(smollm2.tokenizer, schema), 32)
+    assert finish == "stop"
+    assert json.loads(text) == {"n": 2, "word": "two"}

@@ -3,11 +3,12 @@
 retrieve -> prompt -> LM -> parse -> verify: the model is asked for JSON
 (`{"answer": "... [1] ...", "citations": [{"n": 1, "quote": "..."}]}`, or `"answer": null`
 when the passages do not hold the answer), under a JSON schema that forgeml's own server
-enforces by constrained decoding; other OpenAI-compatible servers may ignore it, so a
-fenced JSON block, a truncated JSON object and free text with `[n]` markers and quoted
-spans are read too (`forgeml.rag._reply`). Whatever the model wrote, the returned answer's
-every `[n]` resolves to a passage's chunk id and a verbatim quote of it
-(`citations.verify`), or the answer is replaced by `NOT_SUPPORTED` with the reason.
+enforces by constrained decoding and that admits as passage n's quote only a sentence of
+passage n (`response_format`, `forgeml.rag._quotes`); other OpenAI-compatible servers may
+ignore it, so a fenced JSON block, a truncated JSON object and free text with `[n]`
+markers and quoted spans are read too (`forgeml.rag._reply`). Whatever the model wrote,
+the returned answer's every `[n]` resolves to a passage's chunk id and a verbatim quote
+of it (`citations.verify`), or the answer is replaced by `NOT_SUPPORTED` with the reason.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from typing import Any, Protocol
 
 from forgeml.core.errors import InvalidDataError
 from forgeml.prompts.client import ChatModel
+from forgeml.rag._quotes import citation_schema
 from forgeml.rag._reply import read_reply
 from forgeml.rag.answer_prompts import show_passages
 from forgeml.rag.citations import MARKER, Citation, DroppedCitation, Passage, verify
 
 __all__ = [
+    "ANSWER_CHARS",
     "BUILTIN_PROMPT",
     "NOT_SUPPORTED",
     "RESPONSE_FORMAT",
@@ -31,7 +34,11 @@ __all__ = [
     "BuiltinAnswerPrompt",
     "Usage",
     "answer",
+    "response_format",
 ]
+
+# the longest answer text the schema admits (a few sentences)
+ANSWER_CHARS = 300
 
 NOT_SUPPORTED = "The sources do not support an answer to this question."
 
@@ -43,25 +50,35 @@ RESPONSE_FORMAT: dict[str, Any] = {
         "schema": {
             "type": "object",
             "properties": {
-                "answer": {"type": ["string", "null"]},
-                "citations": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "n": {"type": "integer"},  # 1..len(passages): verify() checks
-                            "quote": {"type": "string", "minLength": 1},
-                        },
-                        "required": ["n", "quote"],
-                        "additionalProperties": False,
-                    },
+                # bounded: greedy SmolLM2 repeated one sentence until max_tokens cut the
+                # JSON short of its citations
+                "answer": {
+                    "anyOf": [{"type": "string", "maxLength": ANSWER_CHARS}, {"type": "null"}]
                 },
+                "citations": {"type": "array", "items": citation_schema([])},
             },
             "required": ["answer", "citations"],
             "additionalProperties": False,
         },
     },
 }
+
+
+def response_format(passages: list[Passage]) -> dict[str, Any]:
+    """`RESPONSE_FORMAT` with each citation's quote limited to its passage's sentences.
+
+    A server that enforces the schema can then only emit quotes that resolve
+    (`forgeml.rag._quotes`); `RESPONSE_FORMAT` is the shape without the passages.
+    """
+    schema = RESPONSE_FORMAT["json_schema"]["schema"]
+    citations = {"type": "array", "items": citation_schema(passages)}
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            **RESPONSE_FORMAT["json_schema"],
+            "schema": {**schema, "properties": {**schema["properties"], "citations": citations}},
+        },
+    }
 
 
 class AnswerPrompt(Protocol):
@@ -201,7 +218,7 @@ def answer(
         return _refuse("No passages were retrieved for this question.", prompt.ref)
     reply = model.chat(
         prompt.messages(question, passages),
-        response_format=RESPONSE_FORMAT,
+        response_format=response_format(passages),
         temperature=temperature,
         max_tokens=max_tokens,
         seed=seed,

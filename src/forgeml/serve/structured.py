@@ -113,12 +113,47 @@ def check_schema(schema: dict[str, Any]) -> None:
                 f"The JSON schema uses '{unenforced[0]}' at {pointer}, which constrained "
                 "decoding cannot enforce; remove it and check the value after the reply."
             )
+        for keyword in ("const", "enum"):
+            if keyword in sub and not _enforceable_values(sub[keyword], keyword):
+                raise ConfigError(
+                    f"The JSON schema's '{keyword}' at {pointer} mixes kinds or holds true, "
+                    "false, null, an object or a list, which constrained decoding cannot "
+                    "enforce; use strings or numbers only."
+                )
         ref = sub.get("$ref")
         if ref is not None and not str(ref).startswith(_LOCAL_REFS):
             raise ConfigError(
                 f"The JSON schema refers to '{ref}' at {pointer}; only references into "
                 "its own $defs or definitions are supported."
             )
+
+
+def _enforceable_values(value: Any, keyword: str) -> bool:
+    """Whether a `const` value or `enum` list is all strings or all (non-bool) numbers."""
+    values = [value] if keyword == "const" else value
+    if not isinstance(values, list):
+        return True  # jsonschema's check_schema has refused it already
+    texts = all(isinstance(item, str) for item in values)
+    numbers = all(isinstance(item, int | float) and not isinstance(item, bool) for item in values)
+    return texts or numbers
+
+
+def _numeric_consts_as_enums(schema: Any) -> Any:
+    """`schema` with each number `const: X` written `enum: [X]` (the same constraint).
+
+    lm-format-enforcer 0.11 compares a `const` as text: a number there failed its parser
+    mid-reply, and the reply stopped short of valid JSON.
+    """
+    if isinstance(schema, list):
+        return [_numeric_consts_as_enums(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    rewritten = {key: _numeric_consts_as_enums(value) for key, value in schema.items()}
+    const = rewritten.get("const")
+    if isinstance(const, int | float) and not isinstance(const, bool):
+        del rewritten["const"]
+        rewritten["enum"] = [const]
+    return rewritten
 
 
 _TOKENIZER_DATA: weakref.WeakKeyDictionary[Any, TokenEnforcerTokenizerData] = (
@@ -193,7 +228,7 @@ def json_schema_constraint(tokenizer: Any, schema: dict[str, Any]) -> TokenConst
 
     check_schema(schema)
     try:
-        parser = JsonSchemaParser(schema)
+        parser = JsonSchemaParser(_numeric_consts_as_enums(schema))
     except Exception as error:  # pydantic's or the enforcer's own; both mean "not usable"
         first = str(error).splitlines()[0]
         raise ConfigError(f"The JSON schema cannot be used for decoding: {first}.") from None
