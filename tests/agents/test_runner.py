@@ -9,12 +9,12 @@ import pytest
 
 from forgeml import agents
 from forgeml.agents import (
+    ApprovalRequestError,
     Approvals,
     CallNotWaitingError,
     RunNotWaitingError,
     StopReason,
     ToolContext,
-    UnknownToolApprovalError,
     claim_run,
     load_state,
     parse_spec,
@@ -24,7 +24,7 @@ from forgeml.agents import (
     start_run,
 )
 from forgeml.agents.state import state_path
-from forgeml.core.errors import InvalidNameError, NotFoundError, UsageError
+from forgeml.core.errors import InvalidNameError, NotFoundError
 from forgeml.core.workspace import Workspace
 from tests.agents.conftest import ScriptedModel, calls, text
 from tests.data.conftest import audit_events
@@ -164,7 +164,7 @@ def test_a_run_being_driven_is_saved_as_running_and_cannot_be_approved(tmp_path:
 
 
 def test_approving_a_tool_the_agent_does_not_have_saves_nothing(tmp_path: Path) -> None:
-    with pytest.raises(UnknownToolApprovalError) as raised:
+    with pytest.raises(ApprovalRequestError) as raised:
         start_run(SPEC, "1?", home=tmp_path, context=ToolContext(), model=ScriptedModel([]),
                   approvals=Approvals(tools=frozenset({"shell"})))  # fmt: skip
 
@@ -191,5 +191,7 @@ def test_the_sdk_runs_approves_and_shows_like_the_commands(
     shown = agents.show(done.run_id, home=home)
     assert run_summary(shown) == run_summary(done)
     assert len(shown.trace_ids) == 2  # the run and its resumption, each traced
-    with pytest.raises(UsageError, match="Name a call to approve"):
+    with pytest.raises(ApprovalRequestError, match="Name a call to approve"):
         agents.approve(done.run_id, workspace=workspace)
+    with pytest.raises(ApprovalRequestError, match="c1 is both approved and denied"):
+        agents.approve(done.run_id, ["c1"], deny=["c1"], workspace=workspace)

@@ -27,10 +27,11 @@ from forgeml.prompts.client import ChatClient, ChatModel, api_key_from_env
 
 __all__ = [
     "AgentStoppedError",
+    "ApprovalRequestError",
     "CallNotWaitingError",
     "PreparedRun",
     "RunNotWaitingError",
-    "UnknownToolApprovalError",
+    "check_decision",
     "check_tool_approvals",
     "claim_run",
     "drive",
@@ -58,8 +59,8 @@ class CallNotWaitingError(ForgemlError):
     http_status = 409
 
 
-class UnknownToolApprovalError(UsageError):
-    """Approval up front names a tool the agent does not have."""
+class ApprovalRequestError(UsageError):
+    """An approval names nothing, approves and denies one call, or an unknown tool."""
 
     http_status = 422
 
@@ -75,16 +76,29 @@ class PreparedRun:
     approvals: Approvals
 
 
+def check_decision(approvals: Approvals) -> None:
+    """Refuse an approval that names nothing, or approves and denies the same call.
+
+    Raises:
+        ApprovalRequestError: what the message says.
+    """
+    if not (approvals.tools or approvals.calls or approvals.denied):
+        raise ApprovalRequestError("Name a call to approve or deny, or a tool to approve.")
+    both = sorted(approvals.calls & approvals.denied)
+    if both:
+        raise ApprovalRequestError(f"Call {both[0]} is both approved and denied; choose one.")
+
+
 def check_tool_approvals(spec: AgentSpec, tools: Iterable[str]) -> None:
     """Refuse approving up front a tool the agent does not have.
 
     Raises:
-        UnknownToolApprovalError: one of `tools` is not in the spec.
+        ApprovalRequestError: one of `tools` is not in the spec.
     """
     names = [entry.name for entry in spec.tools]
     for name in tools:
         if name not in names:
-            raise UnknownToolApprovalError(
+            raise ApprovalRequestError(
                 f"Cannot approve {name}: the agent has no such tool "
                 f"(tools: {', '.join(names) or 'none'})."
             )
@@ -102,7 +116,7 @@ def prepare_run(
     """A new run of `task`, its tools built and its model reached, saved as running.
 
     Raises:
-        UnknownToolApprovalError: `approvals` names a tool the agent does not have.
+        ApprovalRequestError: `approvals` names a tool the agent does not have.
         ForgemlError: a tool cannot be built (an unknown RAG index), or the API key's
             variable is unset; nothing is saved then.
     """
@@ -130,11 +144,13 @@ def claim_run(
     written to the audit log when `context` has a workspace.
 
     Raises:
+        ApprovalRequestError: nothing approved or denied, a call both, or an approved tool
+            the agent does not have.
         NotFoundError: no such run.
         RunNotWaitingError: the run is not waiting for approval (it is running or stopped).
         CallNotWaitingError: an approved or denied call id it does not wait on.
-        UnknownToolApprovalError: an approved tool the agent does not have.
     """
+    check_decision(approvals)
     parts: list[tuple[AgentSpec, ToolRegistry, ChatModel]] = []
 
     def check(state: RunState) -> None:

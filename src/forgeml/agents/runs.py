@@ -19,11 +19,10 @@ from forgeml.agents._calls import Approvals
 from forgeml.agents.builtins import ToolContext
 from forgeml.agents.loop import Clock
 from forgeml.agents.rag import Search
-from forgeml.agents.runner import check_tool_approvals, resume_run, start_run
+from forgeml.agents.runner import check_decision, check_tool_approvals, resume_run, start_run
 from forgeml.agents.spec import AgentSpec, load_spec
 from forgeml.agents.state import RunState, load_state
 from forgeml.agents.trace import Tracer
-from forgeml.core.errors import UsageError
 from forgeml.prompts.client import ChatModel
 
 if TYPE_CHECKING:
@@ -96,7 +95,7 @@ def run(
 
     Raises:
         ConfigError: the spec is missing or invalid.
-        UnknownToolApprovalError: `approve_tools` names a tool the agent does not have.
+        ApprovalRequestError: `approve_tools` names a tool the agent does not have.
     """
     agent = spec if isinstance(spec, AgentSpec) else load_spec(spec)
     approvals = Approvals(tools=frozenset(approve_tools))
@@ -136,14 +135,13 @@ def approve(
         clock: Seconds, monotonic.
 
     Raises:
-        UsageError: nothing to approve or deny.
+        ApprovalRequestError: nothing to approve or deny, or a call both.
         NotFoundError: no such run.
         RunNotWaitingError: the run is not waiting (running, or stopped).
         CallNotWaitingError: a call id it does not wait on.
     """
     approvals = Approvals(tools=frozenset(tools), calls=frozenset(calls), denied=frozenset(deny))
-    if not (approvals.tools or approvals.calls or approvals.denied):
-        raise UsageError("Name a call to approve, a tool to approve, or a call to deny.")
+    check_decision(approvals)  # before the workspace and its tracer open
     with _agents(workspace) as agents:
         return resume_run(
             run_id,

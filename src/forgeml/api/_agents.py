@@ -118,7 +118,7 @@ def start(request: Request, body: StartRun) -> dict[str, Any]:
 @router.get("/runs/{run_id}")
 def show(request: Request, run_id: str) -> dict[str, Any]:
     """A run as `forgeml agent show --json` prints it (404 when unknown)."""
-    state = load_state(_service(request).agents().home, run_id)
+    state = load_state(_service(request).background.home, run_id)
     return run_summary(state) | {"messages": state.messages}
 
 
@@ -129,11 +129,6 @@ def approve(request: Request, run_id: str, body: Decision) -> dict[str, Any]:
     404 for an unknown run; 409 when it does not wait (running, stopped, or claimed by a
     concurrent approval) or a call id is not one it waits on; 422 for an empty decision.
     """
-    if not (body.approve or body.deny or body.tools):
-        raise InvalidRequestError("Name a call to approve or deny, or a tool to approve.")
-    both = sorted(set(body.approve) & set(body.deny))
-    if both:
-        raise InvalidRequestError(f"Call {both[0]} is both approved and denied; choose one.")
     approvals = Approvals(
         tools=frozenset(body.tools), calls=frozenset(body.approve), denied=frozenset(body.deny)
     )
