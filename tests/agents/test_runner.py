@@ -195,3 +195,18 @@ def test_the_sdk_runs_approves_and_shows_like_the_commands(
         agents.approve(done.run_id, workspace=workspace)
     with pytest.raises(ApprovalRequestError, match="c1 is both approved and denied"):
         agents.approve(done.run_id, ["c1"], deny=["c1"], workspace=workspace)
+
+
+def test_a_failure_the_loop_does_not_stop_on_is_raised_and_saved_as_the_runs_error(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel([RuntimeError("a bug in the client")])
+
+    with pytest.raises(RuntimeError, match="a bug in the client"):
+        start_run(SPEC, "1?", home=tmp_path, context=ToolContext(), model=model)
+
+    (saved,) = (tmp_path / "agents" / "runs").glob("*.json")
+    state = load_state(tmp_path, saved.stem)
+    assert (state.stop_reason, state.error) == (
+        StopReason.ERROR, "The run failed (RuntimeError: a bug in the client).",
+    )  # fmt: skip

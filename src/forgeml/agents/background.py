@@ -64,13 +64,7 @@ class BackgroundRuns:
     def _drive(self, run: PreparedRun, tracer: Tracer | None) -> None:
         try:
             drive(run, home=self.home, clock=self.clock, tracer=tracer)
-        except Exception as error:  # nobody waits on this thread: the run itself says so
-            if not isinstance(error, ForgemlError):
-                logger.exception("agent run %s failed", run.state.run_id)
-            run.state.stop_reason = StopReason.ERROR
-            run.state.error = (
-                str(error)
-                if isinstance(error, ForgemlError)
-                else f"The run failed ({type(error).__name__}: {error})."
-            )
-            save_state(self.home, run.state)
+        except ForgemlError:
+            pass  # saved as the run's error; nobody waits on this thread to be told
+        except Exception:
+            logger.exception("agent run %s failed", run.state.run_id)  # saved as its error too

@@ -177,7 +177,11 @@ def claim_run(
 def drive(
     run: PreparedRun, *, home: Path, clock: Clock = time.monotonic, tracer: Tracer | None = None
 ) -> RunState:
-    """Run the loop on a prepared or claimed run; it is saved however it stops."""
+    """Run the loop on a prepared or claimed run; it is saved however it stops.
+
+    A failure the loop does not turn into a stop reason (the trace store going away, a bug)
+    is raised, and the run is saved stopped with it as its error, not left as running.
+    """
     try:
         run_loop(
             run.model,
@@ -190,6 +194,14 @@ def drive(
             clock=clock,
             tracer=tracer,
         )
+    except Exception as error:
+        run.state.stop_reason = StopReason.ERROR
+        run.state.error = (
+            str(error)
+            if isinstance(error, ForgemlError)
+            else f"The run failed ({type(error).__name__}: {error})."
+        )
+        raise
     finally:
         save_state(home, run.state)
     return run.state
