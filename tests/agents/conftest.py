@@ -86,12 +86,14 @@ class Web:
     url: str
     routes: dict[str, tuple[int, dict[str, str], bytes]] = field(default_factory=dict)
     release: threading.Event = field(default_factory=threading.Event)
+    got: list[str] = field(default_factory=list)
     posted: list[tuple[str, dict[str, str], Any]] = field(default_factory=list)
 
 
 class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         web: Web = self.server.web  # type: ignore[attr-defined]
+        web.got.append(self.path)
         if self.path == "/hang":  # answers only once the test ends
             web.release.wait(10)
         if self.path == "/echo-host":

@@ -152,7 +152,8 @@ def test_approving_a_tool_the_agent_does_not_have_is_a_usage_error(
 
     assert result.code == 2
     assert (
-        result.stderr == "error: --approve shell: the agent has no such tool (tools: calculator).\n"
+        result.stderr
+        == "error: Cannot approve shell: the agent has no such tool (tools: calculator).\n"
     )
 
 

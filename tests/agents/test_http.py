@@ -4,6 +4,7 @@ import pytest
 
 from forgeml.agents import HttpGetOptions, ToolRefusedError, check_url, http_get_tool
 from forgeml.agents.http import fetch
+from forgeml.agents.tools import time_limit
 from tests.agents.conftest import Web
 
 
@@ -154,7 +155,14 @@ def test_a_server_slower_than_the_timeout_is_given_up(web: Web) -> None:
     with pytest.raises(ToolRefusedError) as raised:
         fetch(f"{web.url}/hang", loopback(timeout_s=0.2))
 
-    assert str(raised.value) == f"GET {web.url}/hang failed: ReadTimeout."
+    assert str(raised.value) == f"GET {web.url}/hang did not finish within its 0.2 s."
+
+
+def test_the_runs_time_left_caps_the_tools_own_timeout(web: Web) -> None:
+    with time_limit(0.2), pytest.raises(ToolRefusedError) as raised:
+        fetch(f"{web.url}/hang", loopback(timeout_s=30))
+
+    assert str(raised.value) == f"GET {web.url}/hang did not finish within its 0.2 s."
 
 
 def test_the_tool_takes_a_url_and_answers_the_page(web: Web) -> None:

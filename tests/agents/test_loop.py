@@ -14,6 +14,7 @@ from forgeml.agents import (
     make_tool,
     run_loop,
 )
+from forgeml.agents.tools import tool_time_left
 from forgeml.core.errors import GeneratorError
 from tests._wait import FakeClock
 from tests.agents.conftest import BUDGETS, RecordingTracer, ScriptedModel, calls, new_state, text
@@ -141,22 +142,51 @@ def test_max_time_on_the_injected_clock_stops_the_run() -> None:
     assert (state.stop_reason, state.steps, state.elapsed_s) == (StopReason.MAX_TIME, 2, 80)
 
 
-def test_a_tool_still_running_when_time_runs_out_stops_the_run() -> None:
+def test_a_tool_blocking_past_the_time_budget_stops_the_run_with_the_transcript() -> None:
+    clock = FakeClock()
     release = threading.Event()
 
     def hang() -> str:
-        """Wait for the test."""
-        release.wait(10)
+        """Block until the test lets go."""
+        clock.advance(61)  # the budget ends while the tool still runs
+        release.wait()
         return "late"
 
     model = ScriptedModel([calls(("hang", "{}")), text("never")])
     try:
-        state = run_loop(model, registry(make_tool(hang)), new_state(), Budgets(max_time_s=0.05))
+        state = run_loop(
+            model, registry(make_tool(hang)), new_state(), Budgets(max_time_s=60), clock=clock
+        )
     finally:
         release.set()
 
-    assert state.stop_reason is StopReason.MAX_TIME
-    assert state.pending[0].result is None
+    assert (state.stop_reason, state.steps, state.elapsed_s) == (StopReason.MAX_TIME, 1, 61)
+    assert [(c.name, c.result) for c in state.pending] == [("hang", None)]
+    assert [m["role"] for m in state.messages] == ["system", "user", "assistant"]
+    assert len(model.replies) == 1  # the model was not asked again
+
+
+def test_each_tool_is_told_the_time_the_run_has_left() -> None:
+    clock = FakeClock()
+    told: list[float | None] = []
+
+    def tick(seconds: float) -> float:
+        """Let time pass.
+
+        Args:
+            seconds: How long.
+        """
+        told.append(tool_time_left())
+        clock.advance(seconds)
+        return seconds
+
+    model = ScriptedModel([calls(("tick", {"seconds": 20})), calls(("tick", {"seconds": 5})),
+                           text("done")])  # fmt: skip
+
+    run_loop(model, registry(make_tool(tick)), new_state(), Budgets(max_time_s=60), clock=clock)
+
+    assert told == [60, 40]
+    assert tool_time_left() is None
 
 
 def test_max_tokens_stops_the_run_and_caps_each_reply() -> None:

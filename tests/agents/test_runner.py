@@ -1,18 +1,26 @@
 from __future__ import annotations
 
 import json
+import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
+from forgeml import agents
 from forgeml.agents import (
+    ApprovalRequestError,
     Approvals,
+    CallNotWaitingError,
     RunNotWaitingError,
     StopReason,
     ToolContext,
+    claim_run,
     load_state,
     parse_spec,
+    prepare_run,
     resume_run,
+    run_summary,
     start_run,
 )
 from forgeml.agents.state import state_path
@@ -68,7 +76,7 @@ def test_approving_what_a_run_does_not_wait_on_is_refused(tmp_path: Path) -> Non
     model = ScriptedModel([calls(("calculator", {"expression": "1"}))])
     waiting = start_run(SPEC, "1?", home=tmp_path, context=ToolContext(), model=model)
 
-    with pytest.raises(NotFoundError) as raised:
+    with pytest.raises(CallNotWaitingError) as raised:
         resume_run(waiting.run_id, Approvals(calls=frozenset({"c9"})), home=tmp_path,
                    context=ToolContext(), model=model)  # fmt: skip
     assert str(raised.value) == f"Agent run {waiting.run_id} waits on no call c9 (it waits on: c1)."
@@ -110,3 +118,95 @@ def test_an_approval_is_written_to_the_audit_log(workspace: Workspace) -> None:
         "agent.approve", f"agent-run:{waiting.run_id}", "tester",
     )  # fmt: skip
     assert event.payload == {"calls": ["c1"], "tools": [], "denied": []}
+
+
+def test_two_approvals_at_once_resume_the_run_once(tmp_path: Path) -> None:
+    model = ScriptedModel([calls(("calculator", {"expression": "6 * 7"})), text("42")])
+    waiting = start_run(SPEC, "6 times 7?", home=tmp_path, context=ToolContext(), model=model)
+    both_ready = threading.Barrier(2, timeout=10)
+    outcomes: list[object] = []
+
+    def approve() -> None:
+        both_ready.wait()
+        try:
+            approvals = Approvals(calls=frozenset({"c1"}))
+            resumed = resume_run(
+                waiting.run_id, approvals, home=tmp_path, context=ToolContext(), model=model
+            )
+            outcomes.append(resumed)
+        except RunNotWaitingError as error:
+            outcomes.append(error)
+
+    threads = [threading.Thread(target=approve) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    refused = [o for o in outcomes if isinstance(o, RunNotWaitingError)]
+    assert len(refused) == 1
+    assert "is not waiting for approval" in str(refused[0])
+    saved = load_state(tmp_path, waiting.run_id)
+    assert (saved.stop_reason, saved.answer) == (StopReason.ANSWERED, "42")
+    assert [m["content"] for m in saved.messages if m["role"] == "tool"] == ["42"]
+
+
+def test_a_run_being_driven_is_saved_as_running_and_cannot_be_approved(tmp_path: Path) -> None:
+    run = prepare_run(SPEC, "1?", home=tmp_path, context=ToolContext(), model=ScriptedModel([]))
+
+    assert load_state(tmp_path, run.state.run_id).stop_reason is None
+    with pytest.raises(RunNotWaitingError) as raised:
+        claim_run(run.state.run_id, Approvals(calls=frozenset({"c1"})), home=tmp_path,
+                  context=ToolContext(), model=ScriptedModel([]))  # fmt: skip
+    assert str(raised.value) == (
+        f"Agent run {run.state.run_id} is not waiting for approval (it is running)."
+    )
+
+
+def test_approving_a_tool_the_agent_does_not_have_saves_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ApprovalRequestError) as raised:
+        start_run(SPEC, "1?", home=tmp_path, context=ToolContext(), model=ScriptedModel([]),
+                  approvals=Approvals(tools=frozenset({"shell"})))  # fmt: skip
+
+    assert str(raised.value) == (
+        "Cannot approve shell: the agent has no such tool (tools: calculator)."
+    )
+    assert not (tmp_path / "agents" / "runs").exists()
+
+
+def test_the_sdk_runs_approves_and_shows_like_the_commands(
+    workspace: Workspace, mlflow_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    home = workspace.settings.home
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(mlflow_template, home / "mlflow.db")
+    model = ScriptedModel([calls(("calculator", {"expression": "2 ** 10"})), text("1024")])
+
+    waiting = agents.run(SPEC, "2 to the 10th?", workspace=workspace, model=model)
+    assert [c.id for c in waiting.awaiting()] == ["c1"]
+    done = agents.approve(waiting.run_id, ["c1"], workspace=workspace, model=model)
+
+    assert (done.stop_reason, done.answer) == (StopReason.ANSWERED, "1024")
+    shown = agents.show(done.run_id, home=home)
+    assert run_summary(shown) == run_summary(done)
+    assert len(shown.trace_ids) == 2  # the run and its resumption, each traced
+    with pytest.raises(ApprovalRequestError, match="Name a call to approve"):
+        agents.approve(done.run_id, workspace=workspace)
+    with pytest.raises(ApprovalRequestError, match="c1 is both approved and denied"):
+        agents.approve(done.run_id, ["c1"], deny=["c1"], workspace=workspace)
+
+
+def test_a_failure_the_loop_does_not_stop_on_is_raised_and_saved_as_the_runs_error(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel([RuntimeError("a bug in the client")])
+
+    with pytest.raises(RuntimeError, match="a bug in the client"):
+        start_run(SPEC, "1?", home=tmp_path, context=ToolContext(), model=model)
+
+    (saved,) = (tmp_path / "agents" / "runs").glob("*.json")
+    state = load_state(tmp_path, saved.stem)
+    assert (state.stop_reason, state.error) == (
+        StopReason.ERROR, "The run failed (RuntimeError: a bug in the client).",
+    )  # fmt: skip

@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 
 from forgeml.agents import SqlQueryOptions, sql_query_tool
+from forgeml.agents.tools import time_limit
+from forgeml.core.errors import QueryError
 from forgeml.core.workspace import Workspace
 from tests.data.conftest import add, write_table_csv
 
@@ -29,3 +31,14 @@ def test_rows_past_max_rows_are_cut_and_flagged(store: Workspace) -> None:
     reply = tool.function(sql='SELECT * FROM "people@v1"')
 
     assert (len(reply["rows"]), reply["truncated"]) == (5, True)
+
+
+def test_a_query_still_running_when_the_runs_time_is_up_is_interrupted(
+    workspace: Workspace,
+) -> None:
+    tool = sql_query_tool(workspace, SqlQueryOptions())
+
+    with time_limit(0.2), pytest.raises(QueryError) as raised:
+        tool.function(sql="SELECT count(*) FROM range(1000000000000) a, range(10) b")
+
+    assert str(raised.value) == "Query ran past its 0.2 s time limit; stopped."

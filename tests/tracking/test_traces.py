@@ -113,3 +113,25 @@ def test_a_trace_that_fails_to_start_leaves_the_global_tracking_uri_as_it_was(
 
 def _refuse(*args: object, **kwargs: object) -> None:
     raise RuntimeError("store down")
+
+
+def test_overlapping_traces_keep_the_store_until_the_last_one_ends(
+    tracking_workspace: Workspace,
+) -> None:
+    from mlflow.tracking._tracking_service import utils
+
+    tracer = MlflowTracer(tracking_workspace)
+    before = utils._tracking_uri
+    first = tracer.start_span("invoke_agent", "AGENT", None, {})
+    second = tracer.start_span("invoke_agent", "AGENT", None, {})
+
+    tracer.end_span(first, outputs="first")
+    # the second trace's spans still reach the store after the first one has ended
+    child = tracer.start_span("chat smol", "CHAT_MODEL", second, {})
+    tracer.end_span(child, outputs="reply")
+    tracer.end_span(second, outputs="second")
+
+    assert utils._tracking_uri == before
+    spans = agent_traces(tracking_workspace, second.trace_id)
+    assert sorted(s["name"] for s in spans) == ["chat smol", "invoke_agent"]
+    assert agent_traces(tracking_workspace, first.trace_id)[0]["outputs"] == "first"

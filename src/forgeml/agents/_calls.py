@@ -1,21 +1,33 @@
-"""Running one reply's tool calls: checked, approved or held, concurrent, in call order."""
+"""Running one reply's tool calls: checked, approved or held, concurrent, in call order.
+
+Each call runs on a daemon thread of its own (at most `MAX_WORKERS` at once), and the loop
+waits for them only until the run's wall-time deadline on its injected clock. A Python
+thread cannot be killed, so a tool still running then is left behind: daemon threads, so
+it cannot keep the process alive either, and its late result is dropped. The tools
+themselves are told the time left (`tools.tool_time_left`) so that they stop on their own.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from forgeml.agents.state import PendingCall
-from forgeml.agents.tools import ToolArgumentsError, ToolRegistry
+from forgeml.agents.tools import ToolArgumentsError, ToolRegistry, time_limit
 from forgeml.agents.trace import Tracer, span
 from forgeml.core.errors import ForgemlError
 
 MAX_WORKERS = 8
 DENIED = "The operator did not approve this call; it was not run."
+# how often the wait looks at the injected clock: responsiveness only, never a budget
+_POLL_S = 0.05
+
+Clock = Callable[[], float]
 
 
 @dataclass(frozen=True)
@@ -46,17 +58,45 @@ def hold_or_check(calls: list[PendingCall], registry: ToolRegistry) -> None:
         call.needs_approval = tool.requires_approval
 
 
+@dataclass(frozen=True)
+class _Runner:
+    registry: ToolRegistry
+    tracer: Tracer
+    parent: Any
+    deadline: float
+    clock: Clock
+    slots: threading.Semaphore
+
+    def start(self, call: PendingCall) -> Future[str]:
+        future: Future[str] = Future()
+
+        def work() -> None:
+            with self.slots:
+                if not future.set_running_or_notify_cancel():
+                    return  # the deadline passed while it queued
+                try:
+                    with time_limit(max(self.deadline - self.clock(), 0.0)):
+                        future.set_result(_run_one(call, self.registry, self.tracer, self.parent))
+                except BaseException as error:  # handed to the waiting loop, not lost here
+                    future.set_exception(error)
+
+        threading.Thread(target=work, name=f"agent-tool-{call.name}", daemon=True).start()
+        return future
+
+
 def run_calls(
     calls: list[PendingCall],
     registry: ToolRegistry,
     approvals: Approvals,
     tracer: Tracer,
     parent: Any,
-    timeout_s: float,
+    deadline: float,
+    clock: Clock,
 ) -> bool:
-    """Run every call that may run now, concurrently; False if time ran out first.
+    """Run every call that may run now, concurrently; False if `deadline` came first.
 
-    Calls still waiting for approval keep `result` None; denied ones get `DENIED`.
+    Calls still waiting for approval keep `result` None; denied ones get `DENIED`; calls
+    unfinished at `deadline` (on `clock`) keep `result` None.
     """
     runnable = []
     for call in calls:
@@ -68,16 +108,22 @@ def run_calls(
             runnable.append(call)
     if not runnable:
         return True
-    pool = ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(runnable)))
-    futures: dict[Future[str], PendingCall] = {
-        pool.submit(_run_one, call, registry, tracer, parent): call for call in runnable
-    }
-    done, not_done = wait(futures, timeout=max(timeout_s, 0.0))
-    # a tool still running past the budget cannot be killed from here; it is left behind
-    pool.shutdown(wait=False, cancel_futures=True)
-    for future in done:
-        futures[future].result = future.result()
-    return not not_done
+    runner = _Runner(
+        registry, tracer, parent, deadline, clock, threading.Semaphore(MAX_WORKERS)
+    )  # fmt: skip
+    futures = {runner.start(call): call for call in runnable}
+    waiting = set(futures)
+    while waiting:
+        left = deadline - clock()
+        if left <= 0:
+            break
+        _, waiting = wait(waiting, timeout=min(left, _POLL_S))
+    for future in waiting:
+        future.cancel()  # those still queued never start; running ones are left behind
+    for future, call in futures.items():
+        if future.done() and not future.cancelled():
+            call.result = future.result()
+    return not waiting
 
 
 def _run_one(call: PendingCall, registry: ToolRegistry, tracer: Tracer, parent: Any) -> str:

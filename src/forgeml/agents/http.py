@@ -6,20 +6,22 @@ is http or https, the host is on the allow-list, and every address the host reso
 is public (`ipaddress`'s `is_global`) unless `allow_private` is set. The connection then
 goes to the checked address itself (Host header and TLS SNI carry the name), so a second
 DNS answer cannot swap in another (DNS rebinding). Redirects are followed one hop at a
-time, each checked again; the body is read up to `max_bytes` within `timeout_s`.
+time, each checked again; the body is read up to `max_bytes`, and the whole GET (every hop
+and the body) takes at most `timeout_s`, or the run's time left if that is less.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forgeml.agents.tools import Tool, ToolRefusedError, make_tool
+from forgeml.agents.tools import Tool, ToolRefusedError, make_tool, tool_time_left
 
 __all__ = ["HttpGetOptions", "check_url", "http_get_tool"]
 
@@ -102,15 +104,21 @@ def fetch(url: str, options: HttpGetOptions, resolver: Resolver = resolve) -> di
     """GET `url` under `options`, each redirect hop checked as the first.
 
     Raises:
-        ToolRefusedError: a hop fails `check_url`, too many redirects, or the request fails.
+        ToolRefusedError: a hop fails `check_url`, too many redirects, the request fails,
+            or it outlasts `timeout_s` (or the run's time left, when less).
     """
     import httpx
 
-    with httpx.Client(timeout=options.timeout_s, follow_redirects=False) as client:
+    left = tool_time_left()
+    limit_s = options.timeout_s if left is None else max(min(options.timeout_s, left), 0.001)
+    deadline = time.monotonic() + limit_s
+    with httpx.Client(timeout=limit_s, follow_redirects=False) as client:
         for _ in range(options.max_redirects + 1):
             address = check_url(url, options, resolver)
             try:
-                reply = _get_pinned(client, url, address, options.max_bytes)
+                reply = _get_pinned(client, url, address, options.max_bytes, deadline)
+            except httpx.TimeoutException:
+                raise _too_slow(url, limit_s) from None
             except httpx.HTTPError as error:
                 raise ToolRefusedError(f"GET {url} failed: {type(error).__name__}.") from None
             if reply["status"] in _REDIRECTS and reply.get("location"):
@@ -121,13 +129,23 @@ def fetch(url: str, options: HttpGetOptions, resolver: Resolver = resolve) -> di
     raise ToolRefusedError(f"GET followed {options.max_redirects} redirects; stopped.")
 
 
-def _get_pinned(client: Any, url: str, address: str, max_bytes: int) -> dict[str, Any]:
+def _too_slow(url: str, limit_s: float) -> ToolRefusedError:
+    return ToolRefusedError(f"GET {url} did not finish within its {limit_s:.3g} s.")
+
+
+def _get_pinned(
+    client: Any, url: str, address: str, max_bytes: int, deadline: float
+) -> dict[str, Any]:
+    import httpx
+
     parts = urlsplit(url)
     literal = f"[{address}]" if ":" in address else address
     netloc = literal + (f":{parts.port}" if parts.port else "")
     pinned = urlunsplit(parts._replace(netloc=netloc))
     host_header = parts.hostname + (f":{parts.port}" if parts.port else "")  # type: ignore[operator]
-    extensions = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
+    extensions: dict[str, Any] = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
+    # each read waits at most until the whole request's deadline
+    extensions["timeout"] = _timeouts(deadline)
     request = client.build_request(
         "GET", pinned, headers={"Host": host_header}, extensions=extensions
     )
@@ -140,6 +158,8 @@ def _get_pinned(client: Any, url: str, address: str, max_bytes: int) -> dict[str
                 truncated = True
                 del body[max_bytes:]
                 break
+            if time.monotonic() > deadline:  # a body trickled in slower than the limit
+                raise httpx.ReadTimeout("The body outlasted the request's time limit.")
         text = bytes(body).decode(response.encoding or "utf-8", errors="replace")
     finally:
         response.close()
@@ -151,6 +171,11 @@ def _get_pinned(client: Any, url: str, address: str, max_bytes: int) -> dict[str
         "truncated": truncated,
         "location": response.headers.get("location"),
     }
+
+
+def _timeouts(deadline: float) -> dict[str, float]:
+    left = max(deadline - time.monotonic(), 0.001)
+    return {"connect": left, "read": left, "write": left, "pool": left}
 
 
 def http_get_tool(

@@ -6,17 +6,17 @@ in one sentence and the tool never runs), held if they need approval, and the re
 concurrently, their results appended in the order the model made the calls. The run
 stops on the first of: a text answer, a call waiting for approval, or a budget spent
 (steps, wall time on the injected clock, tokens), and always says which (`StopReason`)
-with the transcript so far.
+with the transcript so far. The wall-time budget holds for tool calls too: the loop waits
+for a tool only until the budget ends, and tells each tool the time it has left.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from forgeml.agents._calls import Approvals, hold_or_check, run_calls
+from forgeml.agents._calls import Approvals, Clock, hold_or_check, run_calls
 from forgeml.agents.spec import Budgets
 from forgeml.agents.state import PendingCall, RunState, StopReason
 from forgeml.agents.tools import ToolRegistry
@@ -24,9 +24,7 @@ from forgeml.agents.trace import NullTracer, Tracer, span
 from forgeml.core.errors import ForgemlError
 from forgeml.prompts.client import ChatModel, ChatReply
 
-__all__ = ["Approvals", "run_loop"]
-
-Clock = Callable[[], float]
+__all__ = ["Approvals", "Clock", "run_loop"]
 
 
 def run_loop(
@@ -115,9 +113,16 @@ class _Loop:
         hold_or_check(state.pending, self.registry)
 
     def finish_calls(self, state: RunState) -> None:
-        remaining = self.budgets.max_time_s - self.elapsed()
+        # a tool still running at the budget's end stops the run (it cannot be killed)
+        deadline = self.origin + self.budgets.max_time_s
         done = run_calls(
-            state.pending, self.registry, self.approvals, self.tracer, self.parent, remaining
+            state.pending,
+            self.registry,
+            self.approvals,
+            self.tracer,
+            self.parent,
+            deadline,
+            self.clock,
         )
         if not done:
             state.stop_reason = StopReason.MAX_TIME

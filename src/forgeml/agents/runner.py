@@ -1,25 +1,44 @@
 """Start an agent run from a spec and a task, or resume one that waits for approval.
 
-Every run, however it stops, is saved under FORGEML_HOME (`state.save_state`) with its
-spec, so `resume_run` needs only its id and the approvals.
+Every run is saved under FORGEML_HOME (`state.save_state`) with its spec: first with no
+stop reason while it is driven, then however it stops, so `resume_run` needs only its id
+and the approvals. Each is two halves, for callers that answer before the run ends (the
+API): `prepare_run` / `claim_run` check everything and save the run as running, raising
+before anything is saved when the request is wrong; `drive` then runs the loop.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from forgeml.agents._calls import Approvals
 from forgeml.agents.builtins import ToolContext
 from forgeml.agents.loop import Clock, run_loop
 from forgeml.agents.spec import AgentSpec, build_registry
-from forgeml.agents.state import RunState, StopReason, load_state, save_state
+from forgeml.agents.state import RunState, StopReason, claim_state, save_state
+from forgeml.agents.tools import ToolRegistry
 from forgeml.agents.trace import Tracer
-from forgeml.core.errors import ForgemlError, NotFoundError
+from forgeml.core.errors import ForgemlError, UsageError
 from forgeml.core.ids import new_id
 from forgeml.prompts.client import ChatClient, ChatModel, api_key_from_env
 
-__all__ = ["AgentStoppedError", "RunNotWaitingError", "resume_run", "start_run"]
+__all__ = [
+    "AgentStoppedError",
+    "ApprovalRequestError",
+    "CallNotWaitingError",
+    "PreparedRun",
+    "RunNotWaitingError",
+    "check_decision",
+    "check_tool_approvals",
+    "claim_run",
+    "drive",
+    "prepare_run",
+    "resume_run",
+    "start_run",
+]
 
 _REPLY_TIMEOUT_S = 120.0
 
@@ -32,6 +51,160 @@ class RunNotWaitingError(ForgemlError):
     """An approval was sent to a run that is not waiting for one."""
 
     http_status = 409
+
+
+class CallNotWaitingError(ForgemlError):
+    """An approval or denial names a call the run does not wait on."""
+
+    http_status = 409
+
+
+class ApprovalRequestError(UsageError):
+    """An approval names nothing, approves and denies one call, or an unknown tool."""
+
+    http_status = 422
+
+
+@dataclass
+class PreparedRun:
+    """A run ready to drive: its spec, its saved state, its tools, model and approvals."""
+
+    spec: AgentSpec
+    state: RunState
+    registry: ToolRegistry
+    model: ChatModel
+    approvals: Approvals
+
+
+def check_decision(approvals: Approvals) -> None:
+    """Refuse an approval that names nothing, or approves and denies the same call.
+
+    Raises:
+        ApprovalRequestError: what the message says.
+    """
+    if not (approvals.tools or approvals.calls or approvals.denied):
+        raise ApprovalRequestError("Name a call to approve or deny, or a tool to approve.")
+    both = sorted(approvals.calls & approvals.denied)
+    if both:
+        raise ApprovalRequestError(f"Call {both[0]} is both approved and denied; choose one.")
+
+
+def check_tool_approvals(spec: AgentSpec, tools: Iterable[str]) -> None:
+    """Refuse approving up front a tool the agent does not have.
+
+    Raises:
+        ApprovalRequestError: one of `tools` is not in the spec.
+    """
+    names = [entry.name for entry in spec.tools]
+    for name in tools:
+        if name not in names:
+            raise ApprovalRequestError(
+                f"Cannot approve {name}: the agent has no such tool "
+                f"(tools: {', '.join(names) or 'none'})."
+            )
+
+
+def prepare_run(
+    spec: AgentSpec,
+    task: str,
+    *,
+    home: Path,
+    context: ToolContext,
+    approvals: Approvals | None = None,
+    model: ChatModel | None = None,
+) -> PreparedRun:
+    """A new run of `task`, its tools built and its model reached, saved as running.
+
+    Raises:
+        ApprovalRequestError: `approvals` names a tool the agent does not have.
+        ForgemlError: a tool cannot be built (an unknown RAG index), or the API key's
+            variable is unset; nothing is saved then.
+    """
+    approvals = approvals or Approvals()
+    check_tool_approvals(spec, approvals.tools)
+    registry, model = _tools_and_model(spec, context, model)
+    messages = [{"role": "system", "content": spec.system}, {"role": "user", "content": task}]
+    state = RunState(run_id=new_id(), spec=spec.model_dump(mode="json"), messages=messages)
+    save_state(home, state)
+    return PreparedRun(spec, state, registry, model, approvals)
+
+
+def claim_run(
+    run_id: str,
+    approvals: Approvals,
+    *,
+    home: Path,
+    context: ToolContext,
+    model: ChatModel | None = None,
+) -> PreparedRun:
+    """Claim a run that waits for approval: checked, audited and saved as running, at once.
+
+    Of two claims of one run at the same time, in one process or two, one wins; the other
+    is refused with `RunNotWaitingError`, so no approved call runs twice. The decision is
+    written to the audit log when `context` has a workspace.
+
+    Raises:
+        ApprovalRequestError: nothing approved or denied, a call both, or an approved tool
+            the agent does not have.
+        NotFoundError: no such run.
+        RunNotWaitingError: the run is not waiting for approval (it is running or stopped).
+        CallNotWaitingError: an approved or denied call id it does not wait on.
+    """
+    check_decision(approvals)
+    parts: list[tuple[AgentSpec, ToolRegistry, ChatModel]] = []
+
+    def check(state: RunState) -> None:
+        if state.stop_reason is not StopReason.AWAITING_APPROVAL:
+            how = f"it stopped: {state.stop_reason}" if state.stop_reason else "it is running"
+            raise RunNotWaitingError(f"Agent run {run_id} is not waiting for approval ({how}).")
+        waiting = {call.id for call in state.awaiting()}
+        for call_id in sorted(approvals.calls | approvals.denied):
+            if call_id not in waiting:
+                raise CallNotWaitingError(
+                    f"Agent run {run_id} waits on no call {call_id} "
+                    f"(it waits on: {', '.join(sorted(waiting))})."
+                )
+        spec = AgentSpec.model_validate(state.spec)
+        check_tool_approvals(spec, approvals.tools)
+        parts.append((spec, *_tools_and_model(spec, context, model)))
+        _audit_approval(context, run_id, approvals)
+
+    state = claim_state(home, run_id, check)
+    spec, registry, chat_model = parts[0]
+    return PreparedRun(spec, state, registry, chat_model, approvals)
+
+
+def drive(
+    run: PreparedRun, *, home: Path, clock: Clock = time.monotonic, tracer: Tracer | None = None
+) -> RunState:
+    """Run the loop on a prepared or claimed run; it is saved however it stops.
+
+    A failure the loop does not turn into a stop reason (the trace store going away, a bug)
+    is raised, and the run is saved stopped with it as its error, not left as running.
+    """
+    try:
+        run_loop(
+            run.model,
+            run.registry,
+            run.state,
+            run.spec.budgets,
+            model_name=run.spec.model.name,
+            temperature=run.spec.temperature,
+            approvals=run.approvals,
+            clock=clock,
+            tracer=tracer,
+        )
+    except Exception as error:
+        run.state.stop_reason = StopReason.ERROR
+        run.state.error = (
+            str(error)
+            if isinstance(error, ForgemlError)
+            else f"The run failed ({type(error).__name__}: {error})."
+        )
+        raise
+    finally:
+        save_state(home, run.state)
+    return run.state
 
 
 def start_run(
@@ -56,10 +229,12 @@ def start_run(
         model: The chat model; default a `ChatClient` for `spec.model`.
         clock: Seconds, monotonic.
         tracer: Where spans go.
+
+    Raises:
+        See `prepare_run`.
     """
-    messages = [{"role": "system", "content": spec.system}, {"role": "user", "content": task}]
-    state = RunState(run_id=new_id(), spec=spec.model_dump(mode="json"), messages=messages)
-    return _drive(spec, state, home, context, approvals, model, clock, tracer)
+    run = prepare_run(spec, task, home=home, context=context, approvals=approvals, model=model)
+    return drive(run, home=home, clock=clock, tracer=tracer)
 
 
 def resume_run(
@@ -74,28 +249,23 @@ def resume_run(
 ) -> RunState:
     """Resume a run that waits for approval, with the calls or tools now approved or denied.
 
-    The decision is written to the audit log when `context` has a workspace.
-
     Raises:
-        NotFoundError: no such run, or an approved or denied call id it does not wait on.
-        RunNotWaitingError: the run is not waiting for approval.
+        See `claim_run`.
     """
-    state = load_state(home, run_id)
-    if state.stop_reason is not StopReason.AWAITING_APPROVAL:
-        raise RunNotWaitingError(
-            f"Agent run {run_id} is not waiting for approval (it stopped: {state.stop_reason})."
-        )
-    waiting = {call.id for call in state.awaiting()}
-    for call_id in sorted(approvals.calls | approvals.denied):
-        if call_id not in waiting:
-            raise NotFoundError(
-                f"Agent run {run_id} waits on no call {call_id} "
-                f"(it waits on: {', '.join(sorted(waiting))})."
-            )
-    _audit_approval(context, run_id, approvals)
-    state.stop_reason = None
-    spec = AgentSpec.model_validate(state.spec)
-    return _drive(spec, state, home, context, approvals, model, clock, tracer)
+    run = claim_run(run_id, approvals, home=home, context=context, model=model)
+    return drive(run, home=home, clock=clock, tracer=tracer)
+
+
+def _tools_and_model(
+    spec: AgentSpec, context: ToolContext, model: ChatModel | None
+) -> tuple[ToolRegistry, ChatModel]:
+    registry = build_registry(spec, context)
+    if model is None:
+        key = api_key_from_env(spec.model.key_env)
+        # one reply may not outlast the run's whole time budget
+        timeout_s = min(_REPLY_TIMEOUT_S, spec.budgets.max_time_s)
+        model = ChatClient(spec.model.url, spec.model.name, api_key=key, timeout_s=timeout_s)
+    return registry, model
 
 
 def _audit_approval(context: ToolContext, run_id: str, approvals: Approvals) -> None:
@@ -110,36 +280,3 @@ def _audit_approval(context: ToolContext, run_id: str, approvals: Approvals) -> 
     }
     with workspace.store.session() as session:
         workspace.audit(session, "agent.approve", f"agent-run:{run_id}", payload)
-
-
-def _drive(
-    spec: AgentSpec,
-    state: RunState,
-    home: Path,
-    context: ToolContext,
-    approvals: Approvals | None,
-    model: ChatModel | None,
-    clock: Clock,
-    tracer: Tracer | None,
-) -> RunState:
-    registry = build_registry(spec, context)
-    if model is None:
-        key = api_key_from_env(spec.model.key_env)
-        # one reply may not outlast the run's whole time budget
-        timeout_s = min(_REPLY_TIMEOUT_S, spec.budgets.max_time_s)
-        model = ChatClient(spec.model.url, spec.model.name, api_key=key, timeout_s=timeout_s)
-    try:
-        run_loop(
-            model,
-            registry,
-            state,
-            spec.budgets,
-            model_name=spec.model.name,
-            temperature=spec.temperature,
-            approvals=approvals,
-            clock=clock,
-            tracer=tracer,
-        )
-    finally:
-        save_state(home, state)
-    return state

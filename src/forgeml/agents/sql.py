@@ -3,7 +3,8 @@
 It is `forgeml data query`'s guard itself (`forgeml.data.query.run_query`): one SELECT,
 DuckDB's file access switched off and locked, only the named datasets handed in. So a
 model-written query, unlike LlamaIndex's PandasQueryEngine (CVE-2023-39662), can neither
-write, nor read a file outside the store, nor run code.
+write, nor read a file outside the store, nor run code. A query still running when the
+run's time is up is interrupted.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forgeml.agents.tools import Tool, make_tool
+from forgeml.agents.tools import Tool, make_tool, tool_time_left
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -40,7 +41,8 @@ def sql_query_tool(
         Args:
             sql: One SELECT statement, e.g. 'SELECT count(*) FROM "adult@v1"'.
         """
-        table = run_query(workspace, sql, limit=options.max_rows + 1)
+        # interrupted when the run's time is up, not left running behind it
+        table = run_query(workspace, sql, limit=options.max_rows + 1, timeout_s=tool_time_left())
         rows = table.slice(0, options.max_rows).to_pylist()
         return {
             "columns": table.column_names,

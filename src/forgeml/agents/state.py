@@ -2,13 +2,19 @@
 
 A run that stops for approval is saved under `FORGEML_HOME/agents/runs/RUN_ID.json`
 (atomic write), so `forgeml agent approve RUN_ID CALL_ID` can resume it in another
-process. Everything in it is plain JSON written and read with orjson: a value shaped
-like a serialised object (LangChain's `{"lc": 1, "type": "secret", ...}`,
-CVE-2025-68664) is read back as the same dict, never revived into anything.
+process. A run being driven is saved with no stop reason; `claim_state` is the
+compare-and-set that turns a waiting run into a running one, under a lock every process
+shares, so two approvals of one run cannot both resume it. Everything in it is plain
+JSON written and read with orjson: a value shaped like a serialised object (LangChain's
+`{"lc": 1, "type": "secret", ...}`, CVE-2025-68664) is read back as the same dict, never
+revived into anything.
 """
 
 from __future__ import annotations
 
+import fcntl
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -20,7 +26,16 @@ from forgeml.core.atomic import atomic_write_text
 from forgeml.core.errors import NotFoundError
 from forgeml.core.ids import validate_name
 
-__all__ = ["PendingCall", "RunState", "StopReason", "load_state", "save_state", "state_path"]
+__all__ = [
+    "PendingCall",
+    "RunState",
+    "StopReason",
+    "claim_state",
+    "load_state",
+    "run_summary",
+    "save_state",
+    "state_path",
+]
 
 
 class StopReason(StrEnum):
@@ -102,3 +117,51 @@ def load_state(home: Path, run_id: str) -> RunState:
         return RunState.from_json(orjson.loads(path.read_bytes()))
     except FileNotFoundError:
         raise NotFoundError(f"There is no saved agent run {run_id}.") from None
+
+
+@contextmanager
+def _runs_locked(home: Path) -> Iterator[None]:
+    """Hold the lock over every saved run (an flock: threads and processes alike)."""
+    folder = home / "agents" / "runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".claims.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def claim_state(home: Path, run_id: str, check: Callable[[RunState], None]) -> RunState:
+    """Load run `run_id`, let `check` refuse it, and save it as running, all under one lock.
+
+    Whoever claims a waiting run is the one who resumes it: a second claim made at the same
+    time sees the first one's running state, and `check` refuses it.
+
+    Raises:
+        NotFoundError: no run of that id was saved.
+        ForgemlError: whatever `check` raises; the saved state is left as it was.
+    """
+    with _runs_locked(home):
+        state = load_state(home, run_id)
+        check(state)
+        state.stop_reason = None
+        save_state(home, state)
+    return state
+
+
+def run_summary(state: RunState) -> dict[str, Any]:
+    """How a run stands, as JSON (`agent show --json` and the API, less the transcript)."""
+    return {
+        "run_id": state.run_id,
+        "stop_reason": state.stop_reason.value if state.stop_reason else None,
+        "answer": state.answer,
+        "error": state.error,
+        "steps": state.steps,
+        "tokens": state.tokens,
+        "elapsed_s": round(state.elapsed_s, 3),
+        "awaiting": [
+            {"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in state.awaiting()
+        ],
+        "trace_ids": state.trace_ids,
+    }

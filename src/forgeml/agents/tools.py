@@ -5,6 +5,9 @@ model is shown (OpenAI's `tools` entry), the docstring's first line is its descr
 its Google-style `Args:` section the description of each parameter. Arguments the model
 writes are validated against that same model before the function runs; arguments off the
 schema never reach it (`ToolArgumentsError`, one sentence the model is shown instead).
+A tool that waits on something (a socket, a query) reads `tool_time_left()`, the run's
+remaining wall-time budget, as its own timeout: the loop stops waiting for a tool at the
+budget's end, but a Python thread cannot be killed, so the tool has to stop itself.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
@@ -19,7 +24,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from forgeml.core.errors import ForgemlError
 
-__all__ = ["Tool", "ToolArgumentsError", "ToolRefusedError", "ToolRegistry", "make_tool"]
+__all__ = [
+    "Tool",
+    "ToolArgumentsError",
+    "ToolRefusedError",
+    "ToolRegistry",
+    "make_tool",
+    "time_limit",
+    "tool_time_left",
+]
 
 _ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\(.*?\))?:\s*(.*)$")
 # the names a sandbox escape walks through (smolagents CVE-2025-9959:
@@ -28,6 +41,28 @@ _ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\(.*?\))?:\s*(.*)$")
 _ESCAPE_NAMES = re.compile(
     r"__(subclasses|globals|builtins|import|mro|bases?|code|closure|getattribute|reduce(_ex)?)__"
 )
+
+# seconds the running tool call may take (the run's budget left when it started)
+_time_left: ContextVar[float | None] = ContextVar("forgeml_tool_time_left", default=None)
+
+
+def tool_time_left() -> float | None:
+    """Seconds the current tool call may still take, or None outside a budgeted run.
+
+    The run's remaining wall-time budget when the call started; a tool passes it (or less)
+    as the timeout of whatever it waits on.
+    """
+    return _time_left.get()
+
+
+@contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Let the tool calls made inside the block see `seconds` as `tool_time_left()`."""
+    token = _time_left.set(seconds)
+    try:
+        yield
+    finally:
+        _time_left.reset(token)
 
 
 class ToolArgumentsError(ForgemlError):

@@ -2,7 +2,9 @@
 
 For now it serves alerts: `GET /api/v1/alerts`, `GET /api/v1/alerts/{id}`,
 `POST /api/v1/alerts/{id}/ack`, and `POST /api/v1/alertmanager`, the receiver of a real
-Alertmanager's webhook. `forgeml server --api-port PORT` serves it in a thread.
+Alertmanager's webhook; and agent runs: `POST /api/v1/agents/runs` (202: started in the
+background), `GET /api/v1/agents/runs/{id}`, `POST /api/v1/agents/runs/{id}/approve`.
+`forgeml server --api-port PORT` serves it in a thread.
 """
 
 from forgeml.api._app import create_app

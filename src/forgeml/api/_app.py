@@ -7,10 +7,16 @@ Handlers are plain `def`: they touch the store, so FastAPI runs them in its thre
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from forgeml.api._agents import agent_service
+from forgeml.api._agents import router as agents_router
 from forgeml.api._alerts import router as alerts_router
 from forgeml.core.errors import ForgemlError
 from forgeml.core.workspace import Workspace
@@ -18,8 +24,17 @@ from forgeml.core.workspace import Workspace
 
 def create_app(workspace: Workspace) -> FastAPI:
     """The control-plane app over `workspace` (shared with the caller; not closed here)."""
-    app = FastAPI(title="forgeml control plane", version="1")
+    agents = agent_service(workspace)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        # runs being driven end within their budgets; queued ones are saved as stopped
+        await asyncio.to_thread(agents.background.close)
+
+    app = FastAPI(title="forgeml control plane", version="1", lifespan=lifespan)
     app.state.workspace = workspace
+    app.state.agents = agents
 
     @app.exception_handler(ForgemlError)
     async def _forgeml_error(request: Request, error: ForgemlError) -> JSONResponse:
@@ -32,4 +47,5 @@ def create_app(workspace: Workspace) -> FastAPI:
         return JSONResponse({"error": f"{where}: {first.get('msg', 'invalid')}."}, status_code=422)
 
     app.include_router(alerts_router)
+    app.include_router(agents_router)
     return app

@@ -8,7 +8,7 @@ run is saved under FORGEML_HOME and traced into MLflow (experiment `forgeml-agen
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -16,8 +16,7 @@ from rich.markup import escape
 from forgeml.cli._output import print_json, say
 
 if TYPE_CHECKING:
-    from forgeml.agents import Approvals, RunState, Search, ToolContext
-    from forgeml.agents.trace import Tracer
+    from forgeml.agents import RunState
 
 app = typer.Typer(
     help="Agents that call tools, within budgets, with approval.", no_args_is_help=True
@@ -28,22 +27,6 @@ ApproveFlag = Annotated[
     typer.Option("--approve", metavar="TOOL", help="Let every call of this tool run."),
 ]
 _FAILED = ("max_steps", "max_time", "max_tokens", "error")
-
-
-def _context() -> tuple[Path, ToolContext, Tracer]:
-    from forgeml.agents import ToolContext
-    from forgeml.core.workspace import open_workspace
-    from forgeml.tracking.traces import MlflowTracer
-
-    workspace = open_workspace()
-
-    def open_index(ref: str) -> Search:
-        from forgeml.rag.passages import index_search
-
-        return index_search(workspace, ref)
-
-    context = ToolContext(workspace=workspace, open_index=open_index)
-    return workspace.settings.home, context, MlflowTracer(workspace)
 
 
 @app.command("run")
@@ -57,31 +40,15 @@ def run(
     as_json: JsonFlag = False,
 ) -> None:
     """Run an agent on a task until it answers, waits for approval, or spends a budget."""
-    from forgeml.agents import Approvals, parse_spec, start_run
+    from forgeml.agents import parse_spec
+    from forgeml.agents.runs import run as run_agent
     from forgeml.core.configfile import load_yaml
 
     data = load_yaml(spec_path) or {}
     if max_steps is not None and isinstance(data, dict):
         data = {**data, "budgets": {**(data.get("budgets") or {}), "max_steps": max_steps}}
     spec = parse_spec(data, str(spec_path))
-    names = [entry.name for entry in spec.tools]
-    for name in approve or ():
-        if name not in names:
-            from forgeml.core.errors import UsageError
-
-            raise UsageError(
-                f"--approve {name}: the agent has no such tool (tools: {', '.join(names)})."
-            )
-    home, context, tracer = _context()
-    state = start_run(
-        spec,
-        task,
-        home=home,
-        context=context,
-        approvals=Approvals(tools=frozenset(approve or ())),
-        tracer=tracer,
-    )
-    _report(state, as_json)
+    _report(run_agent(spec, task, approve_tools=approve or ()), as_json)
 
 
 @app.command("approve")
@@ -98,18 +65,13 @@ def approve_(
     as_json: JsonFlag = False,
 ) -> None:
     """Resume a run that waits for approval, letting the named calls (or tools) run."""
-    from forgeml.agents import Approvals, resume_run
+    from forgeml.agents.runs import approve as approve_run
     from forgeml.core.errors import UsageError
 
     if not (call_ids or approve or deny):
         raise UsageError("Name a CALL_ID to approve, --approve TOOL or --deny CALL_ID.")
-    approvals: Approvals = Approvals(
-        tools=frozenset(approve or ()),
-        calls=frozenset(call_ids or ()),
-        denied=frozenset(deny or ()),
-    )
-    home, context, tracer = _context()
-    _report(resume_run(run_id, approvals, home=home, context=context, tracer=tracer), as_json)
+    state = approve_run(run_id, call_ids or (), deny=deny or (), tools=approve or ())
+    _report(state, as_json)
 
 
 @app.command("show")
@@ -118,33 +80,17 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """A saved run: how it stopped, its answer, the calls it waits on, its transcript."""
-    from forgeml.agents import load_state
-    from forgeml.core.config import get_settings
+    from forgeml.agents.runs import show as show_run
+    from forgeml.agents.state import run_summary
 
-    state = load_state(get_settings().home, run_id)
+    state = show_run(run_id)
     if as_json:
-        print_json(_summary(state) | {"messages": state.messages})
+        print_json(run_summary(state) | {"messages": state.messages})
         return
     _say_summary(state)
     for message in state.messages:
         text = message.get("content") or message.get("tool_calls")
         say(f"[bold]{message['role']}[/bold]: {escape(str(text))}")
-
-
-def _summary(state: RunState) -> dict[str, Any]:
-    return {
-        "run_id": state.run_id,
-        "stop_reason": state.stop_reason.value if state.stop_reason else None,
-        "answer": state.answer,
-        "error": state.error,
-        "steps": state.steps,
-        "tokens": state.tokens,
-        "elapsed_s": round(state.elapsed_s, 3),
-        "awaiting": [
-            {"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in state.awaiting()
-        ],
-        "trace_ids": state.trace_ids,
-    }
 
 
 def _say_summary(state: RunState) -> None:
@@ -158,7 +104,9 @@ def _say_summary(state: RunState) -> None:
 
 
 def _report(state: RunState, as_json: bool) -> None:
-    summary = _summary(state)
+    from forgeml.agents.state import run_summary
+
+    summary = run_summary(state)
     if as_json:
         print_json(summary | {"messages": state.messages})
     else:

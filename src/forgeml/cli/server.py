@@ -72,7 +72,8 @@ def server(
     api_port: Annotated[
         int | None,
         typer.Option(
-            help="Serve the control-plane API (alerts, Alertmanager's webhook) on this port.",
+            help="Serve the control-plane API (alerts, Alertmanager's webhook, agent runs) "
+            "on this port.",
             min=1,
             max=65535,
         ),

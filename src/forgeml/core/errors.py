@@ -36,6 +36,12 @@ class ConfigError(ForgemlError):
     http_status = 422
 
 
+class InvalidRequestError(ForgemlError):
+    """An API request's body parses but asks for something contradictory or empty."""
+
+    http_status = 422
+
+
 class InvalidDataError(ForgemlError):
     """Input data cannot be read: unknown format, empty file, undecodable text, bad rows."""
 

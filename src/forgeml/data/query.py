@@ -9,6 +9,7 @@ neither write nor read files outside the store.
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 import pyarrow as pa
@@ -28,30 +29,40 @@ _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN(\s+ANALYZE)?\s+", re.IGNORECASE)
 _READ_ONLY_STATEMENTS = ("SELECT", "EXPLAIN")
 
 
-def run_query(workspace: Workspace, sql: str, limit: int | None = None) -> pa.Table:
+def run_query(
+    workspace: Workspace, sql: str, limit: int | None = None, timeout_s: float | None = None
+) -> pa.Table:
     """Run one read-only SQL statement over the store's datasets.
 
     Args:
         workspace: the store whose datasets are visible.
         sql: a single SELECT (or EXPLAIN) statement.
         limit: cap on returned rows, applied after the query.
+        timeout_s: seconds the statement may run before it is interrupted (default: no limit).
 
     Raises:
         QueryNotAllowedError: the statement writes, or touches files or settings.
-        QueryError: the SQL does not parse or fails to run.
+        QueryError: the SQL does not parse, fails to run, or runs past `timeout_s`.
         UsageError: more than one statement.
     """
     import duckdb
 
     connection = duckdb.connect(":memory:")
+    # DuckDB has no statement timeout; interrupt() from another thread stops a running one
+    timer = threading.Timer(timeout_s, connection.interrupt) if timeout_s is not None else None
     try:
         _check_read_only(connection, sql)
         _register_datasets(workspace, connection, sql)
         connection.execute("SET enable_external_access = false")
         connection.execute("SET lock_configuration = true")
         try:
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
             relation = connection.sql(sql)
             table = relation.to_arrow_table() if relation is not None else pa.table({})
+        except duckdb.InterruptException:
+            raise QueryError(f"Query ran past its {timeout_s:.3g} s time limit; stopped.") from None
         except duckdb.PermissionException as error:
             raise QueryNotAllowedError(
                 f"data query may only read the store's datasets: {_first_line(error)}"
@@ -59,6 +70,8 @@ def run_query(workspace: Workspace, sql: str, limit: int | None = None) -> pa.Ta
         except duckdb.Error as error:
             raise QueryError(f"Query failed: {_first_line(error)}") from None
     finally:
+        if timer is not None:
+            timer.cancel()
         connection.close()
     return table.slice(0, limit) if limit is not None else table
 

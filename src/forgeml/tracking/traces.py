@@ -12,12 +12,15 @@ set then, and `mlflow.set_tracking_uri` rebuilds it on every change. So a trace 
 global URI at this workspace's store from its root span's start until its end has flushed
 the exporter's background queue (the trace is in the store when a run returns), then puts
 the URI back as it was, so no later MLflow call in the process inherits this store.
+Traces open at once (the API drives runs on threads) share the setting: the first to open
+sets it, the last to end puts it back, and a trace into another store waits for them.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -76,7 +79,6 @@ class MlflowTracer:
             self._client, experiment, artifact_location(workspace.settings)
         )
         self._uri = tracking_uri(workspace.settings)
-        self._uri_before: dict[str, _GlobalUri] = {}  # open trace id -> what to put back
 
     def start_span(
         self,
@@ -88,7 +90,7 @@ class MlflowTracer:
     ) -> SpanHandle:
         """Open a span; with no parent, a new trace."""
         if parent is None:
-            before = _set_global_tracking_uri(self._uri)
+            _GLOBAL.hold(self._uri)
             try:
                 span = self._client.start_trace(
                     name,
@@ -98,9 +100,8 @@ class MlflowTracer:
                     experiment_id=self.experiment_id,
                 )
             except BaseException:
-                _restore_global_tracking_uri(before)
+                _GLOBAL.release()
                 raise
-            self._uri_before[span.trace_id] = before
             return SpanHandle(span.trace_id, span.span_id, root=True)
         span = self._client.start_span(
             name,
@@ -133,11 +134,41 @@ class MlflowTracer:
                 )
                 mlflow.flush_trace_async_logging()
             finally:
-                _restore_global_tracking_uri(self._uri_before.pop(span.trace_id))
+                _GLOBAL.release()
         else:
             self._client.end_span(
                 span.trace_id, span.span_id, outputs=outputs, attributes=attributes, status=status
             )
+
+
+class _SharedGlobalUri:
+    """MLflow's process-wide URI, held by the traces open now (all into one store)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._holders = 0
+        self._uri: str | None = None
+        self._before = _GlobalUri(None, None)
+
+    def hold(self, uri: str) -> None:
+        """Point the global URI at `uri` for one more trace; wait while it serves another."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._holders == 0 or self._uri == uri)
+            if self._holders == 0:
+                self._before, self._uri = _set_global_tracking_uri(uri), uri
+            self._holders += 1
+
+    def release(self) -> None:
+        """One trace less; the last one puts the URI back as it was before the first."""
+        with self._changed:
+            self._holders -= 1
+            if self._holders == 0:
+                _restore_global_tracking_uri(self._before)
+                self._uri = None
+                self._changed.notify_all()
+
+
+_GLOBAL = _SharedGlobalUri()
 
 
 def _set_global_tracking_uri(uri: str) -> _GlobalUri:

@@ -1,0 +1,139 @@
+"""Agent routes: start a run, show it, approve or deny the calls it waits on.
+
+A run is checked and saved before the answer (a spec off its schema, an unknown tool
+approved up front, an API key's variable unset: 422 and nothing saved), then driven in the
+background: `POST` answers 202 with the run's id, and `GET` shows it as
+`forgeml agent show --json` does (`stop_reason` null while it runs). An approval claims
+the run first (one approver wins; the other gets 409), is audited as `agent approve` is,
+and resumes it in the background.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from forgeml.agents import (
+    Approvals,
+    WorkspaceAgents,
+    claim_run,
+    load_spec,
+    load_state,
+    parse_spec,
+    prepare_run,
+    run_summary,
+    workspace_agents,
+)
+from forgeml.agents.background import BackgroundRuns
+from forgeml.core.errors import InvalidRequestError
+from forgeml.core.workspace import Workspace
+
+router = APIRouter(prefix="/api/v1/agents")
+
+
+class StartRun(BaseModel):
+    """`POST /api/v1/agents/runs`: an agent (a spec file or the spec itself) and a task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec_path: str | None = Field(
+        default=None, description="Path of the agent's YAML spec on the server."
+    )
+    spec: dict[str, Any] | None = Field(
+        default=None, description="The agent's spec itself, as its YAML would parse."
+    )
+    task: str = Field(min_length=1, description="What to do, in words.")
+    approve: list[str] = Field(
+        default_factory=list, description="Tools whose every call may run without waiting."
+    )
+
+
+class Decision(BaseModel):
+    """`POST /api/v1/agents/runs/{id}/approve`: the held calls to run and to refuse."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approve: list[str] = Field(default_factory=list, description="Call ids to let run.")
+    deny: list[str] = Field(
+        default_factory=list, description="Call ids not to run (the model is told)."
+    )
+    tools: list[str] = Field(
+        default_factory=list, description="Tools whose every call may now run."
+    )
+
+
+class AgentService:
+    """The app's agent runs: the workspace's tools and tracer (made at first use), its pool."""
+
+    def __init__(self, background: BackgroundRuns, make: Callable[[], WorkspaceAgents]) -> None:
+        self.background = background
+        self._make = make
+        self._agents: WorkspaceAgents | None = None
+        self._lock = threading.Lock()
+
+    def agents(self) -> WorkspaceAgents:
+        with self._lock:
+            if self._agents is None:
+                self._agents = self._make()
+            return self._agents
+
+
+def _service(request: Request) -> AgentService:
+    service: AgentService = request.app.state.agents
+    return service
+
+
+def agent_service(workspace: Workspace, max_workers: int = 4) -> AgentService:
+    """The agent runs of an app over `workspace`; `close` its `background` at shutdown."""
+    background = BackgroundRuns(workspace.settings.home, max_workers=max_workers)
+    return AgentService(background, lambda: workspace_agents(workspace))
+
+
+@router.post("/runs", status_code=202)
+def start(request: Request, body: StartRun) -> dict[str, Any]:
+    """Start a run in the background (202, its id); 422 when the spec or task is refused."""
+    if (body.spec_path is None) == (body.spec is None):
+        raise InvalidRequestError("Give the agent as spec_path or as spec, one of the two.")
+    if body.spec_path is not None:
+        spec = load_spec(body.spec_path)
+    else:
+        spec = parse_spec(body.spec, "spec")
+    service = _service(request)
+    agents = service.agents()
+    run = prepare_run(
+        spec,
+        body.task,
+        home=agents.home,
+        context=agents.context,
+        approvals=Approvals(tools=frozenset(body.approve)),
+    )
+    service.background.submit(run, agents.tracer)
+    return run_summary(run.state)
+
+
+@router.get("/runs/{run_id}")
+def show(request: Request, run_id: str) -> dict[str, Any]:
+    """A run as `forgeml agent show --json` prints it (404 when unknown)."""
+    state = load_state(_service(request).background.home, run_id)
+    return run_summary(state) | {"messages": state.messages}
+
+
+@router.post("/runs/{run_id}/approve", status_code=202)
+def approve(request: Request, run_id: str, body: Decision) -> dict[str, Any]:
+    """Let held calls run or refuse them, and resume the run in the background.
+
+    404 for an unknown run; 409 when it does not wait (running, stopped, or claimed by a
+    concurrent approval) or a call id is not one it waits on; 422 for an empty decision.
+    """
+    approvals = Approvals(
+        tools=frozenset(body.tools), calls=frozenset(body.approve), denied=frozenset(body.deny)
+    )
+    service = _service(request)
+    agents = service.agents()
+    run = claim_run(run_id, approvals, home=agents.home, context=agents.context)
+    service.background.submit(run, agents.tracer)
+    return run_summary(run.state)
