@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 # small batches of like lengths: on 338 stdlib chunks (2 threads) sentence-transformers'
-# own batching ran 34.9 chunks/s in batches of 64, 41.7 of 32 and 51.5 of 8
+# own batching ran 34.9 chunks/s in batches of 64, 41.7 of 32 and 51.5 of 8. On the same
+# machine at load 8 (other work on both cores) 88 chunks ran 2.3-3.1/s in batches of 8 and
+# 4.5/s of 32 with 2 threads, but 6.9/s in batches of 8 with 1 thread (`threads=1`):
+# OpenMP's threads wait on each other once per batch when the cores are taken
 _BATCH = 8
 
 
