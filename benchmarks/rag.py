@@ -23,8 +23,7 @@ function docs of the PyPI package bfcl-eval, whose wheel is fetched here with
 
 Embeddings are cached in benchmarks/out/rag/ by a digest of the model and texts (quality
 does not depend on how fast they were made; a rerun skips the minutes of embedding).
-`--quick` takes 60 queries per set and, beside their gold documents, 100 others (about a
-minute once the embeddings are cached).
+`--quick` takes 60 queries per set and, beside their gold documents, 100 others.
 
 Run from the repository root:
 
