@@ -23,12 +23,12 @@ function docs of the PyPI package bfcl-eval, whose wheel is fetched here with
 
 Embeddings are cached in benchmarks/out/rag/ by a digest of the model and texts (quality
 does not depend on how fast they were made; a rerun skips the minutes of embedding).
-`--quick` takes 100 queries per set and, beside their gold documents, 200 others.
+`--quick` takes 60 queries per set and, beside their gold documents, 100 others.
 
 Run from the repository root:
 
     PYTHONPATH=src .venv/bin/python benchmarks/rag.py            # both sets, every query
-    PYTHONPATH=src .venv/bin/python benchmarks/rag.py --quick    # 100 queries per set
+    PYTHONPATH=src .venv/bin/python benchmarks/rag.py --quick    # 60 queries per set
     PYTHONPATH=src .venv/bin/python benchmarks/rag.py --json     # JSON object last
 """
 
@@ -48,13 +48,13 @@ import numpy as np
 
 from _cli import make_parser, print_json
 from forgeml.rag.labelled import LabelledSet, bfcl_set, stdlib_set
-from forgeml.rag.metrics import evaluate
+from forgeml.rag.metrics import NDCG_DEPTH, evaluate, ndcg_at
 from forgeml.rag.tuning import Candidates, convex_fuse, tune_alpha
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "out" / "rag"
 BFCL_PIN = "bfcl-eval==2026.3.23"
-QUICK_QUERIES, QUICK_DISTRACTORS = 100, 200
+QUICK_QUERIES, QUICK_DISTRACTORS = 60, 100
 CANDIDATES = 100  # each retriever's depth feeding the hybrids
 RRF_K = 60
 HNSW_M, HNSW_EF_SEARCH = 32, 64
@@ -176,6 +176,39 @@ def rrf(*rankings: list[str]) -> list[str]:
     return ranked(fused)
 
 
+def weighted_rrf(dense: list[str], bm25: list[str], k: int, weight: float) -> list[str]:
+    """Reciprocal-rank fusion with the dense ranking weighted `weight`, BM25 1 - `weight`."""
+    fused: Scores = {}
+    for ranking, share in ((dense, weight), (bm25, 1.0 - weight)):
+        for rank, doc_id in enumerate(ranking, 1):
+            fused[doc_id] = fused.get(doc_id, 0.0) + share / (k + rank)
+    return ranked(fused)
+
+
+RRF_GRID = [(k, w / 10) for k in (5, 10, 20, 40, 60, 100) for w in range(3, 10)]
+
+
+def rrf_out_of_fold(
+    pairs: list[tuple[list[str], list[str]]], labelled: LabelledSet
+) -> tuple[list[list[str]], list[tuple[int, float]]]:
+    """Rankings by weighted RRF, each query's (k, dense weight) tuned on the other fold's
+    queries for the best mean nDCG@10 over RRF_GRID."""
+    gold = [q.relevant for q in labelled.queries]
+
+    def tuned(fold: int) -> tuple[int, float]:
+        items = [(pair, gold[n]) for n, pair in enumerate(pairs) if n % 2 == fold]
+        return max(
+            RRF_GRID,
+            key=lambda kw: sum(
+                ndcg_at(weighted_rrf(d, b, *kw), g, NDCG_DEPTH) for (d, b), g in items
+            ),
+        )
+
+    settings = [tuned(1), tuned(0)]
+    rankings = [weighted_rrf(d, b, *settings[n % 2]) for n, (d, b) in enumerate(pairs)]
+    return rankings, settings
+
+
 def convex_out_of_fold(candidates: list[Candidates]) -> tuple[list[list[str]], list[float]]:
     """Rankings by the convex hybrid, each query's alpha tuned on the other fold's queries."""
     folds = [candidates[0::2], candidates[1::2]]
@@ -282,6 +315,9 @@ def measure_set(labelled: LabelledSet, embedder: Embedder) -> dict[str, Any]:
             for d, b, q in zip(dense, bm25, labelled.queries, strict=True)
         ]
     )
+    tuned_rrf, rrf_settings = rrf_out_of_fold(
+        list(zip(dense_rankings, bm25_rankings, strict=True)), labelled
+    )
     methods = {
         "bm25 (bm25s)": scored(labelled, bm25_rankings),
         "dense (FAISS flat)": scored(labelled, dense_rankings),
@@ -289,6 +325,7 @@ def measure_set(labelled: LabelledSet, embedder: Embedder) -> dict[str, Any]:
             labelled, [rrf(d, b) for d, b in zip(dense_rankings, bm25_rankings, strict=True)]
         ),
         "hybrid convex (tuned)": scored(labelled, convex),
+        "hybrid RRF (tuned k, w)": scored(labelled, tuned_rrf),
     }
     with tempfile.TemporaryDirectory(prefix="forgeml-rag-bench-") as folder:
         forgeml = forgeml_index(labelled, Path(folder))
@@ -302,6 +339,7 @@ def measure_set(labelled: LabelledSet, embedder: Embedder) -> dict[str, Any]:
         "queries": len(labelled.queries),
         "methods": methods,
         "convex_alphas": alphas,
+        "rrf_k_weight": rrf_settings,
         "best_baseline_ndcg": best_baseline,
         "forgeml_alphas": forgeml["alphas"],
         **{f"forgeml_{key}": forgeml[key] for key in _INDEXING},
@@ -395,7 +433,9 @@ def format_table(report: dict[str, Any]) -> str:
     for name, result in report["sets"].items():
         lines.append(
             f"{name}: {result['documents']:,} documents, {result['queries']:,} queries; "
-            f"convex alpha per fold {', '.join(f'{a:.2f}' for a in result['convex_alphas'])}"
+            f"convex alpha per fold {', '.join(f'{a:.2f}' for a in result['convex_alphas'])}; "
+            f"RRF (k, dense weight) per fold "
+            f"{', '.join(f'({k}, {w:.1f})' for k, w in result['rrf_k_weight'])}"
         )
         lines.append(f"  {'method':<24}{'nDCG@10':>9}{'recall@10':>11}{'MRR':>8}")
         for method, means in result["methods"].items():
