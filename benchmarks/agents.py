@@ -19,12 +19,15 @@ the BFCL questions of the `bfcl-eval` wheel (fetched with `pip download --no-dep
   not import with what forgeml installs; a reply that does not parse counts as wrong);
 - irrelevance: the functions cannot answer the question; asked with `tool_choice` "auto"
   (the only mode in which the model may decline), a refusal is a reply with no tool call
-  and no `<tool_call>` block;
+  and no `<tool_call>` block (read it beside the free-text path's "called" column: a model
+  that never calls a tool unconstrained refuses everything);
 - budgets: questions of the three categories run through forgeml.agents.run_loop with
-  small step, wall-time and token budgets (the functions run as tools that only record the
-  call: BFCL has no backend to execute them). Every run must stop with a `StopReason`, no
-  model call may start once a budget is spent, no reply may be asked for more tokens than
-  the run has left, and no reply may spend more than it was allowed.
+  small step, wall-time and token budgets, the model asked with `tool_choice` "required"
+  so that it calls a tool every turn and never answers: only the budgets can stop the run
+  (the functions run as tools that only record the call: BFCL has no backend to execute
+  them). Every run must stop with a `StopReason`, no model call may start once a budget
+  is spent, no reply may be asked for more tokens than the run has left, and no reply may
+  spend more than it was allowed.
 
 Greedy decoding throughout; `--concurrency` requests at once (the server batches them).
 
@@ -87,6 +90,7 @@ class Outcome:
     attempted_call: bool = False
     reason: str = ""
     seconds: float = 0.0
+    finish: str = ""
 
 
 # -- the two paths ---------------------------------------------------------------------
@@ -158,6 +162,7 @@ def constrained(client: Any, item: Item) -> Outcome:
         reason = f"no call (finish {completion.choices[0].finish_reason})"
     outcome = Outcome(calls, not reason, attempted_call=bool(written), reason=reason)
     outcome.seconds = time.perf_counter() - begin
+    outcome.finish = completion.choices[0].finish_reason
     return _score(item, outcome)
 
 
@@ -175,7 +180,9 @@ def free_text(client: Any, item: Item) -> Outcome:
         max_tokens=max_tokens(item.category),
     )
     text = completion.choices[0].message.content or ""
-    outcome = Outcome(attempted_call="<tool_call>" in text)
+    outcome = Outcome(
+        attempted_call="<tool_call>" in text, finish=completion.choices[0].finish_reason
+    )
     try:
         parsed = parse_tool_calls(text, tools)
     except InvalidDataError as error:
@@ -219,16 +226,25 @@ class ModelCall:
 
 
 class RecordingModel:
-    """A `ChatModel` that passes each call on and records it against the run's clock."""
+    """A `ChatModel` that passes each call on and records it against the run's clock.
 
-    def __init__(self, inner: Any, clock: Callable[[], float]) -> None:
+    With `tool_choice` "required" every reply is a tool call, so the run never answers
+    and only its budgets can stop it: the agent that never stops, made on purpose.
+    """
+
+    def __init__(
+        self, inner: Any, clock: Callable[[], float], tool_choice: str | None = None
+    ) -> None:
         self.inner, self.clock, self.origin = inner, clock, clock()
+        self.tool_choice = tool_choice
         self.calls: list[ModelCall] = []
         self.tokens = 0
 
     def chat(self, messages: list[dict[str, Any]], **options: Any) -> Any:
         record = ModelCall(self.clock() - self.origin, self.tokens, options.get("max_tokens"))
         self.calls.append(record)
+        if self.tool_choice is not None:
+            options["tool_choice"] = self.tool_choice
         reply = self.inner.chat(messages, **options)
         record.completion_tokens = reply.completion_tokens
         self.tokens += reply.prompt_tokens + reply.completion_tokens
@@ -268,7 +284,7 @@ def budget_run(chat: Any, item: Item, limits: dict[str, Any]) -> dict[str, Any]:
 
     budgets = Budgets(**limits)
     clock = time.monotonic
-    model = RecordingModel(chat, clock)
+    model = RecordingModel(chat, clock, tool_choice="required")
     registry = ToolRegistry([recording_tool(t) for t in openai_tools(item.functions)])
     state = RunState(run_id=item.id, spec={}, messages=list(item.messages))
     state = run_loop(model, registry, state, budgets, model_name=MODEL, clock=clock)
@@ -351,6 +367,8 @@ def summarise(outcomes: list[Outcome]) -> dict[str, Any]:
         "n": count,
         "schema_valid": sum(o.schema_valid for o in outcomes) / count,
         "ast_accuracy": sum(o.accurate for o in outcomes) / count,
+        "attempted_call": sum(o.attempted_call for o in outcomes) / count,
+        "cut_short": sum(o.finish == "length" for o in outcomes),
         "reply_p50_s": statistics.median(o.seconds for o in outcomes),
         "failures": [o.reason for o in outcomes if not o.accurate][:5],
     }
@@ -403,12 +421,16 @@ def _reasons(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def print_table(figures: dict[str, Any]) -> None:
-    print(f"{'category':<12}{'n':>4}{'path':>14}{'schema-valid':>14}{'AST acc':>10}{'p50 s':>8}")
+    print(
+        f"{'category':<12}{'n':>4}{'path':>14}{'called':>8}{'schema-valid':>14}{'AST acc':>10}"
+        f"{'cut short':>11}{'p50 s':>8}"
+    )
     for category in CALL_CATEGORIES:
         for path, row in figures[category].items():
             print(
-                f"{category:<12}{row['n']:>4}{path:>14}{row['schema_valid']:>14.0%}"
-                f"{row['ast_accuracy']:>10.0%}{row['reply_p50_s']:>8.1f}"
+                f"{category:<12}{row['n']:>4}{path:>14}{row['attempted_call']:>8.0%}"
+                f"{row['schema_valid']:>14.0%}{row['ast_accuracy']:>10.0%}{row['cut_short']:>11}"
+                f"{row['reply_p50_s']:>8.1f}"
             )
     irrelevance = figures["irrelevance"]
     print(f"irrelevance {irrelevance['n']:>4}: refusals {irrelevance['refusal_rate']:.0%}")

@@ -96,6 +96,7 @@ class CallingModel:
         self.clock, self.seconds = clock, seconds
 
     def chat(self, messages: list[dict[str, Any]], **options: Any) -> ChatReply:
+        assert options["tool_choice"] == "required"  # the recorder forces a call each turn
         self.clock.now += self.seconds
         call = ToolCall("call_1", "spotify_play", '{"artist": "Maroon 5", "duration": 15}')
         return ChatReply(None, "tool_calls", 250, 50, [call])
@@ -113,7 +114,7 @@ def test_a_run_that_never_answers_stops_on_its_budget_and_is_judged_within_it(
     limits: dict[str, Any], seconds: float, stop: StopReason
 ) -> None:
     clock = FakeClock()
-    model = RecordingModel(CallingModel(clock, seconds), clock)
+    model = RecordingModel(CallingModel(clock, seconds), clock, tool_choice="required")
     budgets = Budgets(**limits)
     state = RunState(run_id="r", spec={}, messages=[{"role": "user", "content": "Play."}])
     registry = ToolRegistry([recording_tool(TOOLS[0])])
