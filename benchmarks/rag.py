@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from _bfcl import BFCL_PIN, fetch_bfcl_wheel
 from _cli import make_parser, print_json
 from forgeml.rag.labelled import LabelledSet, bfcl_set, stdlib_set
 from forgeml.rag.metrics import NDCG_DEPTH, evaluate, ndcg_at
@@ -53,7 +54,6 @@ from forgeml.rag.tuning import Candidates, convex_fuse, tune_alpha
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "out" / "rag"
-BFCL_PIN = "bfcl-eval==2026.3.23"
 QUICK_QUERIES, QUICK_DISTRACTORS = 60, 100
 CANDIDATES = 100  # each retriever's depth feeding the hybrids
 RRF_K = 60
@@ -67,17 +67,6 @@ GOALS = {
 }
 
 Scores = dict[str, float]
-
-
-def fetch_bfcl_wheel() -> Path:
-    """bfcl-eval's wheel in benchmarks/out/rag/, downloaded on first use (no dependencies)."""
-    folder = OUT / "bfcl"
-    wheels = sorted(folder.glob("bfcl_eval-*.whl"))
-    if not wheels:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", BFCL_PIN]
-        subprocess.run([*command, "-d", str(folder)], check=True, timeout=600)
-        wheels = sorted(folder.glob("bfcl_eval-*.whl"))
-    return wheels[0]
 
 
 def subsample(labelled: LabelledSet, queries: int, distractors: int) -> LabelledSet:
