@@ -142,6 +142,8 @@ class ChatServer:
     url: str
     replies: list[dict[str, Any]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # each request's headers, lower-cased names
+    headers: list[dict[str, str]] = field(default_factory=list)
 
     def say(self, content: str) -> None:
         self.replies.append(_completion({"role": "assistant", "content": content}, "stop"))
@@ -165,6 +167,7 @@ class _ChatHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         chat: ChatServer = self.server.chat  # type: ignore[attr-defined]
         chat.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        chat.headers.append({name.lower(): value for name, value in self.headers.items()})
         if chat.replies:
             status, body = 200, chat.replies.pop(0)
         else:

@@ -309,3 +309,40 @@ def test_the_served_smollm2_answers_a_run_started_over_http(
     assert shown["tokens"] > 0  # the server reported its usage
     assert len(shown["trace_ids"]) == 1
     assert yaml.safe_load(cli("agent", "show", run_id, "--json").stdout) == shown
+
+
+def test_a_run_over_http_renders_its_registry_system_prompt_and_says_its_version(
+    api: httpx.Client, chat_server: ChatServer, workspace: Workspace
+) -> None:
+    from forgeml.prompts.registry import create_prompt
+    from forgeml.prompts.spec import PromptSpec
+
+    template = PromptSpec(template="Help {{ team }}.", variables=[{"name": "team"}])
+    create_prompt(workspace, "helper", template)
+    chat_server.say("Hello.")
+    body = spec(chat_server.url, system_prompt="helper", system_variables={"team": "ops"})
+
+    reply = api.post(RUNS, json={"spec": body, "task": "Hi"})
+
+    assert reply.status_code == 202, reply.text
+    assert reply.json()["prompt_ref"] == "helper@v1"
+    shown = stopped(api, reply.json()["run_id"])
+    assert (shown["stop_reason"], shown["prompt_ref"]) == ("answered", "helper@v1")
+    assert chat_server.requests[0]["messages"][0] == {"role": "system", "content": "Help ops."}
+    assert chat_server.headers[0]["x-forgeml-prompt"] == "helper@v1"
+
+
+def test_a_run_over_http_naming_no_prompt_is_422_with_one_sentence(
+    api: httpx.Client, chat_server: ChatServer, home: Path
+) -> None:
+    body = spec(chat_server.url, system_prompt="nosuch")
+
+    reply = api.post(RUNS, json={"spec": body, "task": "Hi"})
+
+    assert (reply.status_code, reply.json()) == (
+        422,
+        {"error": "Cannot use system_prompt nosuch: Prompt 'nosuch' does not exist "
+                  "(see `forgeml prompts list`)."},
+    )  # fmt: skip
+    assert chat_server.requests == []
+    assert not list((home / "agents" / "runs").glob("*.json"))

@@ -45,6 +45,24 @@ def test_an_agent_run_is_one_mlflow_trace_with_llm_and_tool_spans(
     assert sorted(t["outputs"] for t in tools) == ["1", "42"]
 
 
+def test_a_runs_registry_prompt_version_is_on_its_mlflow_agent_and_chat_spans(
+    tracking_workspace: Workspace,
+) -> None:
+    state = new_state()
+    state.prompt_ref = "helper@v2"
+
+    run_loop(
+        ScriptedModel([text("4")]), ToolRegistry([]), state, BUDGETS, model_name="smol",
+        tracer=MlflowTracer(tracking_workspace),
+    )  # fmt: skip
+
+    spans = agent_traces(tracking_workspace, state.trace_ids[0])
+    assert sorted((s["name"], s["attributes"]["forgeml.prompt"]) for s in spans) == [
+        ("chat smol", "helper@v2"),
+        ("invoke_agent", "helper@v2"),
+    ]
+
+
 def test_a_serialised_secret_in_a_tool_result_stays_inert_in_the_trace(
     tracking_workspace: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:

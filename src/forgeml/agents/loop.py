@@ -24,7 +24,10 @@ from forgeml.agents.trace import NullTracer, Tracer, span
 from forgeml.core.errors import ForgemlError
 from forgeml.prompts.client import ChatModel, ChatReply
 
-__all__ = ["Approvals", "Clock", "run_loop"]
+__all__ = ["PROMPT_ATTRIBUTE", "Approvals", "Clock", "run_loop"]
+
+# a span's registry prompt version (`NAME@vN`); GenAI conventions have no name for it yet
+PROMPT_ATTRIBUTE = "forgeml.prompt"
 
 
 def run_loop(
@@ -60,6 +63,7 @@ def run_loop(
         model_name, temperature, clock, clock() - state.elapsed_s,
     )  # fmt: skip
     attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.request.model": model_name}
+    attributes |= _prompt_attributes(state)
     with span(loop.tracer, "invoke_agent", "AGENT", None, attributes, state.messages[-1]) as root:
         trace_id = getattr(root.handle, "trace_id", None)
         if trace_id:
@@ -140,6 +144,7 @@ class _Loop:
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": self.model_name,
             "gen_ai.request.temperature": self.temperature,
+            **_prompt_attributes(state),
         }
         name = f"chat {self.model_name}".strip()
         inputs = {"messages": state.messages}
@@ -153,6 +158,7 @@ class _Loop:
                 max_tokens=min(
                     self.budgets.max_tokens - state.tokens, self.budgets.max_reply_tokens
                 ),
+                prompt=state.prompt_ref,
             )
             s.outputs = _assistant_message(reply)
             s.attributes = {
@@ -162,6 +168,11 @@ class _Loop:
                 "gen_ai.usage.output_tokens": reply.completion_tokens,
             }
         return reply
+
+
+def _prompt_attributes(state: RunState) -> dict[str, Any]:
+    """The registry prompt version the run's messages began from, when they did."""
+    return {PROMPT_ATTRIBUTE: state.prompt_ref} if state.prompt_ref else {}
 
 
 def _over_budget(state: RunState, budgets: Budgets, elapsed_s: float) -> StopReason | None:

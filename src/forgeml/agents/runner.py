@@ -2,7 +2,10 @@
 
 Every run is saved under FORGEML_HOME (`state.save_state`) with its spec: first with no
 stop reason while it is driven, then however it stops, so `resume_run` needs only its id
-and the approvals. Each is two halves, for callers that answer before the run ends (the
+and the approvals. A spec's registry `system_prompt` is resolved and rendered once, when
+the run starts; the run keeps the version it got (`prompt_ref`, `NAME@vN`) and sends it
+with every model call, resumed parts included (an alias moved meanwhile does not change
+it). Each is two halves, for callers that answer before the run ends (the
 API): `prepare_run` / `claim_run` check everything and save the run as running, raising
 before anything is saved when the request is wrong; `drive` then runs the loop.
 """
@@ -13,6 +16,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from forgeml.agents._calls import Approvals
 from forgeml.agents.builtins import ToolContext
@@ -21,7 +25,7 @@ from forgeml.agents.spec import AgentSpec, build_registry
 from forgeml.agents.state import RunState, StopReason, claim_state, save_state
 from forgeml.agents.tools import ToolRegistry
 from forgeml.agents.trace import Tracer
-from forgeml.core.errors import ForgemlError, UsageError
+from forgeml.core.errors import ConfigError, ForgemlError, NotFoundError, UsageError
 from forgeml.core.ids import new_id
 from forgeml.prompts.client import ChatClient, ChatModel, api_key_from_env
 
@@ -117,14 +121,19 @@ def prepare_run(
 
     Raises:
         ApprovalRequestError: `approvals` names a tool the agent does not have.
+        ConfigError: the spec's `system_prompt` names no prompt version, or its variables
+            do not fit the prompt.
         ForgemlError: a tool cannot be built (an unknown RAG index), or the API key's
             variable is unset; nothing is saved then.
     """
     approvals = approvals or Approvals()
     check_tool_approvals(spec, approvals.tools)
+    prompt_ref, opening = _opening_messages(spec, task, context)
     registry, model = _tools_and_model(spec, context, model)
-    messages = [{"role": "system", "content": spec.system}, {"role": "user", "content": task}]
-    state = RunState(run_id=new_id(), spec=spec.model_dump(mode="json"), messages=messages)
+    messages = [*opening, {"role": "user", "content": task}]
+    state = RunState(
+        run_id=new_id(), spec=spec.model_dump(mode="json"), messages=messages, prompt_ref=prompt_ref
+    )
     save_state(home, state)
     return PreparedRun(spec, state, registry, model, approvals)
 
@@ -254,6 +263,33 @@ def resume_run(
     """
     run = claim_run(run_id, approvals, home=home, context=context, model=model)
     return drive(run, home=home, clock=clock, tracer=tracer)
+
+
+def _opening_messages(
+    spec: AgentSpec, task: str, context: ToolContext
+) -> tuple[str | None, list[dict[str, Any]]]:
+    """The version the system prompt resolved to (None: the spec's `system`), and the
+    messages that go before the task."""
+    if spec.system_prompt is None:
+        return None, [{"role": "system", "content": spec.system}]
+    if context.workspace is None:
+        raise ConfigError(
+            "system_prompt needs a workspace (FORGEML_HOME) to read the prompt registry from."
+        )
+    from forgeml.prompts.registry import get_prompt
+
+    try:
+        version = get_prompt(context.workspace, spec.system_prompt)
+    except (NotFoundError, UsageError) as error:
+        # the spec is what is wrong, not the run the request asked for
+        raise ConfigError(f"Cannot use system_prompt {spec.system_prompt}: {error}") from None
+    values = dict(spec.system_variables)
+    if any(variable.name == "task" for variable in version.spec.variables):
+        values["task"] = task
+    rendered = version.checked().render(values, version.ref)
+    if isinstance(rendered, str):
+        return version.ref, [{"role": "system", "content": rendered}]
+    return version.ref, list(rendered)
 
 
 def _tools_and_model(

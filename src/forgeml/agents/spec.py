@@ -13,10 +13,16 @@ budgets: {max_steps: 8, max_time_s: 120, max_tokens: 8000}
 ```
 The key itself is never in the spec (it would be a secret in a file, and in every saved
 run): `key_env` names the environment variable that holds it.
+
+The system prompt may instead come from the prompt registry: `system_prompt: NAME`,
+`NAME@vN` or `NAME@ALIAS`, rendered with `system_variables` (and the run's task as
+`task`, when the prompt declares it). A text prompt becomes the system message; a chat
+prompt's messages go before the task. The run records the version it used (`NAME@vN`).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from forgeml.agents.builtins import BUILTIN_TOOLS, ToolContext, build_tool
 from forgeml.agents.tools import ToolRegistry
 from forgeml.core.configfile import load_yaml, parse_model
-from forgeml.core.errors import ConfigError
+from forgeml.core.errors import ConfigError, InvalidNameError
+from forgeml.core.ids import validate_name
 
 __all__ = ["AgentSpec", "Budgets", "ModelEndpoint", "ToolEntry", "build_registry", "load_spec"]
 
@@ -77,6 +84,13 @@ class AgentSpec(BaseModel):
 
     model: ModelEndpoint
     system: str = DEFAULT_SYSTEM
+    system_prompt: str | None = Field(
+        default=None,
+        description="A registry prompt for the system message: NAME, NAME@vN or NAME@ALIAS.",
+    )
+    system_variables: dict[str, Any] = Field(
+        default_factory=dict, description="Values of the system prompt's variables."
+    )
     tools: list[ToolEntry] = Field(default_factory=list)
     budgets: Budgets = Field(default_factory=Budgets)
     temperature: float = Field(default=0.0, ge=0, le=2)
@@ -95,6 +109,7 @@ def load_spec(path: str | Path) -> AgentSpec:
 def parse_spec(data: Any, source: str) -> AgentSpec:
     """`data` (a spec's parsed YAML) as an `AgentSpec`; see `load_spec`."""
     spec = parse_model(AgentSpec, data, source)
+    _check_system_prompt(spec, source)
     seen: set[str] = set()
     for position, entry in enumerate(spec.tools):
         if entry.name not in BUILTIN_TOOLS:
@@ -110,6 +125,36 @@ def parse_spec(data: Any, source: str) -> AgentSpec:
             BUILTIN_TOOLS[entry.name].options, entry.options, f"{source}: tools.{position}.options"
         )
     return spec
+
+
+_SELECTOR = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+def _check_system_prompt(spec: AgentSpec, source: str) -> None:
+    if spec.system_prompt is None:
+        if spec.system_variables:
+            raise ConfigError(
+                f"{source}: key 'system_variables': give them with a 'system_prompt' to render."
+            )
+        return
+    if spec.system != DEFAULT_SYSTEM:
+        raise ConfigError(
+            f"{source}: key 'system_prompt': give either 'system' or 'system_prompt', not both."
+        )
+    if "task" in spec.system_variables:
+        raise ConfigError(
+            f"{source}: key 'system_variables.task': the run's task fills 'task'; remove it."
+        )
+    name, sep, selector = spec.system_prompt.partition("@")
+    try:
+        validate_name(name, "prompt name")
+    except InvalidNameError as error:
+        raise ConfigError(f"{source}: key 'system_prompt': {error}") from None
+    if sep and not _SELECTOR.match(selector):
+        raise ConfigError(
+            f"{source}: key 'system_prompt': '{spec.system_prompt}' is not NAME, NAME@vN or "
+            "NAME@ALIAS."
+        )
 
 
 def build_registry(spec: AgentSpec, context: ToolContext) -> ToolRegistry:

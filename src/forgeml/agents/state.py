@@ -75,6 +75,8 @@ class RunState:
     answer: str | None = None
     error: str | None = None
     trace_ids: list[str] = field(default_factory=list)
+    # the registry prompt version (`NAME@vN`) the system message came from, if one did
+    prompt_ref: str | None = None
 
     def awaiting(self) -> list[PendingCall]:
         """The calls that wait for an operator's approval."""
@@ -164,4 +166,5 @@ def run_summary(state: RunState) -> dict[str, Any]:
             {"call_id": c.id, "tool": c.name, "arguments": c.arguments} for c in state.awaiting()
         ],
         "trace_ids": state.trace_ids,
+        "prompt_ref": state.prompt_ref,
     }

@@ -111,8 +111,10 @@ def start(request: Request, body: StartRun) -> dict[str, Any]:
         context=agents.context,
         approvals=Approvals(tools=frozenset(body.approve)),
     )
+    # the summary is taken before the run is handed over: its thread changes the state
+    summary = run_summary(run.state)
     service.background.submit(run, agents.tracer)
-    return run_summary(run.state)
+    return summary
 
 
 @router.get("/runs/{run_id}")
@@ -135,5 +137,7 @@ def approve(request: Request, run_id: str, body: Decision) -> dict[str, Any]:
     service = _service(request)
     agents = service.agents()
     run = claim_run(run_id, approvals, home=agents.home, context=agents.context)
+    # the summary is taken before the run is handed over: its thread changes the state
+    summary = run_summary(run.state)
     service.background.submit(run, agents.tracer)
-    return run_summary(run.state)
+    return summary
