@@ -16,6 +16,7 @@ from forgeml.agents import (
 )
 from forgeml.agents.tools import tool_time_left
 from forgeml.core.errors import GeneratorError
+from forgeml.prompts.client import ChatReply
 from tests._wait import FakeClock
 from tests.agents.conftest import BUDGETS, RecordingTracer, ScriptedModel, calls, new_state, text
 
@@ -311,3 +312,17 @@ def test_a_tool_result_is_sent_as_json(result: object) -> None:
     state = run_loop(model, registry(make_tool(give)), new_state(), BUDGETS)
 
     assert json.loads(state.messages[3]["content"]) == result
+
+
+def test_a_reply_cut_at_max_reply_tokens_is_no_answer() -> None:
+    """A forced call cut short comes back as text: it is not the agent's answer."""
+    cut = ChatReply('<tool_call>{"name": "calculator", "argu', "length", 10, 128, [], "scripted")
+    model = ScriptedModel([cut])
+
+    state = run_loop(model, registry(), new_state(), BUDGETS)
+
+    assert (state.stop_reason, state.answer, state.steps) == (StopReason.REPLY_CUT, None, 1)
+    assert state.error == (
+        f"The model's reply stopped at max_reply_tokens ({BUDGETS.max_reply_tokens}) "
+        "unfinished; raise it in the budgets."
+    )

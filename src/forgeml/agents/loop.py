@@ -111,6 +111,14 @@ class _Loop:
         state.tokens += reply.prompt_tokens + reply.completion_tokens
         state.messages.append(_assistant_message(reply))
         if not reply.tool_calls:
+            if reply.finish_reason == "length":
+                # cut at the reply's bound: half an answer, or a call whose JSON never closed
+                state.stop_reason = StopReason.REPLY_CUT
+                state.error = (
+                    f"The model's reply stopped at max_reply_tokens "
+                    f"({self.budgets.max_reply_tokens}) unfinished; raise it in the budgets."
+                )
+                return
             state.stop_reason, state.answer = StopReason.ANSWERED, reply.content or ""
             return
         state.pending = [PendingCall(c.id, c.name, c.arguments) for c in reply.tool_calls]

@@ -45,6 +45,8 @@ class StopReason(StrEnum):
     MAX_STEPS = "max_steps"
     MAX_TIME = "max_time"
     MAX_TOKENS = "max_tokens"
+    # a reply stopped at `max_reply_tokens` unfinished: a call cut short, or half an answer
+    REPLY_CUT = "reply_cut"
     AWAITING_APPROVAL = "awaiting_approval"
     ERROR = "error"
 

@@ -26,7 +26,7 @@ ApproveFlag = Annotated[
     list[str] | None,
     typer.Option("--approve", metavar="TOOL", help="Let every call of this tool run."),
 ]
-_FAILED = ("max_steps", "max_time", "max_tokens", "error")
+_FAILED = ("max_steps", "max_time", "max_tokens", "reply_cut", "error")
 
 
 @app.command("run")
