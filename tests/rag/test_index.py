@@ -187,3 +187,13 @@ def test_a_source_edited_back_to_its_old_text_is_indexed_again(
     assert {c.chunk_id for c in index.chunks()} == {
         c.chunk_id for c in Index.open(built, embedder).chunks()
     }
+
+
+def test_bm25_ignores_stop_words_unless_the_query_has_nothing_else(
+    tmp_path: Path, embedder: MiniLMEmbedder, built: Path
+) -> None:
+    index = _copy(built, tmp_path, embedder)
+    plain = index.search("heap queue algorithm", 5, "bm25")
+    padded = index.search("what is the heap queue algorithm and how is it", 5, "bm25")
+    assert [h.chunk_id for h in padded] == [h.chunk_id for h in plain]
+    assert index.search("the of and", 3, "bm25")  # only stop words: they are searched
