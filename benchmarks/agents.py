@@ -47,19 +47,17 @@ import json
 import os
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from _bfcl import Item, fetch_bfcl_wheel, load_items, openai_tools, spread
 from _bfcl_ast import Call, check
 from _cli import make_parser, print_json
+from _lm_server import MODEL, cached_model_home, serving
 
-MODEL = "smollm2"
 CALL_CATEGORIES = ("simple", "multiple", "parallel")
 # sized for a shared 2-core machine, where one reply takes 10-40 s: the full run ~15 min
 FULL_PER_CATEGORY, QUICK_PER_CATEGORY = 8, 2
@@ -331,36 +329,6 @@ def judge_run(state: Any, budgets: Any, calls: list[ModelCall]) -> dict[str, Any
 # -- the run ---------------------------------------------------------------------------
 
 
-def serve(home: Path, concurrency: int) -> tuple[Any, Callable[[], None], str]:
-    """forgeml's server for `home`'s smollm2 in a thread: (the app's server, stop, URL)."""
-    import uvicorn
-
-    from forgeml.core.config import Settings
-    from forgeml.core.processes import free_port
-    from forgeml.core.workspace import Workspace
-    from forgeml.serve import ServeOptions, create_app
-    from forgeml.serve._supervisor import probe
-
-    workspace = Workspace(Settings(home=home, user="bench"))
-    app = create_app(workspace, [MODEL], ServeOptions(max_batch_size=concurrency))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    while not probe(url, timeout=5):
-        if not thread.is_alive():  # it failed to start (a taken port, a load error): no wait
-            raise SystemExit("The benchmark's server stopped before it was ready; see above.")
-        time.sleep(0.1)
-
-    def stop() -> None:
-        server.should_exit = True
-        thread.join(30)
-        workspace.close()
-
-    return server, stop, url
-
-
 def summarise(outcomes: list[Outcome]) -> dict[str, Any]:
     count = len(outcomes)
     return {
@@ -462,35 +430,18 @@ def main() -> None:
     # the agent runs take other questions than the ones measured above, from each category
     pool = [i for c in CALL_CATEGORIES for i in everything[c][1::7]]
     agent_items = spread(pool, agent_count)
-    home = import_model()
+    home = cached_model_home()
     progress("model imported; serving it")
     started = time.perf_counter()
-    _, stop, url = serve(home, args.concurrency)
-    try:
+    with serving(home, args.concurrency) as url:
         progress("server ready")
         figures = measure(url, items, agent_items, args.concurrency)
-    finally:
-        stop()
     figures["wall_s"] = time.perf_counter() - started
     print(f"SmolLM2-135M-Instruct on BFCL ({wheel.name}), {per_category} per category")
     print_table(figures)
     print("AST check: BFCL's rules written plainly (benchmarks/_bfcl_ast.py)")
     print(f"wall time: {figures['wall_s']:.0f} s")
     print_json(args, {"per_category": per_category, "concurrency": args.concurrency, **figures})
-
-
-def import_model() -> Path:
-    """benchmarks/out/llm/home with smollm2@v1, imported from the GGUF the first time."""
-    from forgeml.core.config import Settings
-    from forgeml.core.workspace import Workspace
-    from llm import CACHED_HOME, _import
-
-    workspace = Workspace(Settings(home=CACHED_HOME, user="bench"))
-    try:
-        _import(workspace, CACHED_HOME, reuse=True)
-    finally:
-        workspace.close()
-    return CACHED_HOME
 
 
 if __name__ == "__main__":

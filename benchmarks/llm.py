@@ -31,13 +31,13 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from _cli import make_parser, print_json
+from _lm_server import serving
 
 TOPICS = ["France", "Japan", "Brazil", "Kenya", "Canada", "Italy", "Egypt", "India"]
 
@@ -103,29 +103,11 @@ def _stream(client: Any, question: str, max_tokens: int) -> tuple[float, int]:
 def served(home: Path, questions: list[str], max_tokens: int, concurrency: int) -> dict[str, Any]:
     """The server, one request at a time and then `concurrency` at once."""
     import openai
-    import uvicorn
 
-    from forgeml.core.config import Settings
-    from forgeml.core.processes import free_port
-    from forgeml.core.workspace import Workspace
-    from forgeml.serve import ServeOptions, create_app
-    from forgeml.serve._supervisor import probe
-
-    workspace = Workspace(Settings(home=home, user="bench"))
-    app = create_app(workspace, ["smollm2"], ServeOptions(max_batch_size=concurrency))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None))
-    thread = threading.Thread(target=server.run, daemon=True)
     started = time.perf_counter()
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    while not probe(url, timeout=5):
-        if not thread.is_alive():  # it failed to start (a taken port, a load error): no wait
-            raise SystemExit("The benchmark's server stopped before it was ready; see above.")
-        time.sleep(0.1)
-    ready_s = time.perf_counter() - started
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-    try:
+    with serving(home, concurrency) as url:
+        ready_s = time.perf_counter() - started
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
         figures: dict[str, Any] = {"ready_s": ready_s}
         for label, workers in (("sequential", 1), ("concurrent", concurrency)):
             begin = time.perf_counter()
@@ -137,10 +119,6 @@ def served(home: Path, questions: list[str], max_tokens: int, concurrency: int) 
                 "tokens_per_s": sum(r[1] for r in results) / wall,
             }
         return figures
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        workspace.close()
 
 
 CACHED_HOME = Path(__file__).parent / "out" / "llm" / "home"

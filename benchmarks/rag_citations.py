@@ -26,18 +26,15 @@ from __future__ import annotations
 
 import os
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from _cli import make_parser, print_json
+from _lm_server import cached_model_home, serving
 from forgeml.rag.labelled import Document, LabelledSet, Query, stdlib_set
 
-CACHED_HOME = Path(__file__).parent / "out" / "llm" / "home"
 K, MAX_TOKENS, CONCURRENCY = 3, 192, 4
 GOALS = {"citations_resolve": 1.0, "cited_gold": 0.80}
 
@@ -75,36 +72,6 @@ def index_documents(documents: list[Document], folder: Path) -> tuple[Any, Any, 
     return workspace, open_index(workspace, "stdlib"), by_source
 
 
-@contextmanager
-def serving(home: Path) -> Iterator[str]:
-    """SmolLM2 (`smollm2@v1` in `home`) served by forgeml in this process; yields its URL."""
-    import uvicorn
-
-    from forgeml.core.config import Settings
-    from forgeml.core.processes import free_port
-    from forgeml.core.workspace import Workspace
-    from forgeml.serve import ServeOptions, create_app
-    from forgeml.serve._supervisor import probe
-
-    workspace = Workspace(Settings(home=home, user="bench"))
-    app = create_app(workspace, ["smollm2"], ServeOptions(max_batch_size=CONCURRENCY))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        while not probe(url, timeout=5):
-            if not thread.is_alive():
-                raise SystemExit("The benchmark's server stopped before it was ready; see above.")
-            time.sleep(0.1)
-        yield url
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        workspace.close()
-
-
 class _NoSchema:
     """The served model asked without `response_format`: the baseline path."""
 
@@ -121,7 +88,6 @@ def run_path(
 ) -> dict[str, Any]:
     """Answer every question with `model`; the path's counts and rates."""
     from forgeml.rag.answer import answer
-    from forgeml.rag.citations import find_quote
     from forgeml.rag.passages import passages_of
 
     def one(n: int) -> dict[str, Any]:
@@ -134,7 +100,12 @@ def run_path(
         for citation in result.citations:
             claimed += 1
             passage = passages[citation.n - 1]
-            resolving += find_quote(citation.quote, passage.text) is not None
+            # checked here on its own terms, not by the function `answer` used: the
+            # chunk id is the passage's and the span it names holds the quote
+            resolving += (
+                citation.chunk_id == passage.chunk_id
+                and passage.text[citation.start : citation.end] == citation.quote
+            )
         return {
             "supported": result.supported,
             "claimed": claimed,
@@ -171,24 +142,12 @@ def main() -> None:
     torch.set_num_threads(1)  # the server decodes; more threads than free cores spin
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.pop("MLFLOW_TRACKING_URI", None)
-    from forgeml.core.config import Settings
-    from forgeml.core.workspace import Workspace
     from forgeml.prompts.client import ChatClient
-    from forgeml.tracking.imports import import_gguf
 
     queries, documents = (4, 150) if args.quick else (30, 600)
     labelled = pick(stdlib_set(), queries, documents)
     with tempfile.TemporaryDirectory(prefix="forgeml-bench-cite-") as scratch:
-        # the model import is kept in benchmarks/out/llm (gitignored), as benchmarks/llm.py
-        # --quick keeps it, and reused by every run
-        if not (CACHED_HOME / "import_seconds.txt").is_file():
-            CACHED_HOME.mkdir(parents=True, exist_ok=True)
-            workspace = Workspace(Settings(home=CACHED_HOME, user="bench"))
-            try:
-                seconds = import_gguf(workspace, "smollm2").convert_seconds
-                (CACHED_HOME / "import_seconds.txt").write_text(f"{seconds}\n")
-            finally:
-                workspace.close()
+        home = cached_model_home()
         index_workspace, index, by_source = index_documents(labelled.documents, Path(scratch))
         try:
             retrieved = [index.search(question_of(q), K, "hybrid") for q in labelled.queries]
@@ -200,7 +159,7 @@ def main() -> None:
         ceiling = sum(
             any(hit.source in gold[n] for hit in hits) for n, hits in enumerate(retrieved)
         ) / len(retrieved)
-        with serving(CACHED_HOME) as url:
+        with serving(home, CONCURRENCY) as url:
             client = ChatClient(f"{url}/v1", "smollm2", timeout_s=600.0)
             paths = {
                 "constrained": run_path(client, labelled, retrieved, gold),

@@ -326,3 +326,10 @@ def test_a_reply_cut_at_max_reply_tokens_is_no_answer() -> None:
         f"The model's reply stopped at max_reply_tokens ({BUDGETS.max_reply_tokens}) "
         "unfinished; raise it in the budgets."
     )
+
+
+@pytest.mark.parametrize("reason", list(StopReason))
+def test_every_stop_but_an_answer_or_a_wait_for_approval_is_a_failure(reason: StopReason) -> None:
+    """`agent run` exits 1 on these: a new stop reason is a failure unless said otherwise."""
+    ongoing = {StopReason.ANSWERED, StopReason.AWAITING_APPROVAL}
+    assert reason.failed is (reason not in ongoing)

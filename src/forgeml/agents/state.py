@@ -50,6 +50,12 @@ class StopReason(StrEnum):
     AWAITING_APPROVAL = "awaiting_approval"
     ERROR = "error"
 
+    @property
+    def failed(self) -> bool:
+        """Whether the run stopped without an answer and will not go on (not answered,
+        not waiting for approval): a budget, a cut reply or an error."""
+        return self not in (StopReason.ANSWERED, StopReason.AWAITING_APPROVAL)
+
 
 @dataclass
 class PendingCall:

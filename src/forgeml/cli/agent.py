@@ -26,7 +26,6 @@ ApproveFlag = Annotated[
     list[str] | None,
     typer.Option("--approve", metavar="TOOL", help="Let every call of this tool run."),
 ]
-_FAILED = ("max_steps", "max_time", "max_tokens", "reply_cut", "error")
 
 
 @app.command("run")
@@ -111,7 +110,7 @@ def _report(state: RunState, as_json: bool) -> None:
         print_json(summary | {"messages": state.messages})
     else:
         _say_summary(state)
-    if summary["stop_reason"] in _FAILED:
+    if state.stop_reason is not None and state.stop_reason.failed:
         from forgeml.agents import AgentStoppedError
 
         detail = f": {state.error}" if state.error else "."
