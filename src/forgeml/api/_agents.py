@@ -29,6 +29,7 @@ from forgeml.agents import (
     workspace_agents,
 )
 from forgeml.agents.background import BackgroundRuns
+from forgeml.api._authz import require
 from forgeml.core.errors import InvalidRequestError
 from forgeml.core.workspace import Workspace
 
@@ -93,7 +94,7 @@ def agent_service(workspace: Workspace, max_workers: int = 4) -> AgentService:
     return AgentService(background, lambda: workspace_agents(workspace))
 
 
-@router.post("/runs", status_code=202)
+@router.post("/runs", status_code=202, dependencies=[require("agents:run")])
 def start(request: Request, body: StartRun) -> dict[str, Any]:
     """Start a run in the background (202, its id); 422 when the spec or task is refused."""
     if (body.spec_path is None) == (body.spec is None):
@@ -117,14 +118,14 @@ def start(request: Request, body: StartRun) -> dict[str, Any]:
     return summary
 
 
-@router.get("/runs/{run_id}")
+@router.get("/runs/{run_id}", dependencies=[require("agents:read")])
 def show(request: Request, run_id: str) -> dict[str, Any]:
     """A run as `forgeml agent show --json` prints it (404 when unknown)."""
     state = load_state(_service(request).background.home, run_id)
     return run_summary(state) | {"messages": state.messages}
 
 
-@router.post("/runs/{run_id}/approve", status_code=202)
+@router.post("/runs/{run_id}/approve", status_code=202, dependencies=[require("agents:approve")])
 def approve(request: Request, run_id: str, body: Decision) -> dict[str, Any]:
     """Let held calls run or refuse them, and resume the run in the background.
 

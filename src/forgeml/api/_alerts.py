@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import orjson
 from fastapi import APIRouter, Query, Request
 
+from forgeml.api._authz import require
 from forgeml.core.errors import InvalidDataError
 from forgeml.core.workspace import Workspace
 from forgeml.monitor.alerts import (
@@ -27,7 +28,7 @@ def _workspace(request: Request) -> Workspace:
     return workspace
 
 
-@router.get("/alerts")
+@router.get("/alerts", dependencies=[require("alerts:read")])
 def alerts(
     request: Request,
     state: Annotated[str, Query(pattern="^(pending|firing|resolved|all)$")] = "all",
@@ -37,19 +38,19 @@ def alerts(
     return {"alerts": [alert_summary(record) for record in records]}
 
 
-@router.get("/alerts/{alert_id}")
+@router.get("/alerts/{alert_id}", dependencies=[require("alerts:read")])
 def alert(request: Request, alert_id: str) -> dict[str, Any]:
     """One alert (404 when unknown)."""
     return alert_summary(get_alert(_workspace(request), alert_id))
 
 
-@router.post("/alerts/{alert_id}/ack")
+@router.post("/alerts/{alert_id}/ack", dependencies=[require("alerts:ack")])
 def ack(request: Request, alert_id: str) -> dict[str, Any]:
     """Acknowledge an alert (idempotent: the first acknowledgement stays)."""
     return alert_summary(ack_alert(_workspace(request), alert_id))
 
 
-@router.post("/alertmanager")
+@router.post("/alertmanager", dependencies=[require("alerts:receive")])
 async def alertmanager(request: Request) -> dict[str, Any]:
     """Alertmanager's webhook (version 4): record firing alerts, resolve resolved ones.
 

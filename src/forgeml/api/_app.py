@@ -18,12 +18,17 @@ from fastapi.responses import JSONResponse
 from forgeml.api._agents import agent_service
 from forgeml.api._agents import router as agents_router
 from forgeml.api._alerts import router as alerts_router
+from forgeml.api._authz import Authorizer, SingleUser
 from forgeml.core.errors import ForgemlError
 from forgeml.core.workspace import Workspace
 
 
-def create_app(workspace: Workspace) -> FastAPI:
-    """The control-plane app over `workspace` (shared with the caller; not closed here)."""
+def create_app(workspace: Workspace, authorizer: Authorizer | None = None) -> FastAPI:
+    """The control-plane app over `workspace` (shared with the caller; not closed here).
+
+    `authorizer` decides every route's permission (`_authz`); None: the embedded single-user
+    default, which needs no login.
+    """
     agents = agent_service(workspace)
 
     @asynccontextmanager
@@ -35,6 +40,7 @@ def create_app(workspace: Workspace) -> FastAPI:
     app = FastAPI(title="forgeml control plane", version="1", lifespan=lifespan)
     app.state.workspace = workspace
     app.state.agents = agents
+    app.state.authorizer = authorizer or SingleUser()
 
     @app.exception_handler(ForgemlError)
     async def _forgeml_error(request: Request, error: ForgemlError) -> JSONResponse:
