@@ -188,6 +188,16 @@ def test_a_callback_naming_another_issuer_is_refused(config: OidcConfig) -> None
         finish_login(config, login, query, clock=lambda: 1.0)
 
 
+def test_a_callback_without_the_iss_its_provider_always_sends_is_refused(
+    config: OidcConfig,
+) -> None:
+    url, login = start_login(config)
+    query = browser_sign_in(url, "alice", "correct horse battery staple")
+    assert query.pop("iss") == config.issuer
+    with pytest.raises(OidcStateError, match=r"lacks the issuer \(iss\)"):
+        finish_login(config, login, query)
+
+
 def test_a_token_issued_to_another_client_is_refused(
     provider: Provider, config: OidcConfig, published: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -530,3 +540,15 @@ def test_an_unreachable_provider_is_one_error() -> None:
         config = _fake_config(f"http://127.0.0.1:{probe.getsockname()[1]}")
         with pytest.raises(IssuerError, match=r"discovery document .* failed"):
             start_login(config)
+
+
+def test_an_oversized_discovery_document_is_refused(fake_issuer: str) -> None:
+    _serve_discovery(fake_issuer, body={"issuer": fake_issuer, "padding": "x" * 1_000_001})
+    with pytest.raises(IssuerError, match="is over 1000000 bytes"):
+        start_login(_fake_config(fake_issuer))
+
+
+def test_a_discovery_document_that_is_not_json_is_one_error(fake_issuer: str) -> None:
+    _Documents.routes = {"/.well-known/openid-configuration": (200, {}, b"<html>sign in</html>")}
+    with pytest.raises(IssuerError, match="is not JSON"):
+        start_login(_fake_config(fake_issuer))

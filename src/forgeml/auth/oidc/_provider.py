@@ -10,6 +10,7 @@ answer cannot swap in another, and redirects are not followed: the rules of
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,8 @@ from forgeml.auth.oidc._errors import IssuerError
 from forgeml.core.configfile import describe_validation_error
 
 Resolver = Callable[[str, int], list[str]]
+# a discovery document or a JWKS is a few kB; a provider sending more is broken or hostile
+MAX_DOCUMENT_BYTES = 1_000_000
 
 
 class ProviderMetadata(BaseModel):
@@ -120,18 +123,28 @@ def provider_client(config: OidcConfig, resolver: Resolver) -> Any:
 
 
 def get_json(client: Any, url: str, what: str) -> Any:
+    """GET `url` through `client` and parse it: 200 and JSON, at most `MAX_DOCUMENT_BYTES`."""
     import httpx2
 
+    body = bytearray()
     try:
-        response = client.request("GET", url, withhold_token=True)
+        with client.stream("GET", url, withhold_token=True) as response:
+            if response.status_code != 200:
+                raise IssuerError(
+                    f"The identity provider's {what} ({url}) answered "
+                    f"{response.status_code}, not 200."
+                )
+            for chunk in response.iter_bytes():
+                body.extend(chunk)
+                if len(body) > MAX_DOCUMENT_BYTES:
+                    raise IssuerError(
+                        f"The identity provider's {what} ({url}) is over "
+                        f"{MAX_DOCUMENT_BYTES} bytes."
+                    )
     except httpx2.HTTPError as error:
         raise IssuerError(f"The identity provider's {what} ({url}) failed: {error}.") from None
-    if response.status_code != 200:
-        raise IssuerError(
-            f"The identity provider's {what} ({url}) answered {response.status_code}, not 200."
-        )
     try:
-        return response.json()
+        return json.loads(body)
     except ValueError:
         raise IssuerError(f"The identity provider's {what} ({url}) is not JSON.") from None
 
