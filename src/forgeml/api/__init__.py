@@ -4,6 +4,9 @@ For now it serves alerts: `GET /api/v1/alerts`, `GET /api/v1/alerts/{id}`,
 `POST /api/v1/alerts/{id}/ack`, and `POST /api/v1/alertmanager`, the receiver of a real
 Alertmanager's webhook; and agent runs: `POST /api/v1/agents/runs` (202: started in the
 background), `GET /api/v1/agents/runs/{id}`, `POST /api/v1/agents/runs/{id}/approve`.
+Over the resources the CLI manages (one router per concern, each answering what the CLI's
+`--json` prints): datasets (`_datasets`), jobs with their logs as Server-Sent Events
+(`_jobs`), queues (`_queues`). Lists are keyset pages (`_pages`).
 `forgeml server --api-port PORT` serves it in a thread.
 """
 
