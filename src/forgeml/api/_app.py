@@ -18,16 +18,23 @@ from fastapi.responses import JSONResponse
 from forgeml.api._agents import agent_service
 from forgeml.api._agents import router as agents_router
 from forgeml.api._alerts import router as alerts_router
+from forgeml.api._audit import router as audit_router
 from forgeml.api._authz import Authorizer, SingleUser
 from forgeml.api._datasets import router as datasets_router
 from forgeml.api._jobs import router as jobs_router
+from forgeml.api._keys import router as keys_router
 from forgeml.api._limits import ApiLimits, StreamSlots
+from forgeml.api._models import router as models_router
 from forgeml.api._queues import router as queues_router
+from forgeml.api._runs import router as runs_router
 from forgeml.core.errors import ForgemlError
 from forgeml.core.workspace import Workspace
 
 # one router per concern, in the order the OpenAPI document lists them
-ROUTERS = [datasets_router, jobs_router, queues_router]
+ROUTERS = [
+    datasets_router, jobs_router, queues_router, runs_router, models_router, keys_router,
+    audit_router,
+]  # fmt: skip
 
 
 def create_app(

@@ -86,6 +86,8 @@ def _decode(cursor: str, page: Page) -> tuple[Any, Any]:
         raise InvalidRequestError(
             "query.after: not a cursor this API gave (pass the X-Next-Cursor of the last page)."
         ) from None
+    if isinstance(key, list):  # a composite key travels as a JSON array
+        key = tuple(key)
     if sort != page.sort or descending != page.descending:
         raise InvalidRequestError(
             f"query.after: the cursor belongs to sort={sort} order="
