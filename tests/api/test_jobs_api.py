@@ -15,6 +15,7 @@ from forgeml.api._limits import ApiLimits
 from forgeml.core.store import AuditEvent
 from forgeml.core.workspace import Workspace
 from forgeml.scheduler.foreground import run_in_foreground
+from tests._wait import wait_until
 from tests.api.conftest import Alice
 
 PRINT = [sys.executable, "-c", "print('hello'); print('wörld')"]
@@ -115,6 +116,21 @@ def test_log_streams_are_capped_per_caller_and_freed_when_the_job_ends(
     with api.stream("GET", url) as third:
         assert third.status_code == 200
         assert [name for name, _ in _events(third.iter_lines())] == ["end"]
+
+
+def test_a_stream_the_client_drops_gives_its_slot_back(api: httpx.Client) -> None:
+    ended = _submit(api)["job_id"]
+    api.post(f"/api/v1/jobs/{ended}/cancel")
+    waiting = _submit(api)["job_id"]
+    with api.stream("GET", f"/api/v1/jobs/{waiting}/logs") as stream:
+        lines = stream.iter_lines()  # kept: a dropped line iterator closes the response
+        assert next(lines) == f": job {waiting}"
+        assert api.get(f"/api/v1/jobs/{ended}/logs").status_code == 429
+    # the client went away while the job still waits: the server notices and frees the slot
+    wait_until(
+        lambda: api.get(f"/api/v1/jobs/{ended}/logs").status_code == 200,
+        what="the dropped stream's slot given back",
+    )
 
 
 def test_the_job_list_pages_filters_and_sorts(api: httpx.Client) -> None:

@@ -135,3 +135,37 @@ def test_a_bad_promotion_is_a_json_error_and_moves_nothing(
     assert answer.status_code == status, answer.text
     assert answer.json()["error"].startswith(error), answer.json()
     assert [m["aliases"] for m in api.get("/api/v1/models").json()] == [[], [], []]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_traffic_moves_the_canary_weight_as_a_new_revision_keeping_the_replicas(
+    api: TestClient, home: Path
+) -> None:
+    from forgeml.serve.deployments import delete, deploy
+    from tests.serve.test_deployments import kill_servers, server_pids
+
+    workspace = Workspace(Settings(home=home, user="tester"))
+    try:
+        made = deploy(workspace, "api-adult", "adult-mlp@v1", canary="adult-small@v1",
+                      canary_weight=10)  # fmt: skip
+        pids = sorted(server_pids("api-adult"))
+        moved = api.post("/api/v1/deployments/api-adult/traffic", json={"canary_weight": 50})
+        assert moved.status_code == 200, moved.text
+        assert (moved.json()["revision"], moved.json()["spec"]["canary"]["weight"]) == (
+            made.revision + 1, 50,
+        )  # fmt: skip
+        assert sorted(server_pids("api-adult")) == pids  # the replicas kept running
+        assert api.get("/api/v1/deployments/api-adult").json() == moved.json()
+        same = api.post("/api/v1/deployments/api-adult/traffic", json={"canary_weight": 50})
+        assert same.status_code == 409 and "already runs this spec" in same.json()["error"]
+        over = api.post("/api/v1/deployments/api-adult/traffic", json={"canary_weight": 150})
+        assert over.status_code == 422 and over.json()["error"].startswith("body.canary_weight")
+        delete(workspace, "api-adult")
+        gone = api.post("/api/v1/deployments/api-adult/traffic", json={"canary_weight": 5})
+        assert gone.status_code == 422 and "has no canary" in gone.json()["error"]
+        assert api.post("/api/v1/deployments/nope/traffic",
+                        json={"canary_weight": 5}).status_code == 404  # fmt: skip
+    finally:
+        kill_servers("api-adult")
+        workspace.close()

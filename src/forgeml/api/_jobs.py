@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 import orjson
 from fastapi import Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt
+from starlette.types import Receive, Scope, Send
 
 from forgeml.api._authz import Principal, require
 from forgeml.api._context import acting, workspace
@@ -139,37 +140,48 @@ def logs(request: Request, ref: str) -> StreamingResponse:
     principal: Principal = request.state.principal
     slots: StreamSlots = request.app.state.log_streams
     slots.take(principal.actor)
-    return StreamingResponse(
-        _follow(home, job.id, slots, principal.actor),
+    return _HeldStream(
+        _follow(home, job.id),
+        release=lambda: slots.give(principal.actor),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
 
-async def _follow(
-    home: Workspace, job_id: str, slots: StreamSlots, actor: str
-) -> AsyncIterator[bytes]:
-    try:
-        cursor = LogCursor()
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        yield f": job {job_id}\n\n".encode()  # sent at once: the stream is open
-        while True:
-            job = await asyncio.to_thread(find_job, home, job_id)
-            chunks: list[bytes] = []
-            await asyncio.to_thread(cursor.pump, home, job, chunks.append)
-            text = "".join(decoder.decode(chunk) for chunk in chunks)
-            if text:
-                yield event("log", text)
-            if JobState(job.state).is_final:
-                tail = decoder.decode(b"", final=True)
-                if tail:
-                    yield event("log", tail)
-                ended = {"job_id": job.id, "state": job.state, "attempts": job.attempts}
-                yield event("end", orjson.dumps(ended).decode())
-                return
-            await asyncio.sleep(POLL_SECONDS)
-    finally:
-        slots.give(actor)
+class _HeldStream(StreamingResponse):
+    """A stream that gives its caller's slot back however it ends (done, failed, or the
+    client gone: Starlette then cancels the send, before the body's `finally` could run)."""
+
+    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None], **kw: Any):
+        super().__init__(content, **kw)
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+async def _follow(home: Workspace, job_id: str) -> AsyncIterator[bytes]:
+    cursor = LogCursor()
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    yield f": job {job_id}\n\n".encode()  # sent at once: the stream is open
+    while True:
+        job = await asyncio.to_thread(find_job, home, job_id)
+        chunks: list[bytes] = []
+        await asyncio.to_thread(cursor.pump, home, job, chunks.append)
+        text = "".join(decoder.decode(chunk) for chunk in chunks)
+        if text:
+            yield event("log", text)
+        if JobState(job.state).is_final:
+            tail = decoder.decode(b"", final=True)
+            if tail:
+                yield event("log", tail)
+            ended = {"job_id": job.id, "state": job.state, "attempts": job.attempts}
+            yield event("end", orjson.dumps(ended).decode())
+            return
+        await asyncio.sleep(POLL_SECONDS)
 
 
 def event(name: str, data: str) -> bytes:
