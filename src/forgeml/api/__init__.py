@@ -4,6 +4,10 @@ For now it serves alerts: `GET /api/v1/alerts`, `GET /api/v1/alerts/{id}`,
 `POST /api/v1/alerts/{id}/ack`, and `POST /api/v1/alertmanager`, the receiver of a real
 Alertmanager's webhook; and agent runs: `POST /api/v1/agents/runs` (202: started in the
 background), `GET /api/v1/agents/runs/{id}`, `POST /api/v1/agents/runs/{id}/approve`.
+Over the resources the CLI manages (one router per concern, each answering what the CLI's
+`--json` prints, `_json`): datasets, jobs with their logs as Server-Sent Events, queues,
+runs and their metrics, models, deployments, keys, prompts, RAG indexes, pipeline runs,
+cost and audit. Lists are keyset pages (`_pages`); limits are `_limits`.
 `forgeml server --api-port PORT` serves it in a thread.
 """
 

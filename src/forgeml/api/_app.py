@@ -18,16 +18,38 @@ from fastapi.responses import JSONResponse
 from forgeml.api._agents import agent_service
 from forgeml.api._agents import router as agents_router
 from forgeml.api._alerts import router as alerts_router
+from forgeml.api._audit import router as audit_router
 from forgeml.api._authz import Authorizer, SingleUser
+from forgeml.api._cost import router as cost_router
+from forgeml.api._datasets import router as datasets_router
+from forgeml.api._deployments import router as deployments_router
+from forgeml.api._jobs import router as jobs_router
+from forgeml.api._keys import router as keys_router
+from forgeml.api._limits import ApiLimits, StreamSlots
+from forgeml.api._models import router as models_router
+from forgeml.api._pipelines import router as pipelines_router
+from forgeml.api._prompts import router as prompts_router
+from forgeml.api._queues import router as queues_router
+from forgeml.api._rag import router as rag_router
+from forgeml.api._runs import router as runs_router
 from forgeml.core.errors import ForgemlError
 from forgeml.core.workspace import Workspace
 
+# one router per concern, in the order the OpenAPI document lists them
+ROUTERS = [
+    datasets_router, jobs_router, queues_router, runs_router, models_router,
+    deployments_router, keys_router, prompts_router, rag_router, pipelines_router,
+    cost_router, audit_router,
+]  # fmt: skip
 
-def create_app(workspace: Workspace, authorizer: Authorizer | None = None) -> FastAPI:
+
+def create_app(
+    workspace: Workspace, authorizer: Authorizer | None = None, limits: ApiLimits | None = None
+) -> FastAPI:
     """The control-plane app over `workspace` (shared with the caller; not closed here).
 
     `authorizer` decides every route's permission (`_authz`); None: the embedded single-user
-    default, which needs no login.
+    default, which needs no login. `limits`: upload size and log streams (`ApiLimits()`).
     """
     agents = agent_service(workspace)
 
@@ -41,6 +63,8 @@ def create_app(workspace: Workspace, authorizer: Authorizer | None = None) -> Fa
     app.state.workspace = workspace
     app.state.agents = agents
     app.state.authorizer = authorizer or SingleUser()
+    app.state.limits = limits or ApiLimits()
+    app.state.log_streams = StreamSlots(app.state.limits.max_log_streams)
 
     @app.exception_handler(ForgemlError)
     async def _forgeml_error(request: Request, error: ForgemlError) -> JSONResponse:
@@ -54,4 +78,6 @@ def create_app(workspace: Workspace, authorizer: Authorizer | None = None) -> Fa
 
     app.include_router(alerts_router)
     app.include_router(agents_router)
+    for router in ROUTERS:
+        app.include_router(router)
     return app

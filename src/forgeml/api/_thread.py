@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from forgeml.core.errors import ForgemlError, UsageError
 from forgeml.core.workspace import Workspace
 
+if TYPE_CHECKING:
+    from forgeml.api._authz import Authorizer
+    from forgeml.api._limits import ApiLimits
+
 
 @contextlib.contextmanager
-def api_in_thread(workspace: Workspace, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+def api_in_thread(
+    workspace: Workspace,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    authorizer: Authorizer | None = None,
+    limits: ApiLimits | None = None,
+) -> Iterator[str]:
     """Serve the API over `workspace` until the block ends; yields its base URL.
+
+    `authorizer` and `limits` are `create_app`'s.
 
     Raises:
         UsageError: the port cannot be had.
@@ -27,7 +41,10 @@ def api_in_thread(workspace: Workspace, host: str = "127.0.0.1", port: int = 0) 
     except ForgemlError as error:
         raise UsageError(f"Cannot serve the API: {error}") from None
     config = uvicorn.Config(
-        create_app(workspace), log_level="warning", access_log=False, timeout_graceful_shutdown=5
+        create_app(workspace, authorizer, limits),
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
     )
     with uvicorn_in_thread(config, listener, "API") as url:
         yield url

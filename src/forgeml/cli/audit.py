@@ -19,6 +19,7 @@ def log(
     """List audit events, newest last."""
     from sqlalchemy import select
 
+    from forgeml.core import audit
     from forgeml.core.store import AuditEvent
     from forgeml.core.workspace import open_workspace
 
@@ -28,21 +29,7 @@ def log(
             session.scalars(select(AuditEvent).order_by(AuditEvent.seq.desc()).limit(limit))
         )[::-1]
     if as_json:
-        print_json(
-            [
-                {
-                    "seq": e.seq,
-                    "at": e.at,
-                    "actor": e.actor,
-                    "action": e.action,
-                    "object": e.object_ref,
-                    "payload": e.payload,
-                    "payload_digest": e.payload_digest,
-                    "hash": e.hash,
-                }
-                for e in events
-            ]
-        )
+        print_json([audit.event_summary(e) for e in events])
         return
     rows = [(e.seq, when(e.at), e.actor, e.action, e.object_ref, e.hash[:12]) for e in events]
     print_table("audit log", ["#", "at", "actor", "action", "object", "hash"], rows)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -14,7 +13,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from forgeml.core.workspace import Workspace
-    from forgeml.scheduler.cost import BudgetStatus, CostRow, KeyCostRow
+    from forgeml.scheduler.cost import CostRow, KeyCostRow
 
 app = typer.Typer(
     help="Measured use and cost of jobs and gateway keys; queue budgets.", no_args_is_help=True
@@ -59,27 +58,25 @@ def report(
     as_json: JsonFlag = False,
 ) -> None:
     """Use and cost of job attempts or of gateway keys, costliest first (help: `_REPORT_HELP`)."""
-    from forgeml.scheduler.cost import cost_report, load_price_table, parse_since, total_of
+    from forgeml.scheduler.cost import (
+        cost_report,
+        cost_summary,
+        load_price_table,
+        parse_since,
+        total_of,
+    )
 
     start = parse_since(since) if since is not None else None
     workspace = _workspace()
+    if as_json:
+        print_json(cost_summary(workspace, by, start))
+        return
     if by == "key":
-        _key_report(workspace, start, as_json)
+        _key_report(workspace, start)
         return
     currency = load_price_table(workspace.settings).currency
     rows = cost_report(workspace.store, by=by, since=start)
     total = total_of(rows)
-    if as_json:
-        print_json(
-            {
-                "by": by,
-                "since": start,
-                "currency": currency,
-                "rows": [asdict(row) for row in rows],
-                "total": asdict(total) | {"key": "total"},
-            }
-        )
-        return
     title = f"cost by {by}" + (f" since {start:%Y-%m-%d %H:%M} UTC" if start else "")
     columns = [by, "attempts", "CPU s", "GPU s", "memory GB·s", "wall s", f"cost ({currency})"]
     if by == "job":
@@ -106,24 +103,12 @@ def _report_cells(row: CostRow, by: str, label: str | None = None) -> list[str]:
     return cells
 
 
-def _key_report(workspace: Workspace, start: datetime | None, as_json: bool) -> None:
+def _key_report(workspace: Workspace, start: datetime | None) -> None:
     from forgeml.scheduler.cost import key_cost_report, key_total_of, load_price_table
 
     table = load_price_table(workspace.settings)
     rows = key_cost_report(workspace.store, table, since=start)
     total = key_total_of(rows)
-    if as_json:
-        print_json(
-            {
-                "by": "key",
-                "since": start,
-                "currency": table.currency,
-                "requests_1k": table.requests_1k,
-                "rows": [asdict(row) for row in rows],
-                "total": asdict(total) | {"key": "total"},
-            }
-        )
-        return
     title = "gateway cost by key" + (f" since {start:%Y-%m-%d %H}:00 UTC" if start else "")
     # the prefix is how people name a key (`forgeml keys list`); --json has the id too
     columns = ["key", "name", "deployments", "requests", "errors", "rejected", "mean ms"]
@@ -155,14 +140,14 @@ def _key_cells(row: KeyCostRow, label: str | None = None) -> list[str]:
 @app.command("budgets")
 def budgets(as_json: JsonFlag = False) -> None:
     """Spend against budget of every queue that has one."""
-    from forgeml.scheduler.cost import budget_status, load_price_table
+    from forgeml.scheduler.cost import budget_status, budgets_summary, load_price_table
 
     workspace = _workspace()
+    if as_json:
+        print_json(budgets_summary(workspace))
+        return
     currency = load_price_table(workspace.settings).currency
     statuses = budget_status(workspace.store)
-    if as_json:
-        print_json({"currency": currency, "queues": [_budget_summary(s) for s in statuses]})
-        return
     if not statuses:
         say("No queue has a budget (set one with `forgeml queues create NAME --budget AMOUNT`).")
         return
@@ -177,7 +162,3 @@ def budgets(as_json: JsonFlag = False) -> None:
         for s in statuses
     ]
     print_table(f"budgets ({currency})", ["queue", "budget", "spend", "used", "status"], rows)
-
-
-def _budget_summary(status: BudgetStatus) -> dict[str, Any]:
-    return asdict(status) | {"exceeded": status.exceeded}

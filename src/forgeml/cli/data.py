@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli import _data_transforms
 from forgeml.cli._output import print_json, print_table, say, step, when
-
-if TYPE_CHECKING:
-    from forgeml.core.store import DatasetVersion
 
 app = typer.Typer(help="Versioned datasets and their pipelines.", no_args_is_help=True)
 _data_transforms.register(app)
@@ -21,22 +18,6 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 SplitOption = Annotated[
     str | None, typer.Option("--split", help="Only this split: train, validation or test.")
 ]
-
-
-def version_summary(version: DatasetVersion) -> dict[str, Any]:
-    """The JSON form of a version used by every command."""
-    return {
-        "ref": version.ref,
-        "dataset": version.dataset.name,
-        "version": version.version,
-        "digest": version.digest,
-        "rows": version.rows,
-        "size_bytes": version.size_bytes,
-        "created_at": version.created_at,
-        "created_by": version.created_by,
-        "op": version.recipe.get("op"),
-        "parents": [edge.parent.ref for edge in version.parent_edges],
-    }
 
 
 def _workspace() -> Any:
@@ -71,6 +52,7 @@ def add(
 ) -> None:
     """Ingest a file or folder as a new immutable version of NAME."""
     from forgeml.core.configfile import parse_model
+    from forgeml.data import catalog
     from forgeml.data.ingest import IngestOptions
     from forgeml.data.pipeline import add as add_version
 
@@ -87,8 +69,7 @@ def add(
     )
     with step(f"ingesting {path}"):
         recorded = add_version(_workspace(), name, path, options, label)
-    summary = version_summary(recorded.version) | {"created": recorded.created}
-    summary["report"] = recorded.version.report
+    summary = catalog.recorded_summary(recorded)
     if as_json:
         print_json(summary)
         return
@@ -107,7 +88,7 @@ def list_(as_json: JsonFlag = False) -> None:
 
     workspace = _workspace()
     with workspace.store.session() as session:
-        items = [version_summary(version) for _, version in catalog.list_datasets(session)]
+        items = [catalog.version_summary(v) for _, v in catalog.list_datasets(session)]
     if as_json:
         print_json(items)
         return
@@ -134,7 +115,7 @@ def versions(
 
     workspace = _workspace()
     with workspace.store.session() as session:
-        items = [version_summary(v) for v in catalog.versions_of(session, name)]
+        items = [catalog.version_summary(v) for v in catalog.versions_of(session, name)]
     if as_json:
         print_json(items)
         return
@@ -160,17 +141,7 @@ def show(
     """Schema, row count, quality report and lineage of a version."""
     from forgeml.data import catalog
 
-    workspace = _workspace()
-    with workspace.store.session() as session:
-        version = catalog.resolve(session, ref)
-        children = [child.ref for child in catalog.children_of(session, version)]
-    detail = version_summary(version) | {
-        "schema": version.schema,
-        "recipe": version.recipe,
-        "report": version.report,
-        "profile": catalog.profile_of(workspace, version),
-        "children": children,
-    }
+    detail = catalog.describe(_workspace(), ref)
     if as_json:
         print_json(detail)
         return

@@ -134,67 +134,34 @@ def list_(
     )
 
 
-def attempt_summary(attempt: Any) -> dict[str, Any]:
-    return {
-        "number": attempt.number,
-        "state": attempt.state,
-        "executor": attempt.executor,
-        "nodes": attempt.nodes,
-        "started_at": attempt.started_at,
-        "ended_at": attempt.ended_at,
-        "exit_code": attempt.exit_code,
-        "reason": attempt.reason,
-        "log_digest": attempt.log_digest,
-        "cpu_seconds": attempt.cpu_seconds,
-        "gpu_seconds": attempt.gpu_seconds,
-        "memory_gb_seconds": attempt.memory_gb_seconds,
-        "peak_memory_gb": attempt.peak_memory_gb,
-        "wall_seconds": attempt.wall_seconds,
-        "cost": attempt.cost,
-    }
-
-
 @app.command("show")
 def show(job: JobArg, as_json: JsonFlag = False) -> None:
     """A job's state, attempts (usage and cost), events and, if it failed, its log tail."""
-    from forgeml.scheduler.jobs import attempts_of, events_of, get_job
+    from forgeml.scheduler.jobs import job_detail
 
-    workspace = _workspace()
-    with workspace.store.session() as session:
-        record = get_job(session, job)
-        attempts = [attempt_summary(a) for a in attempts_of(session, record.id)]
-        events: list[dict[str, Any]] = [
-            {
-                "at": e.at,
-                "attempt": e.attempt,
-                "from": e.from_state,
-                "to": e.to_state,
-                "reason": e.reason,
-            }
-            for e in events_of(session, record.id)
-        ]
-    detail = _summary(record) | {"spec": record.spec, "attempts": attempts, "events": events}
+    detail = job_detail(_workspace(), job)
     if as_json:
         print_json(detail)
         return
-    say(f"[bold]{record.name}[/bold] job {record.id}: {record.state} (queue {record.queue})")
-    say(f"command: {' '.join(record.spec['command'])}")
+    say(f"[bold]{detail['name']}[/bold] job {detail['job_id']}: {detail['state']} "
+        f"(queue {detail['queue']})")  # fmt: skip
+    say(f"command: {' '.join(detail['command'])}")
     print_table(
         "attempts",
         ["#", "state", "exit", "reason", "wall s", "cpu s", "peak GB", "cost"],
         [
             (a["number"], a["state"], a["exit_code"], a["reason"], f"{a['wall_seconds']:.1f}",
              f"{a['cpu_seconds']:.1f}", f"{a['peak_memory_gb']:.2f}", f"{a['cost']:.4f}")
-            for a in attempts
+            for a in detail["attempts"]
         ],
     )  # fmt: skip
     print_table(
         "events",
         ["at", "attempt", "from", "to", "reason"],
-        [(when(e["at"]), e["attempt"], e["from"], e["to"], e["reason"]) for e in events],
+        [(when(e["at"]), e["attempt"], e["from"], e["to"], e["reason"]) for e in detail["events"]],
     )
-    if record.error:
-        say(record.error)
+    if detail["error"]:
+        say(detail["error"])
 
 
 @app.command("logs")

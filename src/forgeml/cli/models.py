@@ -3,32 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
 
-if TYPE_CHECKING:
-    from forgeml.core.store import ModelVersionRecord
-
 app = typer.Typer(help="Registered model versions, aliases and promotion.", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
-
-
-def version_summary(record: ModelVersionRecord, aliases: dict[str, int]) -> dict[str, Any]:
-    return {
-        "ref": f"{record.name}@v{record.version}",
-        "name": record.name,
-        "version": record.version,
-        "aliases": sorted(a for a, v in aliases.items() if v == record.version),
-        "run_id": record.run_id,
-        "dataset": record.dataset_version.ref if record.dataset_version else None,
-        "parent": record.parent,
-        "digest": record.artifact_digest,
-        "metrics": record.metrics or {},
-        "created_at": record.created_at,
-    }
 
 
 def _workspace() -> Any:
@@ -43,7 +25,7 @@ def list_(
     as_json: JsonFlag = False,
 ) -> None:
     """Registered model versions with their aliases."""
-    from forgeml.tracking import list_models, model_aliases
+    from forgeml.tracking import list_models, model_aliases, version_summary
 
     workspace = _workspace()
     records = list_models(workspace, name)
@@ -65,7 +47,7 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """A model version's lineage (dataset, run, parent) and metrics."""
-    from forgeml.tracking import get_model_version, model_aliases
+    from forgeml.tracking import get_model_version, model_aliases, version_summary
 
     workspace = _workspace()
     record = get_model_version(workspace, ref)
@@ -100,22 +82,14 @@ def promote(
     """Point ALIAS at a version if it beats the current holder on the metric."""
     from forgeml.core.errors import UsageError
     from forgeml.tracking import promote as promote_version
+    from forgeml.tracking import promotion_summary
 
     if mode not in ("max", "min"):
         raise UsageError(f"--mode must be max or min, not '{mode}'.")
     result = promote_version(
         _workspace(), name, version, alias, metric, "max" if mode == "max" else "min", force
     )
-    payload = {
-        "model": f"{result.model.name}@v{result.model.version}",
-        "alias": result.alias,
-        "metric": result.metric,
-        "value": result.value,
-        "previous": result.previous,
-        "previous_value": result.previous_value,
-        "forced": result.forced,
-        "changed": result.changed,
-    }
+    payload = promotion_summary(result)
     if as_json:
         print_json(payload)
         return

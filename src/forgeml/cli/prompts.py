@@ -26,24 +26,10 @@ def _workspace() -> Any:
     return open_workspace()
 
 
-def summary(version: PromptVersion) -> dict[str, Any]:
-    record = version.record
-    return {
-        "ref": record.ref,
-        "name": record.name,
-        "version": record.version,
-        "kind": record.kind,
-        "digest": record.digest,
-        "aliases": version.aliases,
-        "description": version.spec.description,
-        "variables": [variable.name for variable in version.spec.variables],
-        "created_by": record.created_by,
-        "created_at": record.created_at,
-    }
-
-
 def _print_versions(title: str, versions: list[PromptVersion], as_json: bool) -> None:
-    items = [summary(version) for version in versions]
+    from forgeml.prompts import prompt_summary
+
+    items = [prompt_summary(version) for version in versions]
     if as_json:
         print_json(items)
         return
@@ -62,12 +48,12 @@ def create(
 ) -> None:
     """Store PROMPT.yaml as the next version of NAME (identical content: the same version)."""
     from forgeml.core.configfile import load_yaml_model
-    from forgeml.prompts import PromptSpec, create_prompt
+    from forgeml.prompts import PromptSpec, create_prompt, prompt_summary
 
     spec = load_yaml_model(file, PromptSpec)
     version, created = create_prompt(_workspace(), name, spec)
     if as_json:
-        print_json({**summary(version), "created": created})
+        print_json({**prompt_summary(version), "created": created})
         return
     if created:
         say(f"created {version.ref} ({version.record.kind})")
@@ -79,19 +65,15 @@ def create(
 def show(ref: RefArg, as_json: JsonFlag = False) -> None:
     """A prompt version: its template or messages, variables, examples, model defaults, and
     the prompt's traffic split."""
-    from forgeml.prompts import get_prompt, get_split
+    from forgeml.prompts import get_prompt, get_split, prompt_detail
 
     workspace = _workspace()
-    version = get_prompt(workspace, ref)
-    split = get_split(workspace, version.record.name)
-    detail = {
-        **summary(version),
-        "split": split and split.as_dict(),
-        "content": version.spec.model_dump(mode="json"),
-    }
+    detail = prompt_detail(workspace, ref)
     if as_json:
         print_json(detail)
         return
+    version = get_prompt(workspace, ref)
+    split = get_split(workspace, version.record.name)
     aliases = " ".join("@" + alias for alias in version.aliases)
     say(f"[bold]{version.ref}[/bold] {aliases} {version.spec.description}".rstrip())
     if split is not None:
@@ -132,11 +114,11 @@ def alias(
     as_json: JsonFlag = False,
 ) -> None:
     """Point NAME@ALIAS at the version REF names (audited)."""
-    from forgeml.prompts import set_alias
+    from forgeml.prompts import prompt_summary, set_alias
 
     version = set_alias(_workspace(), ref, alias_name)
     if as_json:
-        print_json(summary(version))
+        print_json(prompt_summary(version))
         return
     say(f"{version.record.name}@{alias_name} -> {version.ref}")
 

@@ -79,28 +79,15 @@ def show(
     name: Annotated[str, typer.Argument(help="Queue name.")], as_json: JsonFlag = False
 ) -> None:
     """A queue's settings and how many of its jobs are in each state."""
-    from sqlalchemy import func, select
+    from forgeml.scheduler.queues import queue_detail
 
-    from forgeml.core.store import JobRecord
-    from forgeml.scheduler.queues import get_queue, queue_summary
-
-    workspace = _workspace()
-    with workspace.store.session() as session:
-        record = get_queue(session, name)
-        counts = dict(
-            session.execute(
-                select(JobRecord.state, func.count())
-                .where(JobRecord.queue == name)
-                .group_by(JobRecord.state)
-            ).all()
-        )
-    detail = queue_summary(record) | {"jobs": {str(k): int(v) for k, v in counts.items()}}
+    detail = queue_detail(_workspace(), name)
     if as_json:
         print_json(detail)
         return
     say(
-        f"[bold]{record.name}[/bold]: weight {record.weight}, "
-        f"capability {_cap(record.capability)}, "
-        f"reclaimable {record.reclaimable}, budget {record.budget}"
+        f"[bold]{detail['name']}[/bold]: weight {detail['weight']}, "
+        f"capability {_cap(detail['capability'])}, "
+        f"reclaimable {detail['reclaimable']}, budget {detail['budget']}"
     )
     print_table("jobs", ["state", "count"], sorted(detail["jobs"].items()))

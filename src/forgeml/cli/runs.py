@@ -3,30 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
 
-if TYPE_CHECKING:
-    from forgeml.core.store import RunRecord
-
 app = typer.Typer(help="Tracked training runs (MLflow).", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
-
-
-def run_summary(run: RunRecord) -> dict[str, Any]:
-    return {
-        "run_id": run.id,
-        "name": run.name,
-        "status": run.status,
-        "started_at": run.started_at,
-        "ended_at": run.ended_at,
-        "parent_run_id": run.parent_run_id,
-        "metrics": run.metrics or {},
-        "error": run.error,
-    }
 
 
 def _workspace() -> Any:
@@ -41,7 +25,7 @@ def list_(
     as_json: JsonFlag = False,
 ) -> None:
     """List runs, newest first (runs whose process died are marked KILLED first)."""
-    from forgeml.tracking import list_runs, reap_expired
+    from forgeml.tracking import list_runs, reap_expired, run_summary
 
     workspace = _workspace()
     reap_expired(workspace)
@@ -67,12 +51,12 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """A run's status, config, lineage and final metrics."""
-    from forgeml.tracking import get_run, reap_expired
+    from forgeml.tracking import get_run, reap_expired, run_detail
 
     workspace = _workspace()
     reap_expired(workspace)
     record = get_run(workspace, run)
-    detail = run_summary(record) | {"config": record.config, "dataset": _dataset_ref(record)}
+    detail = run_detail(record)
     if as_json:
         print_json(detail)
         return
@@ -86,11 +70,6 @@ def show(
     slices = [k for k in metrics if "/" in k]
     if slices:
         say(f"{len(slices)} per-slice metrics: `forgeml runs show {record.id[:12]} --json`")
-
-
-def _dataset_ref(record: RunRecord) -> str | None:
-    version = getattr(record, "dataset_version", None)
-    return version.ref if version is not None else None
 
 
 @app.command("compare")
@@ -107,7 +86,7 @@ def compare(
 ) -> None:
     """A table of final metrics side by side, and a PNG plot of the metric curves."""
     from forgeml.cli._plot import plot_curves
-    from forgeml.tracking import get_run
+    from forgeml.tracking import get_run, run_summary
     from forgeml.tracking.history import metric_history
 
     workspace = _workspace()

@@ -98,3 +98,17 @@ def verify(session: Session) -> VerifyResult:
             )
         expected_prev, expected_seq, count = event.hash, event.seq + 1, count + 1
     return VerifyResult(events=count, head=expected_prev)
+
+
+def event_summary(event: AuditEvent) -> dict[str, Any]:
+    """An event as `audit log --json` prints it."""
+    return {
+        "seq": event.seq,
+        "at": event.at,
+        "actor": event.actor,
+        "action": event.action,
+        "object": event.object_ref,
+        "payload": event.payload,
+        "payload_digest": event.payload_digest,
+        "hash": event.hash,
+    }

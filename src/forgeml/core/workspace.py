@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,8 @@ class Workspace:
     """Everything a command needs to read and write forgeml's records."""
 
     settings: Settings
+    # who acts, when not the settings' user: the authenticated caller of an API request
+    acting: str | None = field(default=None, compare=False)
 
     @cached_property
     def store(self) -> Store:
@@ -35,7 +37,16 @@ class Workspace:
 
     @property
     def actor(self) -> str:
-        return self.settings.actor
+        return self.acting or self.settings.actor
+
+    def acting_as(self, actor: str) -> Workspace:
+        """This workspace (the same stores, opened once) with `actor` named by every record
+        and audit event it writes. The view shares the stores: close the original, not it."""
+        view = Workspace(self.settings, acting=actor)
+        # the cached stores are shared, not reopened: one engine pool per process
+        view.__dict__["store"] = self.store
+        view.__dict__["artifacts"] = self.artifacts
+        return view
 
     def audit(self, session: Any, action: str, object_ref: str, payload: dict[str, Any]) -> None:
         """Append an audit event inside `session`'s transaction."""
@@ -44,7 +55,7 @@ class Workspace:
         audit.append(session, self.actor, action, object_ref, payload)
 
     def close(self) -> None:
-        if "store" in self.__dict__:
+        if self.acting is None and "store" in self.__dict__:
             self.store.dispose()
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from forgeml.core.errors import NotFoundError, UsageError
@@ -98,38 +98,85 @@ def resolve(session: Session, ref: str | Ref) -> DatasetVersion:
     return found[0]
 
 
-def list_datasets(session: Session) -> list[tuple[Dataset, DatasetVersion]]:
-    """Every dataset with its latest version, by name."""
+def latest_versions() -> Select[Dataset, DatasetVersion]:
+    """Every dataset with its latest version, unordered (callers order and page it)."""
     latest = (
         select(DatasetVersion.dataset_id, func.max(DatasetVersion.version).label("v"))
         .group_by(DatasetVersion.dataset_id)
         .subquery()
     )
-    rows = session.execute(
+    return (
         select(Dataset, DatasetVersion)
         .join(latest, latest.c.dataset_id == Dataset.id)
         .join(
             DatasetVersion,
             (DatasetVersion.dataset_id == Dataset.id) & (DatasetVersion.version == latest.c.v),
         )
-        .order_by(Dataset.name)
-    ).all()
+    )
+
+
+def list_datasets(session: Session) -> list[tuple[Dataset, DatasetVersion]]:
+    """Every dataset with its latest version, by name."""
+    rows = session.execute(latest_versions().order_by(Dataset.name)).all()
     return [(row[0], row[1]) for row in rows]
 
 
-def versions_of(session: Session, name: str) -> list[DatasetVersion]:
-    """All versions of dataset `name`, oldest first."""
+def versions_query(session: Session, name: str) -> Select[DatasetVersion]:
+    """The versions of dataset `name`, unordered (callers order and page it).
+
+    Raises:
+        NotFoundError: no dataset has that name.
+    """
     validate_name(name, "dataset name")
     dataset = session.scalar(select(Dataset).where(Dataset.name == name))
     if dataset is None:
         raise NotFoundError(f"Dataset '{name}' does not exist (see `forgeml data list`).")
-    return list(
-        session.scalars(
-            _version_query()
-            .where(DatasetVersion.dataset_id == dataset.id)
-            .order_by(DatasetVersion.version)
-        )
-    )
+    query: Select[DatasetVersion] = _version_query().where(DatasetVersion.dataset_id == dataset.id)
+    return query
+
+
+def versions_of(session: Session, name: str) -> list[DatasetVersion]:
+    """All versions of dataset `name`, oldest first."""
+    return list(session.scalars(versions_query(session, name).order_by(DatasetVersion.version)))
+
+
+def version_summary(version: DatasetVersion) -> dict[str, Any]:
+    """The JSON form of a version that every command and route answers."""
+    return {
+        "ref": version.ref,
+        "dataset": version.dataset.name,
+        "version": version.version,
+        "digest": version.digest,
+        "rows": version.rows,
+        "size_bytes": version.size_bytes,
+        "created_at": version.created_at,
+        "created_by": version.created_by,
+        "op": version.recipe.get("op"),
+        "parents": [edge.parent.ref for edge in version.parent_edges],
+    }
+
+
+def recorded_summary(recorded: Recorded) -> dict[str, Any]:
+    """What `data add` answers: the version, whether it is new, and its ingest report."""
+    return version_summary(recorded.version) | {
+        "created": recorded.created,
+        "report": recorded.version.report,
+    }
+
+
+def describe(workspace: Workspace, ref: str) -> dict[str, Any]:
+    """What `data show` answers: the version's summary, schema, recipe, report, quality
+    profile (computed on first use) and the versions derived from it."""
+    with workspace.store.session() as session:
+        version = resolve(session, ref)
+        children = [child.ref for child in children_of(session, version)]
+    return version_summary(version) | {
+        "schema": version.schema,
+        "recipe": version.recipe,
+        "report": version.report,
+        "profile": profile_of(workspace, version),
+        "children": children,
+    }
 
 
 def children_of(session: Session, version: DatasetVersion) -> list[DatasetVersion]:

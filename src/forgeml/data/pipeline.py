@@ -43,15 +43,21 @@ def add(
     source: Path,
     options: IngestOptions,
     label: str | None = None,
+    *,
+    source_name: str | None = None,
 ) -> catalog.Recorded:
-    """Ingest `source` as a new version of dataset `name` (or return the identical one)."""
+    """Ingest `source` as a new version of dataset `name` (or return the identical one).
+
+    `source_name` is what the recipe records as the source instead of `source`'s path (an
+    upload's file name: its temporary file does not outlive the call).
+    """
     validate_name(name, "dataset name")
     with workspace.artifacts.local_tempfile(suffix=".parquet") as temp:
         result = ingest(source, temp, options)
         recipe = {
             "op": "ingest",
             "params": {
-                "source": str(Path(source).resolve()),
+                "source": source_name or str(Path(source).resolve()),
                 "source_digest": result.source_digest,
                 "options": result.resolved.model_dump(mode="json"),
             },

@@ -225,3 +225,33 @@ def _version(session: Session, record: PromptVersionRecord) -> PromptVersion:
     aliases = sorted(a for a, v in aliases_of(session, record.name).items() if v == record.version)
     spec = parse_model(PromptSpec, record.content, f"prompt {record.ref}")
     return PromptVersion(record, spec, aliases)
+
+
+def prompt_summary(version: PromptVersion) -> dict[str, Any]:
+    """A version as `prompts list|versions --json` print it."""
+    record = version.record
+    return {
+        "ref": record.ref,
+        "name": record.name,
+        "version": record.version,
+        "kind": record.kind,
+        "digest": record.digest,
+        "aliases": version.aliases,
+        "description": version.spec.description,
+        "variables": [variable.name for variable in version.spec.variables],
+        "created_by": record.created_by,
+        "created_at": record.created_at,
+    }
+
+
+def prompt_detail(workspace: Workspace, ref: str) -> dict[str, Any]:
+    """What `prompts show --json` prints: the summary, the prompt's split and the content."""
+    from forgeml.prompts.split import get_split
+
+    version = get_prompt(workspace, ref)
+    split = get_split(workspace, version.record.name)
+    return {
+        **prompt_summary(version),
+        "split": split and split.as_dict(),
+        "content": version.spec.model_dump(mode="json"),
+    }

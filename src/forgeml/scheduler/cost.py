@@ -433,3 +433,42 @@ def _alerted_budget(session: Session, ref: str) -> float | None:
         .limit(1)
     )
     return None if payload is None else float(payload["budget"])
+
+
+def cost_summary(
+    workspace: Workspace, by: str = "job", since: datetime | None = None
+) -> dict[str, Any]:
+    """What `cost report --json` prints: use and cost grouped `by` job, queue, owner, model,
+    or (`by="key"`) gateway requests by key, costliest first, with their total."""
+    from dataclasses import asdict
+
+    if by == "key":
+        table = load_price_table(workspace.settings)
+        key_rows = key_cost_report(workspace.store, table, since=since)
+        return {
+            "by": "key",
+            "since": since,
+            "currency": table.currency,
+            "requests_1k": table.requests_1k,
+            "rows": [asdict(row) for row in key_rows],
+            "total": asdict(key_total_of(key_rows)) | {"key": "total"},
+        }
+    currency = load_price_table(workspace.settings).currency
+    rows = cost_report(workspace.store, by=by, since=since)
+    return {
+        "by": by,
+        "since": since,
+        "currency": currency,
+        "rows": [asdict(row) for row in rows],
+        "total": asdict(total_of(rows)) | {"key": "total"},
+    }
+
+
+def budgets_summary(workspace: Workspace) -> dict[str, Any]:
+    """What `cost budgets --json` prints: spend against budget of every queue with one."""
+    from dataclasses import asdict
+
+    currency = load_price_table(workspace.settings).currency
+    statuses = budget_status(workspace.store)
+    queues = [asdict(status) | {"exceeded": status.exceeded} for status in statuses]
+    return {"currency": currency, "queues": queues}

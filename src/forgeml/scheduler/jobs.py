@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from forgeml.core.errors import InvalidJobError, JobStateError, NotFoundError, UsageError
@@ -209,6 +209,16 @@ def find_job(workspace: Workspace, ref: str) -> JobRecord:
         return get_job(session, ref)
 
 
+def jobs_query(states: Sequence[str] | None = None, queue: str | None = None) -> Select[JobRecord]:
+    """Jobs, unordered, optionally only in `states` or `queue` (callers order and page it)."""
+    query = select(JobRecord)
+    if states:
+        query = query.where(JobRecord.state.in_(list(states)))
+    if queue:
+        query = query.where(JobRecord.queue == queue)
+    return query
+
+
 def list_jobs(
     workspace: Workspace,
     *,
@@ -217,11 +227,7 @@ def list_jobs(
     limit: int | None = None,
 ) -> list[JobRecord]:
     """Jobs, newest first, optionally only in `states` or `queue`."""
-    query = select(JobRecord).order_by(JobRecord.submitted_at.desc())
-    if states:
-        query = query.where(JobRecord.state.in_(list(states)))
-    if queue:
-        query = query.where(JobRecord.queue == queue)
+    query = jobs_query(states, queue).order_by(JobRecord.submitted_at.desc())
     if limit:
         query = query.limit(limit)
     with workspace.store.session() as session:
@@ -313,3 +319,37 @@ def job_summary(job: JobRecord) -> dict[str, Any]:
         "updated_at": job.updated_at,
         "error": job.error,
     }
+
+
+def attempt_summary(attempt: JobAttemptRecord) -> dict[str, Any]:
+    """One attempt as plain JSON-ready data: where it ran, how it ended, what it used."""
+    return {
+        "number": attempt.number,
+        "state": attempt.state,
+        "executor": attempt.executor,
+        "nodes": attempt.nodes,
+        "started_at": attempt.started_at,
+        "ended_at": attempt.ended_at,
+        "exit_code": attempt.exit_code,
+        "reason": attempt.reason,
+        "log_digest": attempt.log_digest,
+        "cpu_seconds": attempt.cpu_seconds,
+        "gpu_seconds": attempt.gpu_seconds,
+        "memory_gb_seconds": attempt.memory_gb_seconds,
+        "peak_memory_gb": attempt.peak_memory_gb,
+        "wall_seconds": attempt.wall_seconds,
+        "cost": attempt.cost,
+    }
+
+
+def job_detail(workspace: Workspace, ref: str) -> dict[str, Any]:
+    """What `jobs show` answers: the job's summary, spec, attempts and state changes."""
+    with workspace.store.session() as session:
+        record = get_job(session, ref)
+        attempts = [attempt_summary(a) for a in attempts_of(session, record.id)]
+        events: list[dict[str, Any]] = [
+            {"at": e.at, "attempt": e.attempt, "from": e.from_state, "to": e.to_state,
+             "reason": e.reason}
+            for e in events_of(session, record.id)
+        ]  # fmt: skip
+        return job_summary(record) | {"spec": record.spec, "attempts": attempts, "events": events}

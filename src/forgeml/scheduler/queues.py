@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from forgeml.core.errors import AlreadyExistsError, InvalidNameError, NotFoundError, UsageError
@@ -139,3 +139,19 @@ def queue_summary(record: QueueRecord) -> dict[str, Any]:
         "created_at": record.created_at,
         "created_by": record.created_by,
     }
+
+
+def queue_detail(workspace: Workspace, name: str) -> dict[str, Any]:
+    """What `queues show` answers: the queue's summary and its jobs counted by state."""
+    from forgeml.core.store import JobRecord
+
+    with workspace.store.session() as session:
+        record = get_queue(session, name)
+        counts = dict(
+            session.execute(
+                select(JobRecord.state, func.count())
+                .where(JobRecord.queue == name)
+                .group_by(JobRecord.state)
+            ).all()
+        )
+    return queue_summary(record) | {"jobs": {str(k): int(v) for k, v in counts.items()}}

@@ -19,7 +19,9 @@ from forgeml.tracking.registry import (
     log_model_bundle,
     model_aliases,
     promote,
+    promotion_summary,
     register_model,
+    version_summary,
 )
 from forgeml.tracking.runs import (
     RunHandle,
@@ -31,6 +33,8 @@ from forgeml.tracking.runs import (
     log_json_artifact,
     reap_expired,
     resume_run,
+    run_detail,
+    run_summary,
     start_run,
 )
 
@@ -54,9 +58,13 @@ __all__ = [
     "model_aliases",
     "open_client",
     "promote",
+    "promotion_summary",
     "reap_expired",
     "register_model",
     "resume_run",
+    "run_detail",
+    "run_summary",
     "start_run",
     "tracking_uri",
+    "version_summary",
 ]

@@ -380,3 +380,33 @@ def download_bundle(
     blob = workspace.artifacts.local_path(record.artifact_digest, verify=True)
     target = dest or workspace.settings.home / "models" / f"{record.name}-v{record.version}"
     return extract_tar(blob, Path(target))
+
+
+def version_summary(record: ModelVersionRecord, aliases: Mapping[str, int]) -> dict[str, Any]:
+    """A model version as `models list|show --json` print it (`aliases`: `model_aliases`)."""
+    return {
+        "ref": f"{record.name}@v{record.version}",
+        "name": record.name,
+        "version": record.version,
+        "aliases": sorted(a for a, v in aliases.items() if v == record.version),
+        "run_id": record.run_id,
+        "dataset": record.dataset_version.ref if record.dataset_version else None,
+        "parent": record.parent,
+        "digest": record.artifact_digest,
+        "metrics": record.metrics or {},
+        "created_at": record.created_at,
+    }
+
+
+def promotion_summary(result: Promotion) -> dict[str, Any]:
+    """What `models promote --json` prints."""
+    return {
+        "model": f"{result.model.name}@v{result.model.version}",
+        "alias": result.alias,
+        "metric": result.metric,
+        "value": result.value,
+        "previous": result.previous,
+        "previous_value": result.previous_value,
+        "forced": result.forced,
+        "changed": result.changed,
+    }

@@ -420,3 +420,24 @@ def lease_expiry(run: RunRecord) -> datetime:
 def _utc(moment: datetime) -> datetime:
     # SQLite hands back naive datetimes; every stored time is UTC.
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def run_summary(run: RunRecord) -> dict[str, Any]:
+    """A run as `runs list --json` prints it."""
+    return {
+        "run_id": run.id,
+        "name": run.name,
+        "status": run.status,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+        "parent_run_id": run.parent_run_id,
+        "metrics": run.metrics or {},
+        "error": run.error,
+    }
+
+
+def run_detail(record: RunRecord) -> dict[str, Any]:
+    """A run as `runs show --json` prints it: its summary, config and dataset version."""
+    version = record.dataset_version
+    dataset = version.ref if version is not None else None
+    return run_summary(record) | {"config": record.config, "dataset": dataset}

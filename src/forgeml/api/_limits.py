@@ -1,0 +1,59 @@
+"""The API's limits on what one request or one caller may hold (issue 15's "Limits")."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from forgeml.core.errors import RateLimitedError
+
+
+@dataclass(frozen=True)
+class ApiLimits:
+    """Limits of an app: the largest upload body, and concurrent log streams per caller."""
+
+    max_upload_bytes: int = 1 << 30
+    max_log_streams: int = 8
+
+
+class StreamSlots:
+    """How many log streams each caller holds; one more than the limit is a 429."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._held: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def take(self, actor: str) -> None:
+        """Hold one slot for `actor` (give it back with `give`).
+
+        Raises:
+            RateLimitedError: `actor` already holds `limit` streams.
+        """
+        with self._lock:
+            if self._held[actor] >= self.limit:
+                raise RateLimitedError(
+                    f"{actor} already follows {self.limit} log streams, this server's limit; "
+                    "close one first.",
+                    retry_after=1.0,
+                )
+            self._held[actor] += 1
+
+    def give(self, actor: str) -> None:
+        with self._lock:
+            self._held[actor] -= 1
+
+    def held(self, actor: str) -> int:
+        with self._lock:
+            return self._held[actor]
+
+    @contextmanager
+    def slot(self, actor: str) -> Iterator[None]:
+        self.take(actor)
+        try:
+            yield
+        finally:
+            self.give(actor)

@@ -1,0 +1,79 @@
+"""Model routes: registered versions (list, show) and promotion to an alias.
+
+Answers are what `forgeml models list|show|promote --json` print. A promotion goes through
+the same metric gate as `models promote` (409 when the candidate does not win, unless
+`force`), and is audited as the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+
+from forgeml.api._authz import require
+from forgeml.api._context import acting, workspace
+from forgeml.api._json import CliRouter
+from forgeml.api._pages import Page, in_memory, link, pages
+from forgeml.core.store import ModelVersionRecord
+from forgeml.tracking import (
+    get_model_version,
+    list_models,
+    model_aliases,
+    promote,
+    promotion_summary,
+    version_summary,
+)
+
+router = CliRouter(prefix="/api/v1/models")
+
+
+class Promote(BaseModel):
+    """`POST /api/v1/models/{name}/promote`: as `forgeml models promote` takes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: PositiveInt = Field(description="The version to promote.")
+    alias: str = Field("production", max_length=64, description="The alias to point at it.")
+    metric: str = Field("accuracy", max_length=128, description="The gating metric.")
+    mode: Literal["max", "min"] = Field("max", description="max: higher is better; min: lower.")
+    force: bool = Field(False, description="Promote even if it does not win (audited).")
+
+
+def _position(record: ModelVersionRecord, sort: str) -> tuple[Any, Any]:
+    if sort == "name":
+        return record.name, record.version
+    return record.created_at, record.id
+
+
+@router.get("", dependencies=[require("models:read")])
+def models(
+    request: Request,
+    response: Response,
+    page: Annotated[Page, Depends(pages(["name", "created_at"], "name"))],
+    name: Annotated[str | None, Query(max_length=128, description="Only this model.")] = None,
+) -> list[dict[str, Any]]:
+    """Registered versions with their aliases (as `models list --json`), a page at a time."""
+    home = workspace(request)
+    kept, cursor = in_memory(list_models(home, name), page, _position)
+    aliases = {model: model_aliases(home, model) for model in {r.name for r in kept}}
+    link(request, response, cursor)
+    return [version_summary(record, aliases[record.name]) for record in kept]
+
+
+@router.get("/{ref}", dependencies=[require("models:read")])
+def show(request: Request, ref: str) -> dict[str, Any]:
+    """A version (`NAME`, `NAME@vN`, `NAME@ALIAS`) as `models show --json` prints it."""
+    home = workspace(request)
+    record = get_model_version(home, ref)
+    return version_summary(record, model_aliases(home, record.name))
+
+
+@router.post("/{name}/promote", dependencies=[require("models:promote")])
+def promote_version(request: Request, name: str, body: Promote) -> dict[str, Any]:
+    """Point `alias` at the version if it beats the holder on `metric` (409 if not)."""
+    result = promote(
+        acting(request), name, body.version, body.alias, body.metric, body.mode, body.force
+    )
+    return promotion_summary(result)

@@ -1,0 +1,71 @@
+"""Run routes: list, show and metric curves, answering what `forgeml runs ... --json` print."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Query, Request, Response
+from sqlalchemy import select
+
+from forgeml.api._authz import require
+from forgeml.api._context import workspace
+from forgeml.api._json import CliRouter
+from forgeml.api._pages import Page, finish, keyset, link, pages
+from forgeml.core.store import RunRecord
+from forgeml.tracking import get_run, reap_expired, run_detail, run_summary
+from forgeml.tracking.history import metric_history
+
+router = CliRouter(prefix="/api/v1/runs")
+
+_SORTS = {"started_at": RunRecord.started_at, "name": RunRecord.name, "status": RunRecord.status}
+
+
+@router.get("", dependencies=[require("runs:read")])
+def runs(
+    request: Request,
+    response: Response,
+    page: Annotated[Page, Depends(pages(list(_SORTS), "started_at", descending=True))],
+    name: Annotated[str | None, Query(max_length=128)] = None,
+    status: Annotated[str | None, Query(pattern="^(RUNNING|FINISHED|FAILED|KILLED)$")] = None,
+    parent_run_id: Annotated[str | None, Query(max_length=32)] = None,
+) -> list[dict[str, Any]]:
+    """Runs (as `runs list --json`), newest first unless sorted; dead runs marked KILLED first."""
+    home = workspace(request)
+    reap_expired(home)
+    query = select(RunRecord)
+    for column, wanted in (
+        (RunRecord.name, name), (RunRecord.status, status),
+        (RunRecord.parent_run_id, parent_run_id),
+    ):  # fmt: skip
+        if wanted is not None:
+            query = query.where(column == wanted)
+    with home.store.session() as session:
+        found = session.scalars(keyset(query, page, _SORTS, RunRecord.id)).all()
+        kept, cursor = finish(found, page, lambda run: (getattr(run, page.sort), run.id))
+        items = [run_summary(run) for run in kept]
+    link(request, response, cursor)
+    return items
+
+
+@router.get("/{ref}", dependencies=[require("runs:read")])
+def show(request: Request, ref: str) -> dict[str, Any]:
+    """A run (id, id prefix or name) as `runs show --json` prints it."""
+    home = workspace(request)
+    reap_expired(home)
+    return run_detail(get_run(home, ref))
+
+
+@router.get("/{ref}/metrics", dependencies=[require("runs:read")])
+def metrics(
+    request: Request,
+    ref: str,
+    key: Annotated[list[str] | None, Query(description="Only these metrics.")] = None,
+) -> dict[str, Any]:
+    """Every logged value of the run's metrics (or of `key`s), as [step, value] by step."""
+    home = workspace(request)
+    record = get_run(home, ref)
+    curves = metric_history(home, record.id, key)
+    return {
+        "run_id": record.id,
+        "metrics": {name: [list(p) for p in c] for name, c in curves.items()},
+    }
