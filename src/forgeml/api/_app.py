@@ -15,10 +15,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from forgeml.api._account_routes import router as accounts_router
+from forgeml.api._accounts import choose_authorizer
 from forgeml.api._agents import agent_service
 from forgeml.api._agents import router as agents_router
 from forgeml.api._alerts import router as alerts_router
-from forgeml.api._authz import Authorizer, SingleUser
+from forgeml.api._authz import Authorizer
 from forgeml.core.errors import ForgemlError
 from forgeml.core.workspace import Workspace
 
@@ -26,8 +28,9 @@ from forgeml.core.workspace import Workspace
 def create_app(workspace: Workspace, authorizer: Authorizer | None = None) -> FastAPI:
     """The control-plane app over `workspace` (shared with the caller; not closed here).
 
-    `authorizer` decides every route's permission (`_authz`); None: the embedded single-user
-    default, which needs no login.
+    `authorizer` decides every route's permission (`_authz`); None: the workspace's
+    accounts once it has any (`_accounts.AccountsAuthorizer`: every caller signs in), else
+    the embedded single-user default, which needs no login.
     """
     agents = agent_service(workspace)
 
@@ -40,7 +43,7 @@ def create_app(workspace: Workspace, authorizer: Authorizer | None = None) -> Fa
     app = FastAPI(title="forgeml control plane", version="1", lifespan=lifespan)
     app.state.workspace = workspace
     app.state.agents = agents
-    app.state.authorizer = authorizer or SingleUser()
+    app.state.authorizer = authorizer or choose_authorizer(workspace)
 
     @app.exception_handler(ForgemlError)
     async def _forgeml_error(request: Request, error: ForgemlError) -> JSONResponse:
@@ -54,4 +57,5 @@ def create_app(workspace: Workspace, authorizer: Authorizer | None = None) -> Fa
 
     app.include_router(alerts_router)
     app.include_router(agents_router)
+    app.include_router(accounts_router)
     return app

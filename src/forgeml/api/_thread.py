@@ -5,13 +5,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from forgeml.api._authz import Authorizer
 from forgeml.core.errors import ForgemlError, UsageError
 from forgeml.core.workspace import Workspace
 
 
 @contextlib.contextmanager
-def api_in_thread(workspace: Workspace, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+def api_in_thread(
+    workspace: Workspace,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    authorizer: Authorizer | None = None,
+) -> Iterator[str]:
     """Serve the API over `workspace` until the block ends; yields its base URL.
+
+    `authorizer`: as `create_app` takes it (None: accounts once the workspace has any).
 
     Raises:
         UsageError: the port cannot be had.
@@ -27,7 +35,10 @@ def api_in_thread(workspace: Workspace, host: str = "127.0.0.1", port: int = 0) 
     except ForgemlError as error:
         raise UsageError(f"Cannot serve the API: {error}") from None
     config = uvicorn.Config(
-        create_app(workspace), log_level="warning", access_log=False, timeout_graceful_shutdown=5
+        create_app(workspace, authorizer),
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
     )
     with uvicorn_in_thread(config, listener, "API") as url:
         yield url

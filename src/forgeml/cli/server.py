@@ -79,6 +79,14 @@ def server(
         ),
     ] = None,
     api_host: Annotated[str, typer.Option(help="Interface the API listens on.")] = "127.0.0.1",
+    auth: Annotated[
+        str,
+        typer.Option(
+            help="Who may call the API: accounts (every caller signs in with a token or "
+            "password), single-user (the local person, no login; loopback only), or auto "
+            "(accounts once one exists).",
+        ),
+    ] = "auto",
     online_run_length: Annotated[
         int,
         typer.Option(
@@ -117,7 +125,7 @@ def server(
         hold_lease(workspace.settings, chosen.name),
         gateway as gateway_url,
         _metrics(registries, metrics_host, metrics_port) as metrics_url,
-        _api(workspace, api_host, api_port) as api_url,
+        _api(workspace, api_host, api_port, auth) as api_url,
     ):
         scheduler = Scheduler(
             workspace, chosen, grace_seconds=grace, policy_options=_policy_options(min_runtime)
@@ -203,14 +211,36 @@ def _alert_evaluator(
 
 
 @contextlib.contextmanager
-def _api(workspace: Workspace, host: str, port: int | None) -> Iterator[str | None]:
-    """The control-plane API on `host:port` while the server runs (None: not served)."""
+def _api(workspace: Workspace, host: str, port: int | None, auth: str) -> Iterator[str | None]:
+    """The control-plane API on `host:port` while the server runs (None: not served).
+
+    Without accounts it is served on a loopback interface only: anyone who could reach it
+    would act as the local person (Ray CVE-2023-48022, ShadowRay: a job API open to all).
+    """
     if port is None:
         yield None
         return
-    from forgeml.api import api_in_thread
+    import ipaddress
 
-    with api_in_thread(workspace, host, port) as url:
+    from forgeml.api import api_in_thread
+    from forgeml.api._accounts import AccountsAuthorizer, choose_authorizer
+    from forgeml.core.errors import UsageError
+
+    authorizer = choose_authorizer(workspace, auth)
+    if not isinstance(authorizer, AccountsAuthorizer):
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = host == "localhost"
+        if not loopback:
+            raise UsageError(
+                f"Serving the API on {host} without accounts would let anyone who reaches it "
+                "act as you: create an account (forgeml users create NAME --role owner) or "
+                "serve on 127.0.0.1."
+            )
+    accounts = isinstance(authorizer, AccountsAuthorizer)
+    logging.info("forgeml server: API %s", "with accounts" if accounts else "single user, no login")
+    with api_in_thread(workspace, host, port, authorizer) as url:
         yield url
 
 

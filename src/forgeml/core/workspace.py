@@ -43,6 +43,17 @@ class Workspace:
 
         audit.append(session, self.actor, action, object_ref, payload)
 
+    def acting_as(self, actor: str) -> Workspace:
+        """This workspace with `actor` named in the audit log (an API request's caller).
+
+        The stores are shared, not reopened: close the workspace this came from, not it.
+        """
+        view = Workspace(self.settings.model_copy(update={"user": actor}))
+        view.__dict__["store"] = self.store
+        if "artifacts" in self.__dict__:
+            view.__dict__["artifacts"] = self.artifacts
+        return view
+
     def close(self) -> None:
         if "store" in self.__dict__:
             self.store.dispose()
