@@ -1,7 +1,7 @@
 """The accounts authorizer: a bearer token or a session cookie names the caller, whose role
 in the request's project, cut to the token's scope, decides the permission.
 
-`Authorization: Bearer fml_...` is read first, then the `forgeml_session` cookie a password
+`Authorization: Bearer fmlt_...` is read first, then the `forgeml_session` cookie a password
 sign-in sets (HttpOnly, SameSite=Strict, signed with this install's key). The project is the
 route's `{project}`, else the `project` query parameter, else `default`. No credential, or
 an unknown, malformed, expired or revoked one, or a disabled account: 401. A permission the

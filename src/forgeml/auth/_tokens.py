@@ -1,4 +1,6 @@
-"""Tokens: `fml_<id>_<secret>`, for API clients (scoped, expiring) and for sign-in sessions.
+"""Tokens: `fmlt_<id>_<secret>`, for API clients (scoped, expiring) and for sign-in sessions.
+
+(`fmlt_`, not the gateway keys' `fml_`: a leaked secret's kind can be told at sight.)
 
 The id (16 hex digits) finds the row; the secret (256 random bits) is checked against its
 SHA-256 in constant time. Only the hash is stored: the token is shown once, when issued.
@@ -33,8 +35,8 @@ from forgeml.core.ids import validate_name
 from forgeml.core.store import TokenRecord, UserRecord
 from forgeml.core.workspace import Workspace
 
-PREFIX = "fml_"
-_TOKEN = re.compile(r"^fml_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+PREFIX = "fmlt_"
+_TOKEN = re.compile(r"^fmlt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 # last-used times are written at most this often per token (a read stays a read)
 _TOUCH_EVERY = timedelta(seconds=60)
 
@@ -145,7 +147,7 @@ def authenticate(workspace: Workspace, token: str, *, now: datetime | None = Non
     match = _TOKEN.match(token)
     if match is None:
         raise AuthenticationError(
-            "The token is malformed: forgeml tokens look like fml_<id>_<secret>."
+            "The token is malformed: forgeml tokens look like fmlt_<id>_<secret>."
         )
     token_id, secret = match.groups()
     moment = now or datetime.now(UTC)

@@ -82,7 +82,7 @@ def list_(
 
 @app.command("revoke")
 def revoke(
-    token: Annotated[str, typer.Argument(help="The token's prefix (fml_<id>) or id.")],
+    token: Annotated[str, typer.Argument(help="The token's prefix (fmlt_<id>) or id.")],
     as_json: JsonFlag = False,
 ) -> None:
     """Revoke a token: it is refused from the next request on."""

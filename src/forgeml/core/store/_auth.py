@@ -73,7 +73,7 @@ class MembershipRecord(Base):
 
 
 class TokenRecord(Base):
-    """An API token or a sign-in session: `fml_<id>_<secret>`, of which only a SHA-256 of
+    """An API token or a sign-in session: `fmlt_<id>_<secret>`, of which only a SHA-256 of
     the secret is kept (the secret is 256 random bits: no slow hash is needed)."""
 
     __tablename__ = "tokens"
