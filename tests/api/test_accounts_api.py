@@ -5,16 +5,24 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import pytest
+from fastapi import Request, Response
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from forgeml.api import create_app
+from forgeml.api import api_in_thread, create_app
 from forgeml.api._accounts import SESSION_COOKIE, AccountsAuthorizer, choose_authorizer
-from forgeml.api._authz import SingleUser
-from forgeml.auth import get_user, list_members
+from forgeml.api._authz import SingleUser, public
+from forgeml.auth import (
+    find_or_create_external_user,
+    get_user,
+    list_members,
+    set_disabled,
+    set_project_roles,
+)
 from forgeml.core.errors import UsageError
-from forgeml.core.store import AlertRecord, AuditEvent, UserRecord
+from forgeml.core.store import AlertRecord, AuditEvent, LoginAttemptRecord, UserRecord
 from tests.api._accounts_app import accounts_client, seed
 from tests.auth._accounts import PASSWORD, fast_settings
 
@@ -396,3 +404,45 @@ def test_login_without_accounts_is_one_sentence(workspace) -> None:
         assert response.status_code == 422
         assert "without accounts" in response.json()["error"]
         assert client.get("/api/v1/auth/me").json()["name"] == "tester"
+
+
+def test_an_external_sign_in_opens_a_session_like_a_password_one(workspace, tmp_path) -> None:
+    client, _, _ = accounts_client(workspace, tmp_path)
+    seed(workspace, fast_settings(tmp_path), {"alice": ("owner", "default")})
+    app = client.app
+
+    @app.post("/test/callback", dependencies=[public()])
+    def callback(request: Request, response: Response) -> dict[str, str]:
+        user = find_or_create_external_user(workspace, "https://idp", "s-1", name="gina")
+        set_project_roles(workspace, user["name"], {"default": "viewer"}, actor="oidc")
+        return {"user": app.state.authorizer.open_session(request, response, user["name"]).name}
+
+    with client:
+        assert client.post("/test/callback").json() == {"user": "gina"}
+        me = client.get("/api/v1/auth/me").json()
+        assert (me["name"], me["via"], me["roles"]) == ("gina", "session", {"default": "viewer"})
+        set_disabled(workspace, "gina", True, actor="alice")
+        client.cookies.clear()
+        refused = client.post("/test/callback")
+        assert refused.status_code == 401 and "disabled" in refused.json()["error"]
+
+
+def test_forgeml_server_s_api_thread_signs_in_over_real_http(workspace, tmp_path) -> None:
+    settings = fast_settings(tmp_path, login_failures_per_address=1)
+    seed(workspace, settings, {"dan": ("developer", "default")})
+    authorizer = AccountsAuthorizer(workspace, settings)
+    with api_in_thread(workspace, authorizer=authorizer) as url, httpx.Client(base_url=url) as http:
+        assert http.get("/api/v1/alerts").status_code == 401
+        login = {"name": "dan", "password": PASSWORD}
+        assert http.post("/api/v1/auth/login", json=login).status_code == 200
+        assert http.get("/api/v1/alerts").status_code == 200
+        wrong = {"name": "dan", "password": "wrong password!"}
+        spoof = {"X-Forwarded-For": "192.0.2.1"}
+        assert http.post("/api/v1/auth/login", json=wrong, headers=spoof).status_code == 401
+        limited = http.post(
+            "/api/v1/auth/login", json=login, headers={"X-Forwarded-For": "192.0.2.2"}
+        )
+        assert limited.status_code == 429
+    with workspace.store.session() as session:
+        addresses = set(session.scalars(select(LoginAttemptRecord.address)))
+    assert addresses == {"127.0.0.1"}

@@ -116,17 +116,14 @@ def _over(request: Request, user: str) -> None:
     granter = _granter(request)
     if granter is None:
         return
-    workspace = _workspace(request)
-    for project in auth.list_projects(workspace):
-        for member in auth.list_members(workspace, project["name"]):
-            if member["user"] == user:
-                try:
-                    auth.check_grant(granter, member["role"])
-                except PermissionDeniedError:
-                    raise PermissionDeniedError(
-                        f"{user} holds more than you ({member['role']} of "
-                        f"{project['name']}): you cannot change their account or tokens."
-                    ) from None
+    for project, role in auth.roles_of(_workspace(request), user).items():
+        try:
+            auth.check_grant(granter, role)
+        except PermissionDeniedError:
+            raise PermissionDeniedError(
+                f"{user} holds more than you ({role} of {project}): you cannot change "
+                "their account or tokens."
+            ) from None
 
 
 # sign-in -------------------------------------------------------------------------------
@@ -139,15 +136,7 @@ def login(request: Request, response: Response, body: Login) -> dict[str, Any]:
     peer = request.client.host if request.client else None
     address = auth.client_address(peer, request.headers, accounts.settings.trusted_proxies)
     caller, token = accounts.login.login(body.name, body.password, address, now=accounts.clock())
-    response.set_cookie(
-        SESSION_COOKIE,
-        auth.sign(accounts.session_key, token),
-        max_age=int(accounts.settings.session_hours * 3600),
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-        path="/",
-    )
+    accounts.set_session_cookie(request, response, token)
     return {"user": caller.name, "kind": caller.kind}
 
 
@@ -176,16 +165,10 @@ def me(request: Request) -> dict[str, Any]:
         principal: Principal = request.state.principal
         return {"name": principal.actor, "kind": principal.kind, "roles": {}, "permissions": "*"}
     workspace = _workspace(request)
-    roles = {
-        project["name"]: member["role"]
-        for project in auth.list_projects(workspace)
-        for member in auth.list_members(workspace, project["name"])
-        if member["user"] == caller.name
-    }
     return auth.get_user(workspace, caller.name) | {
         "via": caller.via,
         "scopes": sorted(caller.scopes) if caller.scopes is not None else None,
-        "roles": roles,
+        "roles": auth.roles_of(workspace, caller.name),
         "project": request_project(request),
         "permissions": sorted(_granter(request) or ()),
     }
@@ -197,25 +180,15 @@ def update_me(request: Request, body: OwnUpdate) -> dict[str, Any]:
     accounts = _accounts(request)
     name = _own_name(request)
     workspace = _workspace(request)
+    passwords = accounts.login.passwords
     if body.password is not None:
-        stored = _stored_hash(workspace, name)
-        if body.current_password is None or not accounts.login.passwords.verify(
-            stored, body.current_password
-        ):
+        current = body.current_password
+        if current is None or not auth.check_password(workspace, name, current, passwords):
             raise PermissionDeniedError("Give your current password to set a new one.")
-        auth.set_password(workspace, name, body.password, accounts.login.passwords, actor=name)
+        auth.set_password(workspace, name, body.password, passwords, actor=name)
     if body.email is not None:
         auth.set_email(workspace, name, body.email, actor=name)
     return auth.get_user(workspace, name)
-
-
-def _stored_hash(workspace: Workspace, name: str) -> str | None:
-    from sqlalchemy import select
-
-    from forgeml.core.store import UserRecord
-
-    with workspace.store.session() as session:
-        return session.scalar(select(UserRecord.password_hash).where(UserRecord.name == name))
 
 
 # own tokens ----------------------------------------------------------------------------

@@ -11,10 +11,10 @@ caller does not hold there: 403. A cookie-borne change from another origin: 403 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from fastapi import Request
+from fastapi import Request, Response
 
 from forgeml.api._authz import Authorizer, Principal, SingleUser
 from forgeml.auth import (
@@ -25,11 +25,18 @@ from forgeml.auth import (
     authenticate,
     get_auth_settings,
     has_accounts,
+    issue_token,
     load_session_key,
     permissions_in,
+    sign,
     unsign,
 )
-from forgeml.core.errors import AuthenticationError, PermissionDeniedError, UsageError
+from forgeml.core.errors import (
+    AuthenticationError,
+    InvalidRequestError,
+    PermissionDeniedError,
+    UsageError,
+)
 from forgeml.core.ids import validate_name
 from forgeml.core.workspace import Workspace
 
@@ -92,6 +99,38 @@ class AccountsAuthorizer:
         if request.method not in _SAFE_METHODS:
             _same_origin(request)
         return caller
+
+    def set_session_cookie(self, request: Request, response: Response, token: str) -> None:
+        """Put session `token`, signed, in `response`'s cookie (HttpOnly, SameSite=Strict;
+        Secure when the request came over https)."""
+        response.set_cookie(
+            SESSION_COOKIE,
+            sign(self.session_key, token),
+            max_age=int(self.settings.session_hours * 3600),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
+
+    def open_session(self, request: Request, response: Response, user: str) -> Caller:
+        """Sign account `user` in (after an OIDC sign-in proved who it is): a session like a
+        password sign-in's, its cookie set on `response`.
+
+        Raises:
+            AuthenticationError: the account is disabled.
+        """
+        lifetime = timedelta(hours=self.settings.session_hours)
+        now = self.clock()
+        try:
+            _, token = issue_token(
+                self.workspace, user, "session", actor=user,
+                expires_in=lifetime, kind="session", now=now,
+            )  # fmt: skip
+        except InvalidRequestError:
+            raise AuthenticationError(f"The account {user!r} is disabled.") from None
+        self.set_session_cookie(request, response, token)
+        return authenticate(self.workspace, token, now=now)
 
     def authorize(self, request: Request, permission: str) -> Principal:
         caller = self.caller(request)

@@ -39,6 +39,11 @@ def api_in_thread(
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=5,
+        # the client address is the peer's: uvicorn would otherwise take X-Forwarded-For
+        # from any local peer (its forwarded_allow_ips default), letting a caller on this
+        # machine pick the address sign-in limits count against; forgeml.auth reads the
+        # header itself, from the proxies it was told of (Fleet CVE-2026-46356)
+        proxy_headers=False,
     )
     with uvicorn_in_thread(config, listener, "API") as url:
         yield url

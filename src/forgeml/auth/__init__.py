@@ -2,9 +2,8 @@
 
 `roles` is the one table of permissions. Accounts are audited under the actor who changes
 them. OIDC sign-in (`auth.oidc`) finds its account with `find_or_create_external_user`,
-sets its roles with `set_project_roles`, and opens a session with
-`issue_token(..., kind="session", expires_in=...)`, whose token the API signs into the
-session cookie (`sign`).
+sets its roles with `set_project_roles`; the API's `AccountsAuthorizer.open_session` then
+sets the signed session cookie, as a password sign-in does.
 """
 
 from forgeml.auth._decide import has_accounts, permissions_in
@@ -18,6 +17,7 @@ from forgeml.auth._projects import (
     list_members,
     list_projects,
     remove_member,
+    roles_of,
     set_project_roles,
 )
 from forgeml.auth._session_key import load_session_key, sign, unsign
@@ -31,6 +31,7 @@ from forgeml.auth._tokens import (
     revoke_token,
 )
 from forgeml.auth._users import (
+    check_password,
     create_user,
     find_or_create_external_user,
     get_user,
@@ -54,6 +55,7 @@ __all__ = [
     "add_member",
     "authenticate",
     "check_grant",
+    "check_password",
     "client_address",
     "create_project",
     "create_user",
@@ -71,6 +73,7 @@ __all__ = [
     "remove_member",
     "revoke_token",
     "role_permissions",
+    "roles_of",
     "set_disabled",
     "set_email",
     "set_password",

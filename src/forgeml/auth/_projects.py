@@ -122,6 +122,19 @@ def role_in(session: Session, user_id: str, project: str) -> str | None:
     )
 
 
+def roles_of(workspace: Workspace, user: str) -> dict[str, str]:
+    """Every role account `user` holds, by project (NotFoundError for an unknown account)."""
+    with workspace.store.session() as session:
+        account = find_user(session, user)
+        rows = session.execute(
+            select(ProjectRecord.name, MembershipRecord.role)
+            .join(ProjectRecord, ProjectRecord.id == MembershipRecord.project_id)
+            .where(MembershipRecord.user_id == account.id)
+            .order_by(ProjectRecord.name)
+        ).all()
+        return {name: role for name, role in rows}
+
+
 def check_grant(granter: frozenset[str] | None, role: str | None) -> None:
     """Refuse granting or removing `role` by someone holding only `granter` (None: the
     local administrator, who may do anything).
@@ -264,12 +277,4 @@ def set_project_roles(
                 continue
             project = _ensure_project(session, name, actor, moment)
             _grant(session, project, account, role, source, actor, moment)
-        session.flush()
-        return {
-            name: role
-            for name, role in session.execute(
-                select(ProjectRecord.name, MembershipRecord.role)
-                .join(ProjectRecord, ProjectRecord.id == MembershipRecord.project_id)
-                .where(MembershipRecord.user_id == account.id)
-            ).all()
-        }
+    return roles_of(workspace, user)

@@ -130,6 +130,13 @@ def set_disabled(
         return user_summary(record)
 
 
+def check_password(workspace: Workspace, name: str, password: str, passwords: Passwords) -> bool:
+    """Whether `password` is account `name`'s (False for an unknown or password-less one)."""
+    with workspace.store.session() as session:
+        stored = session.scalar(select(UserRecord.password_hash).where(UserRecord.name == name))
+    return passwords.verify(stored, password)
+
+
 def set_password(
     workspace: Workspace,
     name: str,

@@ -87,6 +87,14 @@ def server(
             "(accounts once one exists).",
         ),
     ] = "auto",
+    trusted_proxy: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Address of a reverse proxy in front of the API (repeat): only requests from "
+            "it are placed by X-Forwarded-For (sign-in limits per client address). "
+            "Default FORGEML_AUTH_TRUSTED_PROXIES, else none.",
+        ),
+    ] = None,
     online_run_length: Annotated[
         int,
         typer.Option(
@@ -125,7 +133,7 @@ def server(
         hold_lease(workspace.settings, chosen.name),
         gateway as gateway_url,
         _metrics(registries, metrics_host, metrics_port) as metrics_url,
-        _api(workspace, api_host, api_port, auth) as api_url,
+        _api(workspace, api_host, api_port, auth, trusted_proxy) as api_url,
     ):
         scheduler = Scheduler(
             workspace, chosen, grace_seconds=grace, policy_options=_policy_options(min_runtime)
@@ -211,7 +219,13 @@ def _alert_evaluator(
 
 
 @contextlib.contextmanager
-def _api(workspace: Workspace, host: str, port: int | None, auth: str) -> Iterator[str | None]:
+def _api(
+    workspace: Workspace,
+    host: str,
+    port: int | None,
+    auth: str,
+    trusted_proxies: list[str] | None = None,
+) -> Iterator[str | None]:
     """The control-plane API on `host:port` while the server runs (None: not served).
 
     Without accounts it is served on a loopback interface only: anyone who could reach it
@@ -224,9 +238,18 @@ def _api(workspace: Workspace, host: str, port: int | None, auth: str) -> Iterat
 
     from forgeml.api import api_in_thread
     from forgeml.api._accounts import AccountsAuthorizer, choose_authorizer
+    from forgeml.auth import get_auth_settings
     from forgeml.core.errors import UsageError
 
-    authorizer = choose_authorizer(workspace, auth)
+    settings = get_auth_settings()
+    if trusted_proxies:
+        for proxy in trusted_proxies:
+            try:
+                ipaddress.ip_address(proxy)
+            except ValueError:
+                raise UsageError(f"--trusted-proxy {proxy!r} is not an IP address.") from None
+        settings = settings.model_copy(update={"trusted_proxies": trusted_proxies})
+    authorizer = choose_authorizer(workspace, auth, settings)
     if not isinstance(authorizer, AccountsAuthorizer):
         try:
             loopback = ipaddress.ip_address(host).is_loopback
