@@ -446,3 +446,26 @@ def test_forgeml_server_s_api_thread_signs_in_over_real_http(workspace, tmp_path
     with workspace.store.session() as session:
         addresses = set(session.scalars(select(LoginAttemptRecord.address)))
     assert addresses == {"127.0.0.1"}
+
+
+def test_a_project_s_owner_cannot_reach_accounts_beyond_it(api, workspace, tmp_path) -> None:
+    """users:manage and tokens:manage held in one project (named by ?project=) do not
+    reach an account that belongs elsewhere, or to no project."""
+    client, tokens, _ = api
+    bob = seed(workspace, fast_settings(tmp_path), {"bob": ("owner", "vision")})["bob"]
+    client.post(
+        "/api/v1/users", json={"name": "ci", "kind": "service"}, headers=_bearer(tokens["alice"])
+    )
+    headers = _bearer(bob)
+    attempts = [
+        ("PATCH", "/api/v1/users/alice?project=vision", {"password": NEW_PASSWORD}),
+        ("PATCH", "/api/v1/users/dan?project=vision", {"disabled": True}),
+        ("POST", "/api/v1/users/ci/tokens?project=vision", {"name": "stolen"}),
+        ("GET", "/api/v1/users/ci/tokens?project=vision", None),
+    ]
+    for method, url, body in attempts:
+        response = client.request(method, url, json=body, headers=headers)
+        assert response.status_code == 403, (url, response.text)
+        assert "in the project 'default'" in response.json()["error"]
+    assert not get_user(workspace, "dan")["disabled"]
+    assert _login(client, "alice").status_code == 200

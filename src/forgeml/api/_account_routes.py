@@ -111,18 +111,32 @@ def _own_name(request: Request) -> str:
     return caller.name if caller is not None else _actor(request)
 
 
-def _over(request: Request, user: str) -> None:
-    """Refuse acting on `user`'s account unless the caller holds all it holds, everywhere."""
-    granter = _granter(request)
-    if granter is None:
+def _over(request: Request, user: str, permission: str) -> None:
+    """Refuse acting on `user`'s account (which spans projects) unless the caller holds
+    `permission` in the default project and in every project `user` is a member of, and
+    there holds all `user` holds: a project's owner cannot reach an account elsewhere.
+
+    Raises:
+        NotFoundError: no such account.
+        PermissionDeniedError: the caller holds less.
+    """
+    caller = _caller(request)
+    roles = auth.roles_of(_workspace(request), user)
+    if caller is None:
         return
-    for project, role in auth.roles_of(_workspace(request), user).items():
+    for project in sorted({auth.DEFAULT_PROJECT, *roles}):
+        held = auth.permissions_in(_workspace(request), caller, project)
+        if permission not in held:
+            raise PermissionDeniedError(
+                f"{caller.name} may not {permission} in the project {project!r}, "
+                f"where the account {user} is {roles.get(project, 'known')}."
+            )
         try:
-            auth.check_grant(granter, role)
+            auth.check_grant(held, roles.get(project))
         except PermissionDeniedError:
             raise PermissionDeniedError(
-                f"{user} holds more than you ({role} of {project}): you cannot change "
-                "their account or tokens."
+                f"{user} holds more than you ({roles[project]} of {project}): you cannot "
+                "change their account or tokens."
             ) from None
 
 
@@ -262,8 +276,7 @@ def user(request: Request, name: str) -> dict[str, Any]:
 def update_user(request: Request, name: str, body: UserUpdate) -> dict[str, Any]:
     """Disable or enable an account, set its e-mail or password."""
     workspace, actor = _workspace(request), _actor(request)
-    auth.get_user(workspace, name)
-    _over(request, name)
+    _over(request, name, "users:manage")
     if body.password is not None:
         passwords = _accounts(request).login.passwords
         auth.set_password(workspace, name, body.password, passwords, actor=actor)
@@ -277,17 +290,18 @@ def update_user(request: Request, name: str, body: UserUpdate) -> dict[str, Any]
 @router.get("/users/{name}/tokens", dependencies=[require("tokens:manage")])
 def user_tokens(request: Request, name: str) -> dict[str, Any]:
     """An account's API tokens (never their secrets)."""
+    _over(request, name, "tokens:manage")
     return {"tokens": auth.list_tokens(_workspace(request), name)}
 
 
 @router.post("/users/{name}/tokens", status_code=201, dependencies=[require("tokens:manage")])
 def new_user_token(request: Request, name: str, body: NewToken) -> dict[str, Any]:
     """A token for a service account (a person makes their own); shown once."""
+    _over(request, name, "tokens:manage")
     if auth.get_user(_workspace(request), name)["kind"] != "service":
         raise InvalidRequestError(
             f"{name} is a person: people make their own tokens (POST /api/v1/tokens)."
         )
-    _over(request, name)
     caller = _caller(request)
     return _issue(request, name, body, caller.scopes if caller else None)
 
@@ -295,6 +309,7 @@ def new_user_token(request: Request, name: str, body: NewToken) -> dict[str, Any
 @router.delete("/users/{name}/tokens/{token_id}", dependencies=[require("tokens:manage")])
 def revoke_user_token(request: Request, name: str, token_id: str) -> dict[str, Any]:
     """Revoke an account's token."""
+    _over(request, name, "tokens:manage")
     return auth.revoke_token(_workspace(request), token_id, actor=_actor(request), user=name)
 
 
