@@ -54,6 +54,23 @@ def test_user_errors_are_one_sentence(cli: Any, monkeypatch: pytest.MonkeyPatch)
     assert_cli_error(cli("users", "disable", "nobody"), "No account is called 'nobody'")
     assert_ok(cli("users", "create", "bob"))
     assert_cli_error(cli("users", "create", "bob"), "exists already")
+    assert_cli_error(cli("users", "password", "bob"), "No password given", 2)
+    assert_ok(cli("users", "create", "ci", "--service"))
+    _with_stdin(monkeypatch, PASSWORD + "\n")
+    assert_cli_error(cli("users", "password", "ci", "--password-stdin"), "service account")
+
+
+def test_users_password_sets_a_hash_that_signs_in(
+    cli: Any, home_workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forgeml.auth import Passwords, check_password, get_auth_settings
+
+    assert_ok(cli("users", "create", "bob"))
+    _with_stdin(monkeypatch, PASSWORD + "\n")
+    assert_ok(cli("users", "password", "bob", "--password-stdin"))
+    passwords = Passwords(get_auth_settings())
+    assert check_password(home_workspace, "bob", PASSWORD, passwords)
+    assert not check_password(home_workspace, "bob", PASSWORD + "x", passwords)
 
 
 def test_projects_create_members_and_remove(cli: Any, home_workspace: Workspace) -> None:

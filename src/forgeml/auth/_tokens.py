@@ -151,7 +151,9 @@ def authenticate(workspace: Workspace, token: str, *, now: datetime | None = Non
         )
     token_id, secret = match.groups()
     moment = now or datetime.now(UTC)
-    with workspace.store.session() as session:
+    # a transaction of its own, without the store's writer lock (PostgreSQL's advisory
+    # lock): every request is checked here, and the only write is the last-used time
+    with workspace.store.sessions.begin() as session:
         found = session.execute(
             select(TokenRecord, UserRecord)
             .join(UserRecord, UserRecord.id == TokenRecord.user_id)

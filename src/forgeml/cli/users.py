@@ -1,4 +1,4 @@
-"""`forgeml users create|list|disable|enable`: people and service accounts."""
+"""`forgeml users create|list|disable|enable|password`: people and service accounts."""
 
 from __future__ import annotations
 
@@ -129,3 +129,23 @@ def enable(
 ) -> None:
     """Enable a disabled account again (its unexpired, unrevoked tokens work again)."""
     _set_disabled(name, False, as_json)
+
+
+@app.command("password")
+def password(
+    name: Annotated[str, typer.Argument(help="The person's account name.")],
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", help="Read the password from stdin's first line.")
+    ] = False,
+) -> None:
+    """Set a person's password (asked for, or read with --password-stdin); only its hash
+    is kept."""
+    from forgeml.auth import Passwords, get_auth_settings, set_password
+    from forgeml.core.errors import UsageError
+
+    chosen = _read_password(password_stdin)
+    if chosen is None:
+        raise UsageError("No password given: type it on a terminal or use --password-stdin.")
+    workspace = _workspace()
+    set_password(workspace, name, chosen, Passwords(get_auth_settings()), actor=workspace.actor)
+    say(f"password of {name} set")
