@@ -39,6 +39,10 @@ def test_users_create_list_disable(cli: Any, monkeypatch: pytest.MonkeyPatch) ->
         ("ci", "service", False),
     ]
     assert PASSWORD not in str(listed) and "hash" not in str(listed)
+    shown = json_out(cli("users", "show", "alice", "--json"))
+    assert (shown["name"], shown["roles"]) == ("alice", {"default": "owner"})
+    assert "owner" in cli("users", "show", "alice").stdout
+    assert_cli_error(cli("users", "show", "nobody"), "No account")
     assert_ok(cli("users", "disable", "ci"))
     assert "disabled" in cli("users", "list").stdout
     assert json_out(cli("users", "enable", "ci", "--json"))["disabled"] is False

@@ -1,4 +1,4 @@
-"""`forgeml users create|list|disable|enable|password`: people and service accounts."""
+"""`forgeml users create|list|show|disable|enable|password`: people and service accounts."""
 
 from __future__ import annotations
 
@@ -102,6 +102,24 @@ def list_(as_json: JsonFlag = False) -> None:
         for u in users
     ]  # fmt: skip
     print_table("Accounts", ["name", "kind", "email", "state", "sign-in"], rows)
+
+
+@app.command("show")
+def show(
+    name: Annotated[str, typer.Argument(help="The account's name.")], as_json: JsonFlag = False
+) -> None:
+    """One account and its role in each project."""
+    from forgeml.auth import get_user, roles_of
+
+    workspace = _workspace()
+    summary = get_user(workspace, name) | {"roles": roles_of(workspace, name)}
+    if as_json:
+        print_json(summary)
+        return
+    state = "disabled" if summary["disabled"] else "active"
+    say(f"{summary['kind']} account {name} ({state}), created by {summary['created_by']}")
+    rows = sorted(summary["roles"].items())
+    print_table("Roles", ["project", "role"], rows)
 
 
 def _set_disabled(name: str, disabled: bool, as_json: bool) -> None:
