@@ -7,20 +7,20 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fastapi import Request, Response
+from fastapi import Response
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from forgeml.api import api_in_thread, create_app
 from forgeml.api._accounts import SESSION_COOKIE, AccountsAuthorizer, choose_authorizer
 from forgeml.api._authz import SingleUser, public
+from forgeml.api._oidc_accounts import account_name, oidc_sign_in
 from forgeml.auth import (
-    find_or_create_external_user,
     get_user,
     list_members,
     set_disabled,
-    set_project_roles,
 )
+from forgeml.auth.oidc import Identity
 from forgeml.core.errors import UsageError
 from forgeml.core.store import AlertRecord, AuditEvent, LoginAttemptRecord, UserRecord
 from tests.api._accounts_app import accounts_client, seed
@@ -406,25 +406,46 @@ def test_login_without_accounts_is_one_sentence(workspace) -> None:
         assert client.get("/api/v1/auth/me").json()["name"] == "tester"
 
 
-def test_an_external_sign_in_opens_a_session_like_a_password_one(workspace, tmp_path) -> None:
+def test_an_oidc_identity_signs_in_with_its_groups_roles(workspace, tmp_path) -> None:
     client, _, _ = accounts_client(workspace, tmp_path)
     seed(workspace, fast_settings(tmp_path), {"alice": ("owner", "default")})
     app = client.app
+    on_identity = oidc_sign_in(app.state.authorizer, secure=False)
+    identity = Identity(
+        issuer="https://idp.example", subject="s-1", email="gina.r@example.org", name="Gina",
+        groups=("ml",), roles_by_project={"default": "viewer", "vision": "developer"},
+    )  # fmt: skip
 
     @app.post("/test/callback", dependencies=[public()])
-    def callback(request: Request, response: Response) -> dict[str, str]:
-        user = find_or_create_external_user(workspace, "https://idp", "s-1", name="gina")
-        set_project_roles(workspace, user["name"], {"default": "viewer"}, actor="oidc")
-        return {"user": app.state.authorizer.open_session(request, response, user["name"]).name}
+    def callback() -> Response:
+        return on_identity(identity)
 
     with client:
-        assert client.post("/test/callback").json() == {"user": "gina"}
+        signed_in = client.post("/test/callback")
+        assert signed_in.json()["user"] == "gina.r"
+        assert "SameSite=strict" in signed_in.headers["set-cookie"]
         me = client.get("/api/v1/auth/me").json()
-        assert (me["name"], me["via"], me["roles"]) == ("gina", "session", {"default": "viewer"})
-        set_disabled(workspace, "gina", True, actor="alice")
+        assert (me["name"], me["via"], me["external"]) == ("gina.r", "session", True)
+        assert me["roles"] == {"default": "viewer", "vision": "developer"}
+        set_disabled(workspace, "gina.r", True, actor="alice")
         client.cookies.clear()
         refused = client.post("/test/callback")
         assert refused.status_code == 401 and "disabled" in refused.json()["error"]
+        assert "forgeml_session" not in refused.headers.get("set-cookie", "")
+
+
+@pytest.mark.parametrize(
+    ("email", "name", "subject", "expected"),
+    [
+        ("ann@x.org", "Ann", "1", "ann"),
+        (None, "Ann Lee", "1", "Ann-Lee"),
+        (None, None, "auth0|abc", "auth0-abc"),
+        ("../@x.org", "..", "//", "user"),
+    ],
+)
+def test_an_oidc_account_name_is_a_plain_identifier(email, name, subject, expected) -> None:
+    identity = Identity("https://idp", subject, email, name, (), {})
+    assert account_name(identity) == expected
 
 
 def test_forgeml_server_s_api_thread_signs_in_over_real_http(workspace, tmp_path) -> None:

@@ -150,7 +150,7 @@ def login(request: Request, response: Response, body: Login) -> dict[str, Any]:
     peer = request.client.host if request.client else None
     address = auth.client_address(peer, request.headers, accounts.settings.trusted_proxies)
     caller, token = accounts.login.login(body.name, body.password, address, now=accounts.clock())
-    accounts.set_session_cookie(request, response, token)
+    accounts.set_session_cookie(response, token, secure=request.url.scheme == "https")
     return {"user": caller.name, "kind": caller.kind}
 
 

@@ -100,20 +100,20 @@ class AccountsAuthorizer:
             _same_origin(request)
         return caller
 
-    def set_session_cookie(self, request: Request, response: Response, token: str) -> None:
+    def set_session_cookie(self, response: Response, token: str, *, secure: bool) -> None:
         """Put session `token`, signed, in `response`'s cookie (HttpOnly, SameSite=Strict;
-        Secure when the request came over https)."""
+        Secure when the server is reached over https)."""
         response.set_cookie(
             SESSION_COOKIE,
             sign(self.session_key, token),
             max_age=int(self.settings.session_hours * 3600),
             httponly=True,
             samesite="strict",
-            secure=request.url.scheme == "https",
+            secure=secure,
             path="/",
         )
 
-    def open_session(self, request: Request, response: Response, user: str) -> Caller:
+    def open_session(self, response: Response, user: str, *, secure: bool) -> Caller:
         """Sign account `user` in (after an OIDC sign-in proved who it is): a session like a
         password sign-in's, its cookie set on `response`.
 
@@ -129,7 +129,7 @@ class AccountsAuthorizer:
             )  # fmt: skip
         except InvalidRequestError:
             raise AuthenticationError(f"The account {user!r} is disabled.") from None
-        self.set_session_cookie(request, response, token)
+        self.set_session_cookie(response, token, secure=secure)
         return authenticate(self.workspace, token, now=now)
 
     def authorize(self, request: Request, permission: str) -> Principal:
