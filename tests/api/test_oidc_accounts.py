@@ -11,11 +11,12 @@ from fastapi.testclient import TestClient
 
 from forgeml.api import create_app
 from forgeml.api._accounts import AccountsAuthorizer
-from forgeml.api._oidc import PREFIX, oidc_router
-from forgeml.api._oidc_accounts import oidc_sign_in
+from forgeml.api._authz import SingleUser
+from forgeml.api._oidc import PREFIX
 from forgeml.auth import list_users, roles_of, set_disabled
 from forgeml.auth.oidc import OidcConfig
 from forgeml.core.config import Settings
+from forgeml.core.errors import UsageError
 from forgeml.core.workspace import Workspace
 from tests.api._accounts_app import Clock
 from tests.auth._accounts import fast_settings
@@ -43,9 +44,7 @@ def app(provider: Provider, tmp_path, monkeypatch) -> Iterator[tuple[FastAPI, Wo
     workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
     try:
         authorizer = AccountsAuthorizer(workspace, fast_settings(tmp_path), clock=Clock())
-        app = create_app(workspace, authorizer)
-        app.include_router(oidc_router(config, oidc_sign_in(authorizer, secure=False)))
-        yield app, workspace
+        yield create_app(workspace, authorizer, oidc=config), workspace
     finally:
         workspace.close()
 
@@ -83,3 +82,12 @@ def test_an_oidc_sign_in_makes_the_account_and_a_session_the_api_accepts(app) ->
         answer = _sign_in(refused)
         assert answer["status"] == 401 and "disabled" in answer["error"]
         assert refused.get("/api/v1/auth/me").status_code == 401
+
+
+def test_oidc_sign_in_needs_accounts(workspace) -> None:
+    config = OidcConfig(
+        issuer="https://idp.example", client_id="forgeml",
+        redirect_uri="https://forgeml.example/api/v1/auth/oidc/callback",
+    )  # fmt: skip
+    with pytest.raises(UsageError, match="OIDC sign-in needs accounts"):
+        create_app(workspace, SingleUser("tester"), oidc=config)

@@ -122,3 +122,25 @@ def test_the_server_refuses_a_public_api_without_accounts(home_workspace: Worksp
     without = _api(home_workspace, "127.0.0.1", 1, "accounts")
     with pytest.raises(UsageError, match="No account exists"), without:
         pass
+
+
+def test_the_server_s_oidc_config_is_checked_before_serving(
+    home_workspace: Workspace, tmp_path
+) -> None:
+    from forgeml.cli.server import _api
+    from forgeml.core.errors import ConfigError, UsageError
+
+    missing = _api(home_workspace, "127.0.0.1", 1, "single-user", None, tmp_path / "none.yaml")
+    with pytest.raises(ConfigError), missing:
+        pass
+    config = tmp_path / "oidc.yaml"
+    config.write_text(
+        "issuer: https://idp.example\nclient_id: forgeml\n"
+        "redirect_uri: https://forgeml.example/api/v1/auth/oidc/callback\n"
+    )
+    single = _api(home_workspace, "127.0.0.1", 1, "single-user", None, config)
+    with pytest.raises(UsageError, match="OIDC sign-in needs accounts"), single:
+        pass
+    bad_proxy = _api(home_workspace, "127.0.0.1", 1, "auto", ["proxy.local"])
+    with pytest.raises(UsageError, match="not an IP address"), bad_proxy:
+        pass

@@ -16,21 +16,30 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from forgeml.api._account_routes import router as accounts_router
-from forgeml.api._accounts import choose_authorizer
+from forgeml.api._accounts import AccountsAuthorizer, choose_authorizer
 from forgeml.api._agents import agent_service
 from forgeml.api._agents import router as agents_router
 from forgeml.api._alerts import router as alerts_router
 from forgeml.api._authz import Authorizer
-from forgeml.core.errors import ForgemlError
+from forgeml.api._oidc import oidc_router
+from forgeml.api._oidc_accounts import oidc_sign_in
+from forgeml.auth.oidc import OidcConfig
+from forgeml.core.errors import ForgemlError, UsageError
 from forgeml.core.workspace import Workspace
 
 
-def create_app(workspace: Workspace, authorizer: Authorizer | None = None) -> FastAPI:
+def create_app(
+    workspace: Workspace, authorizer: Authorizer | None = None, oidc: OidcConfig | None = None
+) -> FastAPI:
     """The control-plane app over `workspace` (shared with the caller; not closed here).
 
     `authorizer` decides every route's permission (`_authz`); None: the workspace's
     accounts once it has any (`_accounts.AccountsAuthorizer`: every caller signs in), else
-    the embedded single-user default, which needs no login.
+    the embedded single-user default, which needs no login. `oidc`: also sign people in
+    through this identity provider (`/api/v1/auth/oidc/login`), which needs accounts.
+
+    Raises:
+        UsageError: `oidc` without accounts.
     """
     agents = agent_service(workspace)
 
@@ -44,6 +53,11 @@ def create_app(workspace: Workspace, authorizer: Authorizer | None = None) -> Fa
     app.state.workspace = workspace
     app.state.agents = agents
     app.state.authorizer = authorizer or choose_authorizer(workspace)
+    if oidc is not None and not isinstance(app.state.authorizer, AccountsAuthorizer):
+        raise UsageError(
+            "OIDC sign-in needs accounts: create one (forgeml users create NAME --role owner) "
+            "or serve with --auth accounts."
+        )
 
     @app.exception_handler(ForgemlError)
     async def _forgeml_error(request: Request, error: ForgemlError) -> JSONResponse:
@@ -58,4 +72,7 @@ def create_app(workspace: Workspace, authorizer: Authorizer | None = None) -> Fa
     app.include_router(alerts_router)
     app.include_router(agents_router)
     app.include_router(accounts_router)
+    if oidc is not None:
+        secure = oidc.redirect_uri.startswith("https://")
+        app.include_router(oidc_router(oidc, oidc_sign_in(app.state.authorizer, secure=secure)))
     return app

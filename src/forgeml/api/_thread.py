@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator
 
 from forgeml.api._authz import Authorizer
+from forgeml.auth.oidc import OidcConfig
 from forgeml.core.errors import ForgemlError, UsageError
 from forgeml.core.workspace import Workspace
 
@@ -16,13 +17,14 @@ def api_in_thread(
     host: str = "127.0.0.1",
     port: int = 0,
     authorizer: Authorizer | None = None,
+    oidc: OidcConfig | None = None,
 ) -> Iterator[str]:
     """Serve the API over `workspace` until the block ends; yields its base URL.
 
-    `authorizer`: as `create_app` takes it (None: accounts once the workspace has any).
+    `authorizer`, `oidc`: as `create_app` takes them.
 
     Raises:
-        UsageError: the port cannot be had.
+        UsageError: the port cannot be had, or OIDC is asked for without accounts.
         ServiceUnavailableError: the server did not start in time.
     """
     import uvicorn
@@ -30,12 +32,14 @@ def api_in_thread(
     from forgeml.api._app import create_app
     from forgeml.serve.transport import bind_listener, uvicorn_in_thread
 
+    # the app first: one that cannot be made (OIDC without accounts) leaves no socket open
+    app = create_app(workspace, authorizer, oidc)
     try:
         listener = bind_listener(host, port)
     except ForgemlError as error:
         raise UsageError(f"Cannot serve the API: {error}") from None
     config = uvicorn.Config(
-        create_app(workspace, authorizer),
+        app,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=5,

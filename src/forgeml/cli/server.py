@@ -95,6 +95,13 @@ def server(
             "Default FORGEML_AUTH_TRUSTED_PROXIES, else none.",
         ),
     ] = None,
+    oidc_config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also sign people in through an OpenID Connect provider (YAML: issuer, "
+            "client_id, client_secret_env, redirect_uri, group_roles); needs accounts.",
+        ),
+    ] = None,
     online_run_length: Annotated[
         int,
         typer.Option(
@@ -133,7 +140,7 @@ def server(
         hold_lease(workspace.settings, chosen.name),
         gateway as gateway_url,
         _metrics(registries, metrics_host, metrics_port) as metrics_url,
-        _api(workspace, api_host, api_port, auth, trusted_proxy) as api_url,
+        _api(workspace, api_host, api_port, auth, trusted_proxy, oidc_config) as api_url,
     ):
         scheduler = Scheduler(
             workspace, chosen, grace_seconds=grace, policy_options=_policy_options(min_runtime)
@@ -225,6 +232,7 @@ def _api(
     port: int | None,
     auth: str,
     trusted_proxies: list[str] | None = None,
+    oidc_config: Path | None = None,
 ) -> Iterator[str | None]:
     """The control-plane API on `host:port` while the server runs (None: not served).
 
@@ -261,9 +269,12 @@ def _api(
                 "act as you: create an account (forgeml users create NAME --role owner) or "
                 "serve on 127.0.0.1."
             )
+    from forgeml.auth.oidc import load_oidc_config
+
+    oidc = load_oidc_config(oidc_config) if oidc_config is not None else None
     accounts = isinstance(authorizer, AccountsAuthorizer)
     logging.info("forgeml server: API %s", "with accounts" if accounts else "single user, no login")
-    with api_in_thread(workspace, host, port, authorizer) as url:
+    with api_in_thread(workspace, host, port, authorizer, oidc) as url:
         yield url
 
 
