@@ -95,6 +95,21 @@ def test_a_store_with_prompts_gains_the_prompt_splits_table(backend_url: str) ->
     store.dispose()
 
 
+def test_a_store_with_prompt_splits_gains_the_account_tables(backend_url: str) -> None:
+    assert "users" not in _store_at(backend_url, "0011")
+
+    store = open_store(backend_url)
+
+    tables = set(inspect(store.engine).get_table_names())
+    assert {"users", "projects", "memberships", "tokens", "login_attempts"} <= tables
+    unique = inspect(store.engine).get_unique_constraints("users")
+    assert ["external_issuer", "external_subject"] in [c["column_names"] for c in unique]
+    columns = {c["name"] for c in inspect(store.engine).get_columns("tokens")}
+    assert {"secret_hash", "scopes", "expires_at", "revoked_at", "last_used_at"} <= columns
+    assert "secret" not in columns
+    store.dispose()
+
+
 def test_sqlite_uses_wal_foreign_keys_and_busy_timeout(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'forgeml.db'}")
     with store.engine.connect() as connection:

@@ -24,8 +24,9 @@ router = APIRouter(prefix="/api/v1")
 
 
 def _workspace(request: Request) -> Workspace:
+    """The app's workspace, acting as the request's caller (the actor its audit events name)."""
     workspace: Workspace = request.app.state.workspace
-    return workspace
+    return workspace.acting_as(request.state.principal.actor)
 
 
 @router.get("/alerts", dependencies=[require("alerts:read")])

@@ -15,11 +15,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from forgeml.api._account_routes import router as accounts_router
+from forgeml.api._accounts import AccountsAuthorizer, choose_authorizer
 from forgeml.api._agents import agent_service
 from forgeml.api._agents import router as agents_router
 from forgeml.api._alerts import router as alerts_router
 from forgeml.api._audit import router as audit_router
-from forgeml.api._authz import Authorizer, SingleUser
+from forgeml.api._authz import Authorizer
 from forgeml.api._cost import router as cost_router
 from forgeml.api._datasets import router as datasets_router
 from forgeml.api._deployments import router as deployments_router
@@ -27,12 +29,15 @@ from forgeml.api._jobs import router as jobs_router
 from forgeml.api._keys import router as keys_router
 from forgeml.api._limits import ApiLimits, StreamSlots
 from forgeml.api._models import router as models_router
+from forgeml.api._oidc import oidc_router
+from forgeml.api._oidc_accounts import oidc_sign_in
 from forgeml.api._pipelines import router as pipelines_router
 from forgeml.api._prompts import router as prompts_router
 from forgeml.api._queues import router as queues_router
 from forgeml.api._rag import router as rag_router
 from forgeml.api._runs import router as runs_router
-from forgeml.core.errors import ForgemlError
+from forgeml.auth.oidc import OidcConfig
+from forgeml.core.errors import ForgemlError, UsageError
 from forgeml.core.workspace import Workspace
 
 # one router per concern, in the order the OpenAPI document lists them
@@ -44,12 +49,22 @@ ROUTERS = [
 
 
 def create_app(
-    workspace: Workspace, authorizer: Authorizer | None = None, limits: ApiLimits | None = None
+    workspace: Workspace,
+    authorizer: Authorizer | None = None,
+    *,
+    limits: ApiLimits | None = None,
+    oidc: OidcConfig | None = None,
 ) -> FastAPI:
     """The control-plane app over `workspace` (shared with the caller; not closed here).
 
-    `authorizer` decides every route's permission (`_authz`); None: the embedded single-user
-    default, which needs no login. `limits`: upload size and log streams (`ApiLimits()`).
+    `authorizer` decides every route's permission (`_authz`); None: the workspace's
+    accounts once it has any (`_accounts.AccountsAuthorizer`: every caller signs in), else
+    the embedded single-user default, which needs no login. `limits`: upload size and log
+    streams (`ApiLimits()`). `oidc`: also sign people in through this identity provider
+    (`/api/v1/auth/oidc/login`), which needs accounts.
+
+    Raises:
+        UsageError: `oidc` without accounts.
     """
     agents = agent_service(workspace)
 
@@ -62,7 +77,12 @@ def create_app(
     app = FastAPI(title="forgeml control plane", version="1", lifespan=lifespan)
     app.state.workspace = workspace
     app.state.agents = agents
-    app.state.authorizer = authorizer or SingleUser()
+    app.state.authorizer = authorizer or choose_authorizer(workspace)
+    if oidc is not None and not isinstance(app.state.authorizer, AccountsAuthorizer):
+        raise UsageError(
+            "OIDC sign-in needs accounts: create one (forgeml users create NAME --role owner) "
+            "or serve with --auth accounts."
+        )
     app.state.limits = limits or ApiLimits()
     app.state.log_streams = StreamSlots(app.state.limits.max_log_streams)
 
@@ -78,6 +98,10 @@ def create_app(
 
     app.include_router(alerts_router)
     app.include_router(agents_router)
+    app.include_router(accounts_router)
+    if oidc is not None:
+        secure = oidc.redirect_uri.startswith("https://")
+        app.include_router(oidc_router(oidc, oidc_sign_in(app.state.authorizer, secure=secure)))
     for router in ROUTERS:
         app.include_router(router)
     return app

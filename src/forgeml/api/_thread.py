@@ -12,6 +12,7 @@ from forgeml.core.workspace import Workspace
 if TYPE_CHECKING:
     from forgeml.api._authz import Authorizer
     from forgeml.api._limits import ApiLimits
+    from forgeml.auth.oidc import OidcConfig
 
 
 @contextlib.contextmanager
@@ -22,13 +23,14 @@ def api_in_thread(
     *,
     authorizer: Authorizer | None = None,
     limits: ApiLimits | None = None,
+    oidc: OidcConfig | None = None,
 ) -> Iterator[str]:
     """Serve the API over `workspace` until the block ends; yields its base URL.
 
-    `authorizer` and `limits` are `create_app`'s.
+    `authorizer`, `limits` and `oidc` are `create_app`'s.
 
     Raises:
-        UsageError: the port cannot be had.
+        UsageError: the port cannot be had, or OIDC is asked for without accounts.
         ServiceUnavailableError: the server did not start in time.
     """
     import uvicorn
@@ -36,15 +38,22 @@ def api_in_thread(
     from forgeml.api._app import create_app
     from forgeml.serve.transport import bind_listener, uvicorn_in_thread
 
+    # the app first: one that cannot be made (OIDC without accounts) leaves no socket open
+    app = create_app(workspace, authorizer, limits=limits, oidc=oidc)
     try:
         listener = bind_listener(host, port)
     except ForgemlError as error:
         raise UsageError(f"Cannot serve the API: {error}") from None
     config = uvicorn.Config(
-        create_app(workspace, authorizer, limits),
+        app,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=5,
+        # the client address is the peer's: uvicorn would otherwise take X-Forwarded-For
+        # from any local peer (its forwarded_allow_ips default), letting a caller on this
+        # machine pick the address sign-in limits count against; forgeml.auth reads the
+        # header itself, from the proxies it was told of (Fleet CVE-2026-46356)
+        proxy_headers=False,
     )
     with uvicorn_in_thread(config, listener, "API") as url:
         yield url

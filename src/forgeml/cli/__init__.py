@@ -121,6 +121,19 @@ COMMANDS = (
     LazyCommand(
         "agent", "forgeml.cli.agent:app", "Agents that call tools, within budgets, with approval."
     ),
+    LazyCommand(
+        "users",
+        "forgeml.cli.users:app",
+        "Accounts: people (password or OIDC) and service accounts (tokens).",
+    ),
+    LazyCommand(
+        "projects", "forgeml.cli.projects:app", "Projects and the role each account holds in them."
+    ),
+    LazyCommand(
+        "tokens",
+        "forgeml.cli.tokens:app",
+        "API tokens: prefixed, stored hashed, scoped, expiring, revocable.",
+    ),
 )
 # a command that ends with this code was interrupted (typer turns Ctrl-C into it)
 _INTERRUPTED = 130

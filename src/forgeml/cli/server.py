@@ -79,6 +79,29 @@ def server(
         ),
     ] = None,
     api_host: Annotated[str, typer.Option(help="Interface the API listens on.")] = "127.0.0.1",
+    auth: Annotated[
+        str,
+        typer.Option(
+            help="Who may call the API: accounts (every caller signs in with a token or "
+            "password), single-user (the local person, no login; loopback only), or auto "
+            "(accounts once one exists).",
+        ),
+    ] = "auto",
+    trusted_proxy: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Address of a reverse proxy in front of the API (repeat): only requests from "
+            "it are placed by X-Forwarded-For (sign-in limits per client address). "
+            "Default FORGEML_AUTH_TRUSTED_PROXIES, else none.",
+        ),
+    ] = None,
+    oidc_config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also sign people in through an OpenID Connect provider (YAML: issuer, "
+            "client_id, client_secret_env, redirect_uri, group_roles); needs accounts.",
+        ),
+    ] = None,
     online_run_length: Annotated[
         int,
         typer.Option(
@@ -117,7 +140,7 @@ def server(
         hold_lease(workspace.settings, chosen.name),
         gateway as gateway_url,
         _metrics(registries, metrics_host, metrics_port) as metrics_url,
-        _api(workspace, api_host, api_port) as api_url,
+        _api(workspace, api_host, api_port, auth, trusted_proxy, oidc_config) as api_url,
     ):
         scheduler = Scheduler(
             workspace, chosen, grace_seconds=grace, policy_options=_policy_options(min_runtime)
@@ -203,14 +226,55 @@ def _alert_evaluator(
 
 
 @contextlib.contextmanager
-def _api(workspace: Workspace, host: str, port: int | None) -> Iterator[str | None]:
-    """The control-plane API on `host:port` while the server runs (None: not served)."""
+def _api(
+    workspace: Workspace,
+    host: str,
+    port: int | None,
+    auth: str,
+    trusted_proxies: list[str] | None = None,
+    oidc_config: Path | None = None,
+) -> Iterator[str | None]:
+    """The control-plane API on `host:port` while the server runs (None: not served).
+
+    Without accounts it is served on a loopback interface only: anyone who could reach it
+    would act as the local person (Ray CVE-2023-48022, ShadowRay: a job API open to all).
+    """
     if port is None:
         yield None
         return
-    from forgeml.api import api_in_thread
+    import ipaddress
 
-    with api_in_thread(workspace, host, port) as url:
+    from forgeml.api import api_in_thread
+    from forgeml.api._accounts import AccountsAuthorizer, choose_authorizer
+    from forgeml.auth import get_auth_settings
+    from forgeml.core.errors import UsageError
+
+    settings = get_auth_settings()
+    if trusted_proxies:
+        for proxy in trusted_proxies:
+            try:
+                ipaddress.ip_address(proxy)
+            except ValueError:
+                raise UsageError(f"--trusted-proxy {proxy!r} is not an IP address.") from None
+        settings = settings.model_copy(update={"trusted_proxies": trusted_proxies})
+    authorizer = choose_authorizer(workspace, auth, settings)
+    if not isinstance(authorizer, AccountsAuthorizer):
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = host == "localhost"
+        if not loopback:
+            raise UsageError(
+                f"Serving the API on {host} without accounts would let anyone who reaches it "
+                "act as you: create an account (forgeml users create NAME --role owner) or "
+                "serve on 127.0.0.1."
+            )
+    from forgeml.auth.oidc import load_oidc_config
+
+    oidc = load_oidc_config(oidc_config) if oidc_config is not None else None
+    accounts = isinstance(authorizer, AccountsAuthorizer)
+    logging.info("forgeml server: API %s", "with accounts" if accounts else "single user, no login")
+    with api_in_thread(workspace, host, port, authorizer=authorizer, oidc=oidc) as url:
         yield url
 
 

@@ -1,6 +1,13 @@
 """The metadata store: SQLAlchemy models, engines and sessions, migrations."""
 
 from forgeml.core.store._alerts import AlertDeliveryRecord, AlertRecord
+from forgeml.core.store._auth import (
+    LoginAttemptRecord,
+    MembershipRecord,
+    ProjectRecord,
+    TokenRecord,
+    UserRecord,
+)
 from forgeml.core.store._engine import Store, open_store
 from forgeml.core.store._feedback import FeedbackRecord
 from forgeml.core.store._jobs import JobAttemptRecord, JobEventRecord, JobRecord, QueueRecord
@@ -52,12 +59,15 @@ __all__ = [
     "JobRecord",
     "KeyUsageRecord",
     "LineageEdge",
+    "LoginAttemptRecord",
+    "MembershipRecord",
     "ModelVersionRecord",
     "PipelineCacheRecord",
     "PipelineFiringRecord",
     "PipelineRunRecord",
     "PipelineStepRunRecord",
     "PipelineTriggerRecord",
+    "ProjectRecord",
     "PromptAliasRecord",
     "PromptSplitRecord",
     "PromptVersionRecord",
@@ -66,5 +76,7 @@ __all__ = [
     "RagIndexVersionRecord",
     "RunRecord",
     "Store",
+    "TokenRecord",
+    "UserRecord",
     "open_store",
 ]

@@ -1,0 +1,96 @@
+"""`forgeml tokens create|list|revoke`: API tokens for the control plane."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from forgeml.cli._output import print_json, print_table, say
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
+
+app = typer.Typer(
+    help="API tokens: prefixed, stored hashed, scoped, expiring, revocable.",
+    no_args_is_help=True,
+)
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+
+
+def _workspace() -> Workspace:
+    from forgeml.core.workspace import open_workspace
+
+    return open_workspace()
+
+
+@app.command("create")
+def create(
+    user: Annotated[str, typer.Option("--user", help="The account the token acts as.")],
+    name: Annotated[str, typer.Option("--name", help="A label for people.")],
+    scope: Annotated[
+        list[str] | None,
+        typer.Option("--scope", help="A permission it is limited to (repeat; default all)."),
+    ] = None,
+    expires_days: Annotated[
+        float | None, typer.Option(help="Days until it expires (default never).", min=0.001)
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a token and print it ONCE: only a hash of it is kept."""
+    from forgeml.auth import issue_token
+
+    workspace = _workspace()
+    expires = timedelta(days=expires_days) if expires_days is not None else None
+    summary, token = issue_token(
+        workspace, user, name, actor=workspace.actor, scopes=scope, expires_in=expires
+    )
+    if as_json:
+        print_json({**summary, "token": token})
+        return
+    scopes = ", ".join(summary["scopes"]) if summary["scopes"] else f"all of {user}'s roles"
+    say(f"token {summary['prefix']} created for {user} ({scopes})")
+    say("Store it now; it is not shown again:")
+    typer.echo(token)
+
+
+@app.command("list")
+def list_(
+    user: Annotated[str | None, typer.Option("--user", help="Only this account's.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """API tokens (prefix, account, scope, expiry, last use, state); never a secret."""
+    from forgeml.auth import list_tokens
+
+    tokens = list_tokens(_workspace(), user)
+    if as_json:
+        print_json(tokens)
+        return
+    rows = [
+        (
+            t["prefix"], t["user"], t["name"],
+            ", ".join(t["scopes"]) if t["scopes"] else "all",
+            t["expires_at"] or "never", t["last_used_at"] or "never",
+            "revoked" if t["revoked_at"] else "active",
+        )
+        for t in tokens
+    ]  # fmt: skip
+    columns = ["prefix", "user", "name", "scope", "expires", "last used", "state"]
+    print_table("Tokens", columns, rows)
+
+
+@app.command("revoke")
+def revoke(
+    token: Annotated[str, typer.Argument(help="The token's prefix (fmlt_<id>) or id.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Revoke a token: it is refused from the next request on."""
+    from forgeml.auth import revoke_token
+
+    workspace = _workspace()
+    summary = revoke_token(workspace, token, actor=workspace.actor)
+    if as_json:
+        print_json(summary)
+        return
+    say(f"token {summary['prefix']} revoked")
