@@ -29,12 +29,18 @@ the BFCL questions of the `bfcl-eval` wheel (fetched with `pip download --no-dep
   is spent, no reply may be asked for more tokens than the run has left, and no reply may
   spend more than it was allowed.
 
-Greedy decoding throughout; `--concurrency` requests at once (the server batches them).
+`--quick` asks one question per category, bounds the unconstrained replies at
+QUICK_FREE_TOKENS, and runs the agent on simple questions only with budgets spent after a
+reply or two (QUICK_BUDGETS): every row of the full run, from less work.
+
+Greedy decoding throughout; every question and agent run is submitted at once,
+`--concurrency` of them in flight (the server batches them), so a reply's seconds are
+under that load, not alone.
 
 Run from the repository root:
 
     PYTHONPATH=src .venv/bin/python benchmarks/agents.py            # 8 per category
-    PYTHONPATH=src .venv/bin/python benchmarks/agents.py --quick    # 2 per category
+    PYTHONPATH=src .venv/bin/python benchmarks/agents.py --quick    # 1 per category
     PYTHONPATH=src .venv/bin/python benchmarks/agents.py --json     # JSON object last
 
 The model is imported once into benchmarks/out/llm/home (shared with benchmarks/llm.py's
@@ -60,14 +66,21 @@ from _lm_server import MODEL, cached_model_home, serving
 
 CALL_CATEGORIES = ("simple", "multiple", "parallel")
 # sized for a shared 2-core machine, where one reply takes 10-40 s: the full run ~15 min
-FULL_PER_CATEGORY, QUICK_PER_CATEGORY = 8, 2
+FULL_PER_CATEGORY, QUICK_PER_CATEGORY = 8, 1
 FULL_AGENT_RUNS, QUICK_AGENT_RUNS = 6, 3
 
 
-def max_tokens(category: str) -> int:
+def max_tokens(category: str, free: bool = False, quick: bool = False) -> int:
     """One reply's bound: BFCL's answers take up to ~100 tokens as JSON, parallel ones
-    (several calls) up to ~250."""
+    (several calls) up to ~250. `--quick` bounds the unconstrained replies (`free`), which
+    SmolLM2 writes on to the bound and which were most of a run's time, at
+    QUICK_FREE_TOKENS; a constrained reply ends where its JSON does."""
+    if free and quick:
+        return QUICK_FREE_TOKENS
     return 256 if category == "parallel" else 128
+
+
+QUICK_FREE_TOKENS = 48
 
 
 # the budgets agent runs cycle through, each tight on one of steps, seconds and tokens
@@ -75,6 +88,12 @@ BUDGETS = (
     {"max_steps": 2, "max_time_s": 600.0, "max_tokens": 100_000, "max_reply_tokens": 128},
     {"max_steps": 8, "max_time_s": 8.0, "max_tokens": 100_000, "max_reply_tokens": 128},
     {"max_steps": 8, "max_time_s": 600.0, "max_tokens": 1_200, "max_reply_tokens": 128},
+)
+# `--quick`: the same kinds, each spent after a reply or two
+QUICK_BUDGETS = (
+    {"max_steps": 1, "max_time_s": 600.0, "max_tokens": 100_000, "max_reply_tokens": 128},
+    BUDGETS[1],
+    {"max_steps": 8, "max_time_s": 600.0, "max_tokens": 600, "max_reply_tokens": 128},
 )
 
 
@@ -140,7 +159,7 @@ def _score(item: Item, outcome: Outcome) -> Outcome:
     return outcome
 
 
-def constrained(client: Any, item: Item) -> Outcome:
+def constrained(client: Any, item: Item, quick: bool = False) -> Outcome:
     """The question with `tools` and `tool_choice` "required": the server constrains it."""
     tools = openai_tools(item.functions)
     begin = time.perf_counter()
@@ -164,7 +183,7 @@ def constrained(client: Any, item: Item) -> Outcome:
     return _score(item, outcome)
 
 
-def free_text(client: Any, item: Item) -> Outcome:
+def free_text(client: Any, item: Item, quick: bool = False) -> Outcome:
     """The same prompt without `tools`; the reply's text parsed as forgeml's server does."""
     from forgeml.core.errors import InvalidDataError
     from forgeml.serve.tool_calls import parse_tool_calls
@@ -175,7 +194,7 @@ def free_text(client: Any, item: Item) -> Outcome:
         model=MODEL,
         messages=with_tools_prompt(item.messages, tools),
         temperature=0,
-        max_tokens=max_tokens(item.category),
+        max_tokens=max_tokens(item.category, free=True, quick=quick),
     )
     text = completion.choices[0].message.content or ""
     outcome = Outcome(
@@ -194,7 +213,7 @@ def free_text(client: Any, item: Item) -> Outcome:
     return _score(item, outcome)
 
 
-def auto(client: Any, item: Item) -> Outcome:
+def auto(client: Any, item: Item, quick: bool = False) -> Outcome:
     """An irrelevance question with `tool_choice` "auto": did the model call nothing?"""
     begin = time.perf_counter()
     completion = client.chat.completions.create(
@@ -203,7 +222,7 @@ def auto(client: Any, item: Item) -> Outcome:
         tools=openai_tools(item.functions),
         tool_choice="auto",
         temperature=0,
-        max_tokens=max_tokens(item.category),
+        max_tokens=max_tokens(item.category, free=True, quick=quick),
     )
     message = completion.choices[0].message
     attempted = bool(message.tool_calls) or "<tool_call>" in (message.content or "")
@@ -342,34 +361,44 @@ def summarise(outcomes: list[Outcome]) -> dict[str, Any]:
     }
 
 
-def measure(url: str, items: dict[str, list[Item]], agent_items: list[Item], workers: int) -> dict:
+def measure(
+    url: str, items: dict[str, list[Item]], agent_items: list[Item], workers: int, quick: bool
+) -> dict:
+    """Every question and agent run at once, `workers` in flight: the server batches them."""
     import openai
 
     from forgeml.prompts import ChatClient
 
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=600)
-    figures: dict[str, Any] = {}
+    chat = ChatClient(f"{url}/v1", MODEL, timeout_s=600, max_retries=0)
+    budgets = QUICK_BUDGETS if quick else BUDGETS
+    paths: dict[str, Callable[[Any, Item, bool], Outcome]] = {
+        "constrained": constrained,
+        "free_text": free_text,
+    }
     with ThreadPoolExecutor(workers) as pool:
-        chat = ChatClient(f"{url}/v1", MODEL, timeout_s=600, max_retries=0)
-        runs = list(
-            pool.map(
-                lambda pair: budget_run(chat, pair[1], BUDGETS[pair[0] % len(BUDGETS)]),
-                enumerate(agent_items),
-            )
-        )
-        progress(f"agent runs: {len(runs)}")
-        for category in CALL_CATEGORIES:
-            figures[category] = {}
-            for name, path in (("constrained", constrained), ("free_text", free_text)):
-                outcomes = list(pool.map(lambda i, p=path: p(client, i), items[category]))
-                figures[category][name] = summarise(outcomes)
-                progress(f"{category}, {name}: {len(outcomes)} questions")
-        refusals = list(pool.map(lambda i: auto(client, i), items["irrelevance"]))
-        progress(f"irrelevance: {len(refusals)} questions")
-        figures["irrelevance"] = {
-            "n": len(refusals),
-            "refusal_rate": sum(not o.attempted_call for o in refusals) / len(refusals),
+        pending_runs = [
+            pool.submit(budget_run, chat, item, budgets[number % len(budgets)])
+            for number, item in enumerate(agent_items)
+        ]
+        pending = {
+            (category, name): [pool.submit(path, client, item, quick) for item in items[category]]
+            for category in CALL_CATEGORIES
+            for name, path in paths.items()
         }
+        pending_refusals = [pool.submit(auto, client, item, quick) for item in items["irrelevance"]]
+        figures: dict[str, Any] = {category: {} for category in CALL_CATEGORIES}
+        for (category, name), futures in pending.items():
+            figures[category][name] = summarise([future.result() for future in futures])
+            progress(f"{category}, {name}: {len(futures)} questions")
+        refusals = [future.result() for future in pending_refusals]
+        progress(f"irrelevance: {len(refusals)} questions")
+        runs = [future.result() for future in pending_runs]
+        progress(f"agent runs: {len(runs)}")
+    figures["irrelevance"] = {
+        "n": len(refusals),
+        "refusal_rate": sum(not o.attempted_call for o in refusals) / len(refusals),
+    }
     figures["budgets"] = {
         "runs": len(runs),
         "within_budgets": sum(r["within_budgets"] for r in runs),
@@ -428,20 +457,26 @@ def main() -> None:
     items = {c: spread(found, per_category) for c, found in everything.items()}
     agent_count = QUICK_AGENT_RUNS if args.quick else FULL_AGENT_RUNS
     # the agent runs take other questions than the ones measured above, from each category
-    pool = [i for c in CALL_CATEGORIES for i in everything[c][1::7]]
+    # (`--quick`: from simple only, whose calls are the shortest to decode)
+    categories = ("simple",) if args.quick else CALL_CATEGORIES
+    pool = [i for c in categories for i in everything[c][1::7]]
     agent_items = spread(pool, agent_count)
     home = cached_model_home()
     progress("model imported; serving it")
     started = time.perf_counter()
     with serving(home, args.concurrency) as url:
         progress("server ready")
-        figures = measure(url, items, agent_items, args.concurrency)
+        figures = measure(url, items, agent_items, args.concurrency, args.quick)
     figures["wall_s"] = time.perf_counter() - started
     print(f"SmolLM2-135M-Instruct on BFCL ({wheel.name}), {per_category} per category")
     print_table(figures)
     print("AST check: BFCL's rules written plainly (benchmarks/_bfcl_ast.py)")
     print(f"wall time: {figures['wall_s']:.0f} s")
-    print_json(args, {"per_category": per_category, "concurrency": args.concurrency, **figures})
+    print_json(
+        args,
+        {"quick": args.quick, "per_category": per_category, "concurrency": args.concurrency}
+        | figures,
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 from collections.abc import Iterator
@@ -85,15 +86,15 @@ def test_a_run_started_over_http_answers_and_shows_as_agent_show_does(
 
 
 def test_a_held_call_runs_once_approved_over_http_and_the_approval_is_audited(
-    api: httpx.Client, chat_server: ChatServer, workspace: Workspace, tmp_path: Path
+    api: httpx.Client, chat_server: ChatServer, workspace: Workspace, home: Path
 ) -> None:
-    path = tmp_path / "agent.yaml"
+    path = home / "agent.yaml"
     held = {"name": "calculator", "requires_approval": True}
     path.write_text(yaml.safe_dump(spec(chat_server.url, held)), encoding="utf-8")
     chat_server.call("calculator", {"expression": "2 ** 10"})
     chat_server.say("1024")
 
-    run_id = start(api, spec_path=str(path), task="2 to the 10th?")
+    run_id = start(api, spec_path="agent.yaml", task="2 to the 10th?")
     waiting = stopped(api, run_id)
 
     assert waiting["stop_reason"] == "awaiting_approval"
@@ -271,24 +272,84 @@ def test_an_unknown_run_is_404(api: httpx.Client, method: str, path: str) -> Non
         ({"spec": "{URL}", "task": "t", "approve": ["shell"]},
          "Cannot approve shell: the agent has no such tool (tools: calculator)."),
         ({"spec_path": "{MISSING}", "task": "t"}, "{MISSING}: no such file."),
+        ({"spec_path": "{HOME}", "task": "t"}, "{HOME}: a folder, not a file."),
     ],
 )  # fmt: skip
 def test_a_refused_start_is_422_with_one_sentence_and_saves_nothing(
     api: httpx.Client, chat_server: ChatServer, home: Path, body: dict[str, Any], sentence: str
 ) -> None:
     good = spec(chat_server.url, {"name": "calculator"})
-    missing = str(home / "nowhere.yaml")
-    fill = {"{URL}": good, "{ZERO}": good | {"budgets": {"max_steps": 0}}, "{MISSING}": missing}
+    missing, folder = str(home.resolve() / "nowhere.yaml"), str(home.resolve())
+    fill = {"{URL}": good, "{ZERO}": good | {"budgets": {"max_steps": 0}}, "{MISSING}": missing,
+            "{HOME}": folder}  # fmt: skip
     body = {key: fill.get(value, value) if isinstance(value, str) else value
             for key, value in body.items()}  # fmt: skip
 
     reply = api.post(RUNS, json=body)
 
     assert (reply.status_code, reply.json()) == (
-        422, {"error": sentence.replace("{MISSING}", missing)},
+        422, {"error": sentence.replace("{MISSING}", missing).replace("{HOME}", folder)},
     )  # fmt: skip
     assert not list((home / "agents" / "runs").glob("*.json"))
     assert chat_server.requests == []
+
+
+DOT_DOT = "spec_path may not contain '..'; give a path inside the workspace's home."
+OUTSIDE = (
+    "spec_path must name a file inside the workspace's home (symlinks resolved); send the "
+    "agent inline as 'spec' instead."
+)
+
+
+@pytest.mark.parametrize(
+    ("spec_path", "sentence"),
+    [
+        ("../outside.yaml", DOT_DOT),
+        ("agents/../../outside.yaml", DOT_DOT),
+        ("{OUTSIDE}", OUTSIDE),
+        ("/etc/passwd", OUTSIDE),
+        ("link.yaml", OUTSIDE),
+        ("linked-folder/outside.yaml", OUTSIDE),
+        ("%2e%2e/outside.yaml", DOT_DOT),
+        ("%2E%2E%2Foutside.yaml", DOT_DOT),
+        ("agents/..%2f..%2foutside.yaml", DOT_DOT),
+        ("%252e%252e/outside.yaml", DOT_DOT),
+        ("..\\outside.yaml", DOT_DOT),
+        ("agent.yaml\u0000", "spec_path holds a NUL character; give a plain file path."),
+    ],
+)
+def test_a_spec_path_outside_the_home_is_400_and_nothing_is_read(
+    api: httpx.Client, chat_server: ChatServer, home: Path, spec_path: str, sentence: str
+) -> None:
+    outside = home.parent / "outside.yaml"
+    outside.write_text(yaml.safe_dump(spec(chat_server.url, {"name": "calculator"})))
+    (home / "link.yaml").symlink_to(outside)
+    (home / "linked-folder").symlink_to(home.parent, target_is_directory=True)
+    chat_server.say("read the file outside")
+
+    reply = api.post(RUNS, json={"spec_path": spec_path.replace("{OUTSIDE}", str(outside)),
+                                 "task": "t"})  # fmt: skip
+
+    assert (reply.status_code, reply.json()) == (400, {"error": sentence})
+    assert not list((home / "agents" / "runs").glob("*.json"))
+    assert chat_server.requests == []
+
+
+@pytest.mark.parametrize("where", ["relative", "absolute", "symlink inside"])
+def test_a_spec_path_inside_the_home_starts_the_run(
+    api: httpx.Client, chat_server: ChatServer, home: Path, where: str
+) -> None:
+    (home / "agents").mkdir(exist_ok=True)
+    path = home / "agents" / "calc.yaml"
+    path.write_text(yaml.safe_dump(spec(chat_server.url, {"name": "calculator"})))
+    (home / "calc-link.yaml").symlink_to(path)
+    given = {"relative": "agents/calc.yaml", "absolute": str(path),
+             "symlink inside": "calc-link.yaml"}[where]  # fmt: skip
+    chat_server.say("4")
+
+    run_id = start(api, spec_path=given, task="2 + 2?")
+
+    assert stopped(api, run_id)["answer"] == "4"
 
 
 @pytest.mark.slow
@@ -309,6 +370,47 @@ def test_the_served_smollm2_answers_a_run_started_over_http(
     assert shown["tokens"] > 0  # the server reported its usage
     assert len(shown["trace_ids"]) == 1
     assert yaml.safe_load(cli("agent", "show", run_id, "--json").stdout) == shown
+
+
+@pytest.mark.slow
+def test_the_served_smollm2_forced_to_call_a_held_tool_waits_and_runs_it_once_approved(
+    api: httpx.Client, smollm2_server: Any
+) -> None:
+    from forgeml.agents import ToolRefusedError, calculate
+
+    agent = {
+        "model": {"url": f"{smollm2_server.url}/v1", "name": "smollm2"},
+        "tools": [{"name": "calculator", "requires_approval": True}],
+        # forced, one call, seeded: the first reply is a call whatever the model prefers
+        "tool_choice": "calculator",
+        "parallel_tool_calls": False,
+        "seed": 7,
+        "budgets": {"max_steps": 2, "max_reply_tokens": 48, "max_time_s": 300},
+    }
+
+    run_id = start(api, spec=agent, task="What is 6 times 7? Use the calculator.")
+    waiting = stopped(api, run_id)
+
+    assert waiting["stop_reason"] == "awaiting_approval", waiting
+    [held] = waiting["awaiting"]
+    expression = json.loads(held["arguments"])["expression"]  # valid against the schema
+    assert held["tool"] == "calculator" and isinstance(expression, str)
+    assert [m["role"] for m in waiting["messages"]] == ["system", "user", "assistant"]
+
+    reply = api.post(f"{RUNS}/{run_id}/approve", json={"approve": [held["call_id"]]})
+
+    assert reply.status_code == 202, reply.text
+    done = stopped(api, run_id)
+    result = done["messages"][3]
+    assert (result["role"], result["tool_call_id"]) == ("tool", held["call_id"])
+    try:
+        expected = str(calculate(expression))
+    except ToolRefusedError as refused:  # the model's arithmetic may be off; it is told so
+        expected = str(refused)
+    assert expected in result["content"]
+    # the second reply is the model's own ("auto"): an answer, or another held call
+    assert done["stop_reason"] in ("answered", "awaiting_approval", "max_steps"), done
+    assert done["steps"] == 2
 
 
 def test_a_run_over_http_renders_its_registry_system_prompt_and_says_its_version(

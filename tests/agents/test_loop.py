@@ -9,6 +9,7 @@ from forgeml.agents import (
     Approvals,
     Budgets,
     StopReason,
+    ToolChoice,
     ToolRegistry,
     calculator_tool,
     make_tool,
@@ -43,6 +44,39 @@ def test_a_tool_call_then_text_is_answered_with_the_whole_transcript() -> None:
     assert state.messages[3] == {"role": "tool", "tool_call_id": "c1", "content": "4"}
     assert model.seen[0]["tools"][0]["function"]["name"] == "calculator"
     assert model.seen[1]["messages"][-1]["content"] == "4"
+
+
+@pytest.mark.parametrize(
+    ("choice", "first"),
+    [
+        (ToolChoice("calculator", False, 7),
+         {"tool_choice": {"type": "function", "function": {"name": "calculator"}},
+          "parallel_tool_calls": False, "seed": 7}),
+        (ToolChoice("required"), {"tool_choice": "required"}),
+        (ToolChoice("none", seed=0), {"tool_choice": "none", "seed": 0}),
+        (ToolChoice(), {}),
+    ],
+)  # fmt: skip
+def test_a_forced_tool_choice_holds_until_the_first_call_then_is_auto(
+    choice: ToolChoice, first: dict[str, object]
+) -> None:
+    model = ScriptedModel([calls(("calculator", {"expression": "2 + 2"})), text("4")])
+
+    state = run_loop(model, registry(), new_state(), BUDGETS, choice=choice)
+
+    assert state.stop_reason is StopReason.ANSWERED
+    keys = ("tool_choice", "parallel_tool_calls", "seed")
+    sent = [{key: seen[key] for key in keys if key in seen} for seen in model.seen]
+    then = {key: value for key, value in first.items() if key != "tool_choice"}
+    assert sent == [first, then]
+
+
+def test_a_run_without_tools_sends_no_tool_choice() -> None:
+    model = ScriptedModel([text("4")])
+
+    run_loop(model, ToolRegistry([]), new_state(), BUDGETS, choice=ToolChoice("required"))
+
+    assert "tool_choice" not in model.seen[0] and model.seen[0]["tools"] is None
 
 
 def test_parallel_calls_run_concurrently_and_results_follow_call_order() -> None:

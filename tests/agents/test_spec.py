@@ -62,6 +62,15 @@ def test_a_spec_loads_with_its_defaults(tmp_path: Path) -> None:
         ),
         ({"model": {"url": "x"}}, "missing required key 'model.name'."),
         ({"model": MODEL, "tool": []}, "unknown key 'tool'."),
+        (
+            {"model": MODEL, "tools": [{"name": "calculator"}], "tool_choice": "http_get"},
+            "key 'tool_choice': 'http_get' is none of auto, required, none or the agent's "
+            "tools (calculator).",
+        ),
+        (
+            {"model": MODEL, "tool_choice": "required"},
+            "key 'tool_choice': 'required' needs tools to call.",
+        ),
     ],
 )
 def test_a_bad_spec_is_one_sentence_naming_the_key(

@@ -131,3 +131,102 @@ def test_the_chat_client_gets_the_calls_as_tool_call_records(server: LiveServer)
     [call] = reply.tool_calls
     assert isinstance(call, ToolCall) and call.id.startswith("call_")
     _assert_valid_call(call.name, call.arguments)
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 20}},
+            "required": ["city"],
+        },
+    },
+}
+THREE_CITIES = [
+    {
+        "role": "user",
+        "content": "What is the weather in Paris, in London and in Tokyo? "
+        "Call get_weather once for each city.",
+    }
+]
+
+
+def test_parallel_tool_calls_false_makes_one_call_and_max_tool_calls_caps_the_rest(
+    client: openai.OpenAI,
+) -> None:
+    forced = {"messages": THREE_CITIES, "tools": [WEATHER], "tool_choice": "required"}
+    # unbounded by a small cap, SmolLM2 goes on calling until max_tokens cuts it
+    uncapped = _create(client, **forced, max_tokens=64)
+    assert uncapped.choices[0].finish_reason == "length"
+    assert uncapped.choices[0].message.content.count('"get_weather"') >= 3
+
+    one = _create(client, **forced, parallel_tool_calls=False, max_tokens=96)
+    two = _create(client, **forced, extra_body={"max_tool_calls": 2}, max_tokens=96)
+
+    for reply, count in ((one, 1), (two, 2)):
+        choice = reply.choices[0]
+        assert choice.finish_reason == "tool_calls"
+        assert [call.function.name for call in choice.message.tool_calls] == ["get_weather"] * count
+        for call in choice.message.tool_calls:
+            jsonschema.validate(
+                json.loads(call.function.arguments), WEATHER["function"]["parameters"]
+            )
+
+
+def test_a_constrained_reply_cut_by_max_tokens_finishes_length_with_its_text(
+    client: openai.OpenAI,
+) -> None:
+    response_format = {"type": "json_schema", "json_schema": {"name": "city", "schema": CITY}}
+    cut = _create(
+        client,
+        messages=[{"role": "user", "content": "Name a big city as JSON."}],
+        response_format=response_format,
+        max_tokens=4,
+    )
+    forced = _create(client, messages=ASK_TIME, tools=[TIME], tool_choice="required", max_tokens=4)
+
+    for reply in (cut, forced):
+        choice = reply.choices[0]
+        assert choice.finish_reason == "length" and choice.message.tool_calls is None
+        assert reply.usage.completion_tokens == 4
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(choice.message.content)
+
+
+# the enforcer decodes `oneOf` as `anyOf`: a whole number matches both branches, which
+# `oneOf` forbids, so the finished reply does not validate and the server says so
+OVERLAPPING = {
+    "type": "object",
+    "properties": {"legs": {"oneOf": [{"type": "integer"}, {"type": "number"}]}},
+    "required": ["legs"],
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_finished_reply_off_its_schema_is_a_500_naming_the_cause(
+    client: openai.OpenAI, stream: bool
+) -> None:
+    response_format = {"type": "json_schema", "json_schema": {"name": "l", "schema": OVERLAPPING}}
+    with pytest.raises(openai.APIError) as caught:
+        reply = _create(
+            client,
+            messages=[{"role": "user", "content": "How many legs has a spider? Answer as JSON."}],
+            response_format=response_format,
+            max_tokens=16,
+            seed=7,
+            stream=stream,
+        )
+        if stream:
+            list(reply)
+
+    if not stream:
+        assert isinstance(caught.value, openai.InternalServerError)
+        assert caught.value.status_code == 500
+    assert (
+        "Constrained decoding failed: the reply does not match its JSON schema at legs "
+        "('oneOf': " in caught.value.message
+    )
+    assert "is valid under each of" in caught.value.message

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
-from forgeml.core.errors import ForgemlError, InvalidDataError, NotFoundError
+from forgeml.core.errors import ConstraintFailedError, InvalidDataError, NotFoundError
 from forgeml.serve.protocols.openai._requests import ChatCompletionRequest
 from forgeml.serve.protocols.openai._tools import ChatPlan, plan_chat
 from forgeml.serve.structured import json_schema_constraint
@@ -85,13 +85,51 @@ def test_forced_tool_call_is_a_valid_call_of_a_declared_tool(
 
 
 def test_calls_schema_is_an_array_of_any_declared_call() -> None:
-    schema = calls_schema(TOOLS, parallel=False)
+    schema = calls_schema(TOOLS, max_calls=1)
     jsonschema.validators.Draft202012Validator.check_schema(schema)
     good = [{"name": "get_time", "arguments": {"zone": "UTC"}}]
     jsonschema.validate(good, schema)
     for bad in ([], good * 2, [{"name": "get_time", "arguments": {"city": "Oslo"}}]):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)
+    jsonschema.validate(good * 3, calls_schema(TOOLS, max_calls=3))
+    with pytest.raises(jsonschema.ValidationError, match="is too long"):
+        jsonschema.validate(good * 4, calls_schema(TOOLS, max_calls=3))
+
+
+@pytest.mark.parametrize(
+    ("fields", "server_cap", "max_items"),
+    [
+        ({}, 8, 8),  # the server's default cap
+        ({"parallel_tool_calls": False}, 8, 1),
+        ({"max_tool_calls": 3}, 8, 3),
+        ({"max_tool_calls": 50}, 8, 8),  # never above the server's cap
+        ({}, 2, 2),
+        ({"parallel_tool_calls": False, "max_tool_calls": 5}, 8, 1),
+    ],
+)
+def test_the_forced_call_schema_gets_max_items_from_the_request_or_the_server(
+    smollm2: SmolLM2, fields: dict[str, Any], server_cap: int, max_items: int
+) -> None:
+    body = _request(tools=TOOLS, tool_choice="required", **fields)
+    plan = plan_chat(body, smollm2.tokenizer, _ids(), server_cap)
+    assert plan.schema is not None and plan.schema["maxItems"] == max_items
+    assert plan.max_calls == max_items
+
+
+def test_the_enforcer_allows_a_second_call_only_under_a_cap_above_one(smollm2: SmolLM2) -> None:
+    one_call = '[{"name": "get_time", "arguments": {"zone": "UTC"}}'
+    ids = smollm2.tokenizer.encode(one_call, add_special_tokens=False)
+    commas = {}
+    for cap in (1, 2):
+        constraint = json_schema_constraint(smollm2.tokenizer, calls_schema(TOOLS, max_calls=cap))
+        for end in range(len(ids)):  # token by token, as the decode loop asks
+            constraint.allowed(ids[:end])
+        allowed = constraint.allowed(ids)
+        texts = [smollm2.tokenizer.decode([token]).lstrip() for token in allowed]
+        commas[cap] = [text for text in texts if text.startswith(",")]
+        assert any(text.startswith("]") for text in texts)  # the array may close either way
+    assert commas[1] == [] and commas[2] != []
 
 
 def test_calls_schema_hoists_tool_definitions_to_its_root() -> None:
@@ -161,14 +199,50 @@ def test_auto_mode_returns_an_off_schema_call_as_text(smollm2: SmolLM2) -> None:
     assert reason == "tool_calls" and message["content"] == "Sure."
 
 
+def test_auto_mode_returns_more_calls_than_allowed_as_text(smollm2: SmolLM2) -> None:
+    plan = plan_chat(_request(tools=TOOLS, parallel_tool_calls=False), smollm2.tokenizer, _ids())
+    call = '<tool_call>{"name": "get_time", "arguments": {"zone": "UTC"}}</tool_call>'
+    assert plan.reply(call, "stop")[1] == "tool_calls"
+    assert plan.reply(call + call, "stop") == (
+        {"role": "assistant", "content": call + call},
+        "stop",
+    )
+
+
 @pytest.mark.parametrize("mode", ["required", "named"])
-def test_a_finished_constrained_call_that_does_not_parse_is_a_server_bug(mode: str) -> None:
-    plan = ChatPlan("", None, mode, TOOLS, _ids())
-    with pytest.raises(RuntimeError, match="constrained tool-call reply does not parse") as caught:
+def test_a_finished_constrained_call_off_its_schema_is_a_500_naming_the_cause(mode: str) -> None:
+    schema = calls_schema(TOOLS, "get_time" if mode == "named" else None, 1)
+    plan = ChatPlan("", None, mode, TOOLS, _ids(), schema, 1)
+    with pytest.raises(ConstraintFailedError, match="does not match its JSON schema") as caught:
         plan.reply('[{"name": "rm_rf", "arguments": {}}]', "stop")
-    assert not isinstance(caught.value, ForgemlError)  # not a 4xx: the request was fine
+    assert caught.value.http_status == 500  # not a 4xx: the request was fine
+    two = json.dumps([{"name": "get_time", "arguments": {"zone": "UTC"}}] * 2)
+    with pytest.raises(ConstraintFailedError, match=r"at the top \('maxItems': .* is too long"):
+        plan.reply(two, "stop")
+    with pytest.raises(ConstraintFailedError, match="the reply is not JSON"):
+        plan.reply('[{"name": "get_time"', "stop")
     message, reason = plan.reply('[{"name": "get_time", "arguments": {"zone": "U', "length")
-    assert reason == "length" and message["content"].startswith('[{"name"')
+    assert reason == "length" and message == {
+        "role": "assistant",
+        "content": '[{"name": "get_time", "arguments": {"zone": "U',
+    }
+
+
+def test_a_finished_json_reply_off_its_schema_is_a_500_and_a_cut_one_is_length() -> None:
+    overlapping = {"oneOf": [{"type": "string", "maxLength": 20}, {"type": "string"}]}
+    plan = ChatPlan("", None, "none", [], _ids(), overlapping)
+    with pytest.raises(ConstraintFailedError) as caught:
+        plan.reply('"Paris"', "stop")
+    assert str(caught.value).startswith(
+        "Constrained decoding failed: the reply does not match its JSON schema at the top "
+        "('oneOf': 'Paris' is valid under each of "
+    )
+    assert str(caught.value).endswith("), which the decoder did not enforce.")
+    assert plan.reply('"' + "x" * 30 + '"', "stop")[1] == "stop"
+    assert plan.reply('"Par', "length") == ({"role": "assistant", "content": '"Par'}, "length")
+    json_object = ChatPlan("", None, "none", [], _ids(), {"type": "object"})
+    with pytest.raises(ConstraintFailedError, match=r"'type': \[1\] is not of type 'object'"):
+        json_object.reply("[1]", "stop")
 
 
 def test_tool_turns_render_back_into_the_prompt(smollm2: SmolLM2) -> None:
@@ -248,6 +322,15 @@ def test_response_format_json_schema_constrains_the_reply(smollm2: SmolLM2) -> N
             "only an assistant message can carry 'tool_calls'",
         ),
         ({"response_format": {"type": "yaml"}}, "does not match any of the expected tags"),
+        ({"tools": TOOLS, "max_tool_calls": 0}, "Input should be greater than or equal to 1"),
+        (
+            {"response_format": {"type": "json_object"}, "stop": ["}"]},
+            "'stop' cannot be combined with a JSON reply",
+        ),
+        (
+            {"tools": TOOLS, "tool_choice": "required", "stop": "]"},
+            "'stop' cannot be combined with a JSON reply",
+        ),
     ],
 )
 def test_request_validation_names_the_problem(fields: dict[str, Any], message: str) -> None:

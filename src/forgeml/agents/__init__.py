@@ -28,7 +28,7 @@ from forgeml.agents._calls import Approvals
 from forgeml.agents.builtins import BUILTIN_TOOLS, ToolContext
 from forgeml.agents.calculator import calculate, calculator_tool
 from forgeml.agents.http import HttpGetOptions, check_url, http_get_tool
-from forgeml.agents.loop import run_loop
+from forgeml.agents.loop import ToolChoice, run_loop
 from forgeml.agents.predict import PredictOptions, predict_tool
 from forgeml.agents.rag import RagSearchOptions, Search, rag_search_tool
 from forgeml.agents.runner import (
@@ -87,6 +87,7 @@ __all__ = [
     "StopReason",
     "Tool",
     "ToolArgumentsError",
+    "ToolChoice",
     "ToolContext",
     "ToolRefusedError",
     "ToolRegistry",

@@ -7,7 +7,10 @@ concurrently, their results appended in the order the model made the calls. The 
 stops on the first of: a text answer, a call waiting for approval, or a budget spent
 (steps, wall time on the injected clock, tokens), and always says which (`StopReason`)
 with the transcript so far. The wall-time budget holds for tool calls too: the loop waits
-for a tool only until the budget ends, and tells each tool the time it has left.
+for a tool only until the budget ends, and tells each tool the time it has left. A
+`tool_choice` that forces a call holds until the run's first tool call and is "auto"
+after it, so a forced run can still answer (OpenAI's Agents SDK resets it the same way,
+`reset_tool_choice`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from forgeml.agents.trace import NullTracer, Tracer, span
 from forgeml.core.errors import ForgemlError
 from forgeml.prompts.client import ChatModel, ChatReply
 
-__all__ = ["PROMPT_ATTRIBUTE", "Approvals", "Clock", "run_loop"]
+__all__ = ["PROMPT_ATTRIBUTE", "Approvals", "Clock", "ToolChoice", "run_loop"]
 
 # a span's registry prompt version (`NAME@vN`); GenAI conventions have no name for it yet
 PROMPT_ATTRIBUTE = "forgeml.prompt"
@@ -41,6 +44,7 @@ def run_loop(
     approvals: Approvals | None = None,
     clock: Clock = time.monotonic,
     tracer: Tracer | None = None,
+    choice: ToolChoice | None = None,
 ) -> RunState:
     """Run (or resume) `state` until the model answers, a call waits, or a budget is spent.
 
@@ -54,13 +58,15 @@ def run_loop(
         approvals: The tools and calls an operator approved.
         clock: Seconds, monotonic; tests pass a fake.
         tracer: Where spans go (default nowhere).
+        choice: Tool choice, parallel calls and seed of each model call (default:
+            "auto", parallel, no seed).
 
     Returns:
         `state`, updated, with `stop_reason` set (and `answer` or `error` where they apply).
     """
     loop = _Loop(
         model, registry, budgets, approvals or Approvals(), tracer or NullTracer(),
-        model_name, temperature, clock, clock() - state.elapsed_s,
+        model_name, temperature, clock, clock() - state.elapsed_s, choice or ToolChoice(),
     )  # fmt: skip
     attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.request.model": model_name}
     attributes |= _prompt_attributes(state)
@@ -77,6 +83,31 @@ def run_loop(
     return state
 
 
+@dataclass(frozen=True)
+class ToolChoice:
+    """How each model call of a run may call tools: `tool_choice` ("auto", "required",
+    "none" or a tool's name; forced only until the run's first call), parallel calls, seed."""
+
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool = True
+    seed: int | None = None
+
+    def options(self, state: RunState, has_tools: bool) -> dict[str, Any]:
+        """The tool and seed options of the next model call of `state`."""
+        options: dict[str, Any] = {} if self.seed is None else {"seed": self.seed}
+        if not has_tools:
+            return options
+        called = any(m.get("tool_calls") for m in state.messages if m["role"] == "assistant")
+        choice = "auto" if called else self.tool_choice
+        if choice in ("required", "none"):
+            options["tool_choice"] = choice
+        elif choice != "auto":
+            options["tool_choice"] = {"type": "function", "function": {"name": choice}}
+        if not self.parallel_tool_calls:
+            options["parallel_tool_calls"] = False
+        return options
+
+
 @dataclass
 class _Loop:
     model: ChatModel
@@ -89,6 +120,7 @@ class _Loop:
     clock: Clock
     # the clock's reading when the run (counting earlier parts of it) began
     origin: float
+    choice: ToolChoice
     parent: Any = None
 
     def elapsed(self) -> float:
@@ -157,9 +189,10 @@ class _Loop:
         name = f"chat {self.model_name}".strip()
         inputs = {"messages": state.messages}
         with span(self.tracer, name, "CHAT_MODEL", self.parent, attributes, inputs) as s:
+            tools = self.registry.schemas() or None
             reply = self.model.chat(
                 state.messages,
-                tools=self.registry.schemas() or None,
+                tools=tools,
                 temperature=self.temperature,
                 # one reply may not spend more than the run has left, nor more than a
                 # reply's own bound (servers cap max_tokens: forgeml's at 4,096)
@@ -167,6 +200,7 @@ class _Loop:
                     self.budgets.max_tokens - state.tokens, self.budgets.max_reply_tokens
                 ),
                 prompt=state.prompt_ref,
+                **self.choice.options(state, tools is not None),
             )
             s.outputs = _assistant_message(reply)
             s.attributes = {

@@ -20,7 +20,7 @@ from typing import Any
 
 from forgeml.agents._calls import Approvals
 from forgeml.agents.builtins import ToolContext
-from forgeml.agents.loop import Clock, run_loop
+from forgeml.agents.loop import Clock, ToolChoice, run_loop
 from forgeml.agents.spec import AgentSpec, build_registry
 from forgeml.agents.state import RunState, StopReason, claim_state, save_state
 from forgeml.agents.tools import ToolRegistry
@@ -191,6 +191,7 @@ def drive(
     A failure the loop does not turn into a stop reason (the trace store going away, a bug)
     is raised, and the run is saved stopped with it as its error, not left as running.
     """
+    spec = run.spec
     try:
         run_loop(
             run.model,
@@ -202,6 +203,7 @@ def drive(
             approvals=run.approvals,
             clock=clock,
             tracer=tracer,
+            choice=ToolChoice(spec.tool_choice, spec.parallel_tool_calls, spec.seed),
         )
     except Exception as error:
         run.state.stop_reason = StopReason.ERROR

@@ -10,6 +10,9 @@ tools:
     options: {allow: [docs.python.org]}
     requires_approval: true
 budgets: {max_steps: 8, max_time_s: 120, max_tokens: 8000}
+tool_choice: auto          # or required, none, or a tool's name (the first reply only)
+parallel_tool_calls: true  # false: one call per reply
+seed: 7                    # for endpoints that honour one
 ```
 The key itself is never in the spec (it would be a secret in a file, and in every saved
 run): `key_env` names the environment variable that holds it.
@@ -94,6 +97,17 @@ class AgentSpec(BaseModel):
     tools: list[ToolEntry] = Field(default_factory=list)
     budgets: Budgets = Field(default_factory=Budgets)
     temperature: float = Field(default=0.0, ge=0, le=2)
+    seed: int | None = Field(default=None, description="Sampling seed, sent with every model call.")
+    tool_choice: str = Field(
+        default="auto",
+        description='"auto" (the model decides), "required" (it must call a tool), "none", '
+        "or one of its tools' names (it must call that one). It holds until the run's first "
+        'tool call, then it is "auto", so the model can answer (as OpenAI\'s Agents SDK '
+        "resets it).",
+    )
+    parallel_tool_calls: bool = Field(
+        default=True, description="Whether one reply may make more than one tool call."
+    )
 
 
 def load_spec(path: str | Path) -> AgentSpec:
@@ -124,7 +138,22 @@ def parse_spec(data: Any, source: str) -> AgentSpec:
         parse_model(
             BUILTIN_TOOLS[entry.name].options, entry.options, f"{source}: tools.{position}.options"
         )
+    _check_tool_choice(spec, source)
     return spec
+
+
+TOOL_MODES = ("auto", "required", "none")
+
+
+def _check_tool_choice(spec: AgentSpec, source: str) -> None:
+    names = [entry.name for entry in spec.tools]
+    if spec.tool_choice not in (*TOOL_MODES, *names):
+        raise ConfigError(
+            f"{source}: key 'tool_choice': '{spec.tool_choice}' is none of auto, required, "
+            f"none or the agent's tools ({', '.join(names) or 'it has none'})."
+        )
+    if spec.tool_choice == "required" and not names:
+        raise ConfigError(f"{source}: key 'tool_choice': 'required' needs tools to call.")
 
 
 _SELECTOR = re.compile(r"^[A-Za-z0-9_-]{1,128}$")

@@ -6,13 +6,20 @@ background: `POST` answers 202 with the run's id, and `GET` shows it as
 `forgeml agent show --json` does (`stop_reason` null while it runs). An approval claims
 the run first (one approver wins; the other gets 409), is audited as `agent approve` is,
 and resumes it in the background.
+
+The agent comes inline (`spec`) or as a YAML file on the server (`spec_path`); a path is
+read only inside the workspace's home (relative to it, symlinks resolved), so the route
+cannot be made to read any other file on the server: `..` in any spelling, or a path that
+resolves outside the home, is a 400 and nothing is read.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import unquote
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,7 +37,7 @@ from forgeml.agents import (
 )
 from forgeml.agents.background import BackgroundRuns
 from forgeml.api._authz import require
-from forgeml.core.errors import InvalidRequestError
+from forgeml.core.errors import ForgemlError, InvalidRequestError
 from forgeml.core.workspace import Workspace
 
 router = APIRouter(prefix="/api/v1/agents")
@@ -42,7 +49,9 @@ class StartRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     spec_path: str | None = Field(
-        default=None, description="Path of the agent's YAML spec on the server."
+        default=None,
+        description="Path of the agent's YAML spec inside the workspace's home (relative "
+        "to it, or absolute); a path outside it is refused.",
     )
     spec: dict[str, Any] | None = Field(
         default=None, description="The agent's spec itself, as its YAML would parse."
@@ -65,6 +74,48 @@ class Decision(BaseModel):
     tools: list[str] = Field(
         default_factory=list, description="Tools whose every call may now run."
     )
+
+
+class SpecPathError(ForgemlError):
+    """`spec_path` would read a file outside the workspace's home."""
+
+
+# percent-escapes are undone this many times over (`%252e` is `%2e` is `.`)
+_UNQUOTE_ROUNDS = 3
+
+
+def spec_file(home: Path, given: str) -> Path:
+    """The file `given` names inside `home`: relative to it, or absolute within it.
+
+    Args:
+        home: The workspace's home (FORGEML_HOME).
+        given: The request's `spec_path`.
+
+    Returns:
+        The path, symlinks resolved, inside `home` (it may not exist; reading says so).
+
+    Raises:
+        SpecPathError: `given` holds `..` (also percent-encoded or after a backslash) or a
+            NUL, or resolves (through symlinks) outside `home`.
+    """
+    spellings = [given]
+    for _ in range(_UNQUOTE_ROUNDS):
+        spellings.append(unquote(spellings[-1]))
+    for spelling in spellings:
+        if "\0" in spelling:
+            raise SpecPathError("spec_path holds a NUL character; give a plain file path.")
+        if ".." in PurePosixPath(spelling.replace("\\", "/")).parts:
+            raise SpecPathError(
+                "spec_path may not contain '..'; give a path inside the workspace's home."
+            )
+    root = home.resolve()
+    resolved = (root / given).resolve()  # an absolute `given` replaces `root`
+    if not resolved.is_relative_to(root):
+        raise SpecPathError(
+            "spec_path must name a file inside the workspace's home (symlinks resolved); "
+            "send the agent inline as 'spec' instead."
+        )
+    return resolved
 
 
 class AgentService:
@@ -96,15 +147,16 @@ def agent_service(workspace: Workspace, max_workers: int = 4) -> AgentService:
 
 @router.post("/runs", status_code=202, dependencies=[require("agents:run")])
 def start(request: Request, body: StartRun) -> dict[str, Any]:
-    """Start a run in the background (202, its id); 422 when the spec or task is refused."""
+    """Start a run in the background (202, its id); 422 when the spec or task is refused,
+    400 when `spec_path` leads outside the workspace's home."""
     if (body.spec_path is None) == (body.spec is None):
         raise InvalidRequestError("Give the agent as spec_path or as spec, one of the two.")
-    if body.spec_path is not None:
-        spec = load_spec(body.spec_path)
-    else:
-        spec = parse_spec(body.spec, "spec")
     service = _service(request)
     agents = service.agents()
+    if body.spec_path is not None:
+        spec = load_spec(spec_file(agents.home, body.spec_path))
+    else:
+        spec = parse_spec(body.spec, "spec")
     run = prepare_run(
         spec,
         body.task,

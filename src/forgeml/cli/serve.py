@@ -59,6 +59,9 @@ def serve(
     latency_objective_ms: Annotated[
         float, typer.Option(help=_help("latency_objective_ms"))
     ] = _FIELDS["latency_objective_ms"].default,
+    max_tool_calls: Annotated[int, typer.Option(help=_help("max_tool_calls"))] = _FIELDS[
+        "max_tool_calls"
+    ].default,
     log_sample_rate: Annotated[float, typer.Option(help=_help("log_sample_rate"))] = _FIELDS[
         "log_sample_rate"
     ].default,
@@ -93,6 +96,7 @@ def serve(
         "freeze_heap": freeze_heap,
         "reload_interval_s": reload_interval,
         "latency_objective_ms": latency_objective_ms,
+        "max_tool_calls": max_tool_calls,
         "log_sample_rate": log_sample_rate,
         "log_redact": log_redact or [],
         "log_path": log_path,

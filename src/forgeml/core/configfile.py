@@ -40,6 +40,8 @@ def load_yaml(path: str | Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file.") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: a folder, not a file.") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text.") from None
     try:

@@ -94,6 +94,13 @@ class IntegrityError(ForgemlError):
     http_status = 500
 
 
+class ConstraintFailedError(ForgemlError):
+    """A reply decoded under a JSON schema finished yet does not match it: the decoder's
+    fault, never the request's (500)."""
+
+    http_status = 500
+
+
 class AuditChainBrokenError(IntegrityError):
     """The audit log's hash chain does not verify."""
 

@@ -49,6 +49,7 @@ class ChatModel(Protocol):
         *,
         tools: list[dict[str, Any]] | None = None,
         tool_choice: str | dict[str, Any] | None = None,
+        parallel_tool_calls: bool | None = None,
         response_format: dict[str, Any] | None = None,
         temperature: float = 0.0,
         max_tokens: int | None = None,
@@ -105,6 +106,7 @@ class ChatClient:
         *,
         tools: list[dict[str, Any]] | None = None,
         tool_choice: str | dict[str, Any] | None = None,
+        parallel_tool_calls: bool | None = None,
         response_format: dict[str, Any] | None = None,
         temperature: float = 0.0,
         max_tokens: int | None = None,
@@ -123,6 +125,7 @@ class ChatClient:
         for name, value in (
             ("tools", tools),
             ("tool_choice", tool_choice),
+            ("parallel_tool_calls", parallel_tool_calls),
             ("response_format", response_format),
             ("max_tokens", max_tokens),
             ("seed", seed),

@@ -89,7 +89,7 @@ def build_app(
     app.include_router(kserve_v2.router(repository, __version__))
     app.include_router(predict.router(repository))
     record = _generation_record(repository, app.state.request_log)
-    app.include_router(openai.router(repository, record))
+    app.include_router(openai.router(repository, record, options.max_tool_calls))
     app.include_router(feedback.router(repository))
     for extra in extra_routers:
         app.include_router(extra)

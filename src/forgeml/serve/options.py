@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from forgeml.serve.tool_calls import DEFAULT_MAX_TOOL_CALLS, MAX_TOOL_CALLS_LIMIT
+
 RuntimeName = Literal["torch", "onnx"]
 
 
@@ -63,6 +65,13 @@ class ServeOptions(BaseModel):
         le=600_000,
         description="The p99 latency each served model should meet, in ms; exported as "
         "forgeml_latency_objective_seconds for the shipped alert rule to compare with.",
+    )
+    max_tool_calls: int = Field(
+        default=DEFAULT_MAX_TOOL_CALLS,
+        ge=1,
+        le=MAX_TOOL_CALLS_LIMIT,
+        description="Most tool calls one chat reply may make (the forced-call JSON schema's "
+        "maxItems); a request may ask for fewer, and parallel_tool_calls false is 1.",
     )
     log_sample_rate: float = Field(
         default=0.0, ge=0, le=1, description="Share of requests written to the request log."

@@ -10,32 +10,39 @@ What a tokenizer costs to prepare (the decoded text of every token and their pre
 built once per tokenizer and kept: about 1.5 s for SmolLM2's 49,152 tokens on 2 cores.
 
 The schema is checked first (`check_schema`): an invalid one, or one using a keyword that
-decoding cannot enforce (`minimum`, `uniqueItems`, `not`, ...), is a `ConfigError` sentence,
-so every reply a constraint lets through validates against its schema.
+decoding cannot enforce (`minimum`, `uniqueItems`, `not`, ...), is a `ConfigError` sentence.
+What a constraint lets through is checked again when the reply finishes (`check_reply`,
+with `jsonschema`): the enforcer approximates some keywords (a `oneOf` is decoded as an
+`anyOf`, so a value matching two branches gets through), and a reply that does not
+validate is a `ConstraintFailedError` (a 500 naming the cause), never a body presented as
+valid.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from forgeml.core.errors import ConfigError
+from forgeml.core.errors import ConfigError, ConstraintFailedError
 from forgeml.serve.tokens import TokenConstraint
 
 if TYPE_CHECKING:
     from lmformatenforcer import TokenEnforcer, TokenEnforcerTokenizerData
 
 __all__ = [
+    "check_reply",
     "check_schema",
     "json_object_constraint",
     "json_schema_constraint",
 ]
 
 # keywords whose breach lm-format-enforcer cannot prevent while decoding (it enforces type,
-# properties, required, items, min/maxItems, enum, const, anyOf/allOf/oneOf, $ref to $defs,
-# min/maxLength and pattern); a schema using one is refused rather than served unchecked
+# properties, required, items, min/maxItems, enum, const, anyOf/allOf, oneOf as anyOf,
+# $ref to $defs, min/maxLength and pattern); a schema using one is refused rather than
+# served unchecked
 UNENFORCED_KEYWORDS = frozenset(
     {
         "minimum",
@@ -128,6 +135,42 @@ def check_schema(schema: dict[str, Any]) -> None:
             )
 
 
+def check_reply(text: str, schema: dict[str, Any]) -> Any:
+    """The JSON value of a finished reply decoded under `schema`, checked against it.
+
+    Args:
+        text: The whole reply (not cut by max_tokens: a cut reply is not checked).
+        schema: The schema it was decoded under.
+
+    Returns:
+        The parsed value.
+
+    Raises:
+        ConstraintFailedError: the reply is not JSON, or not valid against `schema`
+            (the sentence says where and why).
+    """
+    import jsonschema
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConstraintFailedError(
+            f"Constrained decoding failed: the reply is not JSON ({error.msg} at character "
+            f"{error.pos}), though decoded under its schema."
+        ) from None
+    breach = jsonschema.exceptions.best_match(
+        jsonschema.validators.validator_for(schema)(schema).iter_errors(value)
+    )
+    if breach is not None:
+        where = "/".join(str(part) for part in breach.absolute_path) or "the top"
+        raise ConstraintFailedError(
+            f"Constrained decoding failed: the reply does not match its JSON schema at "
+            f"{where} ('{breach.validator}': {breach.message}), which the decoder did not "
+            "enforce."
+        )
+    return value
+
+
 def _enforceable_values(value: Any, keyword: str) -> bool:
     """Whether a `const` value or `enum` list is all strings or all (non-bool) numbers."""
     values = [value] if keyword == "const" else value
@@ -138,21 +181,27 @@ def _enforceable_values(value: Any, keyword: str) -> bool:
     return texts or numbers
 
 
-def _numeric_consts_as_enums(schema: Any) -> Any:
-    """`schema` with each number `const: X` written `enum: [X]` (the same constraint).
+def _as_enforced(schema: Any) -> Any:
+    """`schema` written the way lm-format-enforcer 0.11 enforces it (the same constraint,
+    or the nearest it can decode; `check_reply` holds the reply to the original).
 
-    lm-format-enforcer 0.11 compares a `const` as text: a number there failed its parser
-    mid-reply, and the reply stopped short of valid JSON.
+    - a number `const: X` becomes `enum: [X]`: the enforcer compares a `const` as text, so
+      a number there failed its parser mid-reply and the reply stopped short of valid JSON;
+    - `oneOf` becomes `anyOf`: the enforcer ignores `oneOf` (a `oneOf` of strings let an
+      object through). The two are equal when the branches do not overlap; a value
+      matching two branches is caught when the reply finishes.
     """
     if isinstance(schema, list):
-        return [_numeric_consts_as_enums(item) for item in schema]
+        return [_as_enforced(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    rewritten = {key: _numeric_consts_as_enums(value) for key, value in schema.items()}
+    rewritten = {key: _as_enforced(value) for key, value in schema.items()}
     const = rewritten.get("const")
     if isinstance(const, int | float) and not isinstance(const, bool):
         del rewritten["const"]
         rewritten["enum"] = [const]
+    if "oneOf" in rewritten and "anyOf" not in rewritten:
+        rewritten["anyOf"] = rewritten.pop("oneOf")
     return rewritten
 
 
@@ -228,7 +277,7 @@ def json_schema_constraint(tokenizer: Any, schema: dict[str, Any]) -> TokenConst
 
     check_schema(schema)
     try:
-        parser = JsonSchemaParser(_numeric_consts_as_enums(schema))
+        parser = JsonSchemaParser(_as_enforced(schema))
     except Exception as error:  # pydantic's or the enforcer's own; both mean "not usable"
         first = str(error).splitlines()[0]
         raise ConfigError(f"The JSON schema cannot be used for decoding: {first}.") from None

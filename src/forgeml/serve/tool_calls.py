@@ -2,7 +2,9 @@
 
 With `tool_choice` "required" (or one named function) the reply is decoded under
 `calls_schema`: a JSON array of `{"name": <a declared tool>, "arguments": <its parameters>}`
-(one item when parallel calls are off). With "auto" the model writes freely and
+of at most `max_calls` items (1 when parallel calls are off, else the request's or the
+server's cap, `DEFAULT_MAX_TOOL_CALLS` by default: a small model under a schema with no
+bound may call on until max_tokens cuts it). With "auto" the model writes freely and
 `parse_tool_calls` finds `<tool_call>` blocks (the format `forgeml.serve.tool_prompt` asks
 for); it also reads the bare array the constrained reply is. Every call is checked: a
 declared name, and arguments valid against that tool's parameters (`jsonschema`).
@@ -20,6 +22,8 @@ from typing import Any
 from forgeml.core.errors import ConfigError, InvalidDataError
 
 __all__ = [
+    "DEFAULT_MAX_TOOL_CALLS",
+    "MAX_TOOL_CALLS_LIMIT",
     "ParsedCall",
     "calls_schema",
     "new_call_id",
@@ -27,6 +31,8 @@ __all__ = [
     "text_before_calls",
 ]
 
+DEFAULT_MAX_TOOL_CALLS = 8  # a server's cap on the calls of one reply unless configured
+MAX_TOOL_CALLS_LIMIT = 128  # as many as a request may declare tools
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -63,19 +69,19 @@ def _hoist_definitions(tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
 
 
 def calls_schema(
-    tools: list[dict[str, Any]], name: str | None = None, parallel: bool = True
+    tools: list[dict[str, Any]], name: str | None = None, max_calls: int = DEFAULT_MAX_TOOL_CALLS
 ) -> dict[str, Any]:
     """The JSON schema of a reply that is tool calls only.
 
     Args:
         tools: OpenAI tool dicts (`{"type": "function", "function": {...}}`).
         name: The one function to call (a named `tool_choice`), or None for any of them.
-        parallel: Whether the reply may hold more than one call.
+        max_calls: The most calls the reply may hold (1: no parallel calls).
 
     Returns:
-        A schema for an array of `{"name": const, "arguments": parameters}` objects,
-        `anyOf` over the tools; the tools' `$defs` are merged at its root so their
-        `#/$defs/...` references resolve there.
+        A schema for an array of 1 to `max_calls` `{"name": const, "arguments":
+        parameters}` objects, `anyOf` over the tools; the tools' `$defs` are merged at its
+        root so their `#/$defs/...` references resolve there.
 
     Raises:
         ConfigError: `name` is not a declared tool, or two tools' definitions clash.
@@ -93,9 +99,7 @@ def calls_schema(
         for tool, schema in zip(chosen, parameters, strict=True)
     ]
     item = options[0] if len(options) == 1 else {"anyOf": options}
-    schema: dict[str, Any] = {"type": "array", "items": item, "minItems": 1}
-    if not parallel:
-        schema["maxItems"] = 1
+    schema: dict[str, Any] = {"type": "array", "items": item, "minItems": 1, "maxItems": max_calls}
     if definitions:
         schema["$defs"] = definitions
     return schema

@@ -50,6 +50,7 @@ from forgeml.serve.protocols.openai._requests import (
 )
 from forgeml.serve.protocols.openai._tools import chat_messages
 from forgeml.serve.tokens import LanguageGenerator
+from forgeml.serve.tool_calls import DEFAULT_MAX_TOOL_CALLS
 
 __all__ = [
     "CHAT_TURN_END",
@@ -92,13 +93,19 @@ def _label(request: Request, model: str) -> None:
 # --- routes -------------------------------------------------------------------------------
 
 
-def router(models: OpenAIModels, record: RecordGeneration | None = None) -> APIRouter:
+def router(
+    models: OpenAIModels,
+    record: RecordGeneration | None = None,
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
+) -> APIRouter:
     """The OpenAI-compatible routes over `models`, for an app to include.
 
     Args:
         models: The served models (embeddings from encoders, text from language models).
         record: Called once per answered completion or chat completion (for the request
             log); None: nothing is recorded.
+        max_tool_calls: The most tool calls one chat reply may make (a request may ask
+            for fewer; `parallel_tool_calls` false is 1).
 
     Returns:
         A router with /v1/models, /v1/models/{model}, /v1/embeddings, /v1/completions and
@@ -137,6 +144,6 @@ def router(models: OpenAIModels, record: RecordGeneration | None = None) -> APIR
         _label(request, body.model)
         messages = [m.model_dump(mode="json", exclude_none=True) for m in body.messages]
         done = recorder(record, request, body.model, [messages]) if record else None
-        return await _chat(models.generator(body.model), body, done)
+        return await _chat(models.generator(body.model), body, done, max_tool_calls)
 
     return api

@@ -2,7 +2,9 @@
 
 The request's plan (`_tools.plan_for`) gives the prompt, the constraint and how to read
 the reply; a streamed reply that may call tools is generated whole first (a call is only
-known once it parses), then sent as content and one `delta.tool_calls` chunk.
+known once it parses), then sent as content and one `delta.tool_calls` chunk. A streamed
+JSON reply (`response_format`) goes out token by token and is checked against its schema
+when it finishes: if it does not validate, an error event takes the place of the finish.
 """
 
 from __future__ import annotations
@@ -25,18 +27,23 @@ from forgeml.serve.protocols.openai._records import Done
 from forgeml.serve.protocols.openai._requests import ChatCompletionRequest
 from forgeml.serve.protocols.openai._tools import ChatPlan, plan_for, reply_deltas
 from forgeml.serve.tokens import LanguageGenerator
+from forgeml.serve.tool_calls import DEFAULT_MAX_TOOL_CALLS
 
 __all__ = ["chat"]
 
 
 async def chat(
-    generator: LanguageGenerator, body: ChatCompletionRequest, done: Done | None = None
+    generator: LanguageGenerator,
+    body: ChatCompletionRequest,
+    done: Done | None = None,
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
 ) -> Response:
     """The chat completion (or its event stream) answering `body` with `generator`.
 
-    `done` is called with `[reply message]` once the reply is complete.
+    `done` is called with `[reply message]` once the reply is complete; `max_tool_calls`
+    is the server's cap on the calls of one reply.
     """
-    plan = plan_for(generator, body)
+    plan = plan_for(generator, body, max_tool_calls)
     stops = [*generator.chat_stops, *body.stops()]
     call = GenerationCall(generator, body, body.token_limit(), stops, plan.constraint)
     ident, model = f"chatcmpl-{uuid.uuid4().hex}", body.model
@@ -58,8 +65,11 @@ async def chat(
         def piece(index: int, text: str | None, finish: str | None) -> dict[str, Any]:
             if text is not None:
                 pieces.append(text)
-            elif finish is not None and done is not None:
-                done([{"role": "assistant", "content": "".join(pieces)}])
+            elif finish is not None:
+                # raises for a JSON reply off its schema: the stream ends in an error event
+                message, finish = plan.reply("".join(pieces), finish)
+                if done is not None:
+                    done([message])
             return chunk({} if text is None else {"content": text}, finish)
 
         def opening(index: int, prompt: str) -> dict[str, Any]:

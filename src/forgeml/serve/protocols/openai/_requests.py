@@ -14,6 +14,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from forgeml.serve.tool_calls import MAX_TOOL_CALLS_LIMIT
+
 MAX_TOKENS_LIMIT = 4096  # generation is one forward pass per byte; bound a request's work
 DEFAULT_COMPLETION_TOKENS = 16  # OpenAI's default for /v1/completions
 DEFAULT_CHAT_TOKENS = 128
@@ -218,7 +220,16 @@ class ChatCompletionRequest(_Sampling):
     max_completion_tokens: MaxTokens | None = None
     tools: Annotated[list[Tool], Field(max_length=128)] | None = None
     tool_choice: ToolChoice | None = None
-    parallel_tool_calls: bool = True
+    parallel_tool_calls: bool = Field(
+        default=True, description="Whether the reply may make more than one tool call."
+    )
+    max_tool_calls: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_TOOL_CALLS_LIMIT,
+        description="forgeml's extension: the most tool calls the reply may make (the "
+        "server's cap when that is lower; 1 when parallel_tool_calls is false).",
+    )
     response_format: ResponseFormat | None = None
 
     @field_validator("messages")
@@ -256,6 +267,29 @@ class ChatCompletionRequest(_Sampling):
         if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
             raise _invalid(f"the function '{choice.function.name}' is not in tools")
         return choice
+
+    @model_validator(mode="after")
+    def _stop_keeps_json_whole(self) -> ChatCompletionRequest:
+        if self.stop and self.constrained():
+            raise _invalid(
+                "'stop' cannot be combined with a JSON reply (response_format json_schema or "
+                "json_object, or tool_choice 'required' or a function): a stop string would "
+                "cut the JSON short"
+            )
+        return self
+
+    def constrained(self) -> bool:
+        """Whether the reply is decoded under a JSON schema (a forced call or a format)."""
+        if self.tool_mode() in ("required", "named"):
+            return True
+        return isinstance(self.response_format, JsonObjectFormat | JsonSchemaResponseFormat)
+
+    def tool_call_limit(self, server_cap: int) -> int:
+        """The most calls the reply may make: 1 without parallel calls, else the request's
+        `max_tool_calls` within `server_cap`."""
+        if not self.parallel_tool_calls:
+            return 1
+        return min(self.max_tool_calls or server_cap, server_cap)
 
     def tool_mode(self) -> str:
         """The tool mode: "none", "auto", "required" or "named" ("auto" by default with tools)."""

@@ -1,17 +1,19 @@
 """A chat request's plan for an instruct LM: its prompt, its constraint, its reply's shape.
 
 `plan_chat(body, tokenizer)` renders the prompt (tools declared unless `tool_choice` is
-"none"), and picks the constraint: the tool-calls schema for "required" or a named function,
-else the `response_format`'s (`json_object` or `json_schema`), else none. The decode loop
+"none"), and picks the schema the reply is decoded under: the tool-calls schema for
+"required" or a named function (at most `body.tool_call_limit(server cap)` calls), else
+the `response_format`'s (`json_object` or `json_schema`), else none. The decode loop
 generates under `plan.constraint`; `plan.reply(text, finish_reason)` then makes the
 choice's `message` and `finish_reason`: tool calls (finish "tool_calls") or content.
 
-With "auto" the model may write `<tool_call>` blocks of its own accord; a block that does
-not parse or is off its tool's schema is returned as content rather than failing the
-request (as vLLM's Hermes parser does). Under "required" or a named function the reply is
-constrained, so it always parses unless `max_tokens` cut it short (finish "length", and
-the partial text as content); one that finishes and still does not parse is a bug
-(a RuntimeError: 500, logged), not the request's fault.
+A constrained reply cut by `max_tokens` is answered as OpenAI does: finish "length" and
+the partial text as content. One that finished is checked against its schema
+(`structured.check_reply`); if it does not validate, the decoder failed, and the request
+gets a 500 naming the cause (`ConstraintFailedError`), never an invalid body presented as
+valid. With "auto" the model may write `<tool_call>` blocks of its own accord; a block that
+does not parse, is off its tool's schema, or makes more calls than allowed is returned as
+content rather than failing the request (as vLLM's Hermes parser does).
 
 `plan_for(generator, body)` is the routes' entry: a Hugging Face model (one with a
 `tokenizer`) is planned as above; a byte-level model has no tokenizer to constrain or to
@@ -24,16 +26,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from forgeml.core.errors import ConfigError, InvalidDataError
+from forgeml.core.errors import ConfigError, ConstraintFailedError, InvalidDataError
 from forgeml.serve.protocols.openai._requests import (
     ChatCompletionRequest,
     JsonObjectFormat,
     JsonSchemaResponseFormat,
     NamedToolChoice,
 )
-from forgeml.serve.structured import json_object_constraint, json_schema_constraint
+from forgeml.serve.structured import check_reply, json_schema_constraint
 from forgeml.serve.tokens import LanguageGenerator, TokenConstraint
 from forgeml.serve.tool_calls import (
+    DEFAULT_MAX_TOOL_CALLS,
     ParsedCall,
     calls_schema,
     new_call_id,
@@ -55,6 +58,8 @@ class ChatPlan:
         tool_mode: "none", "auto", "required" or "named".
         tools: The request's tools as OpenAI dicts ([] without tools).
         new_id: Makes tool call ids (`call_<hex>`); tests pass their own.
+        schema: The JSON schema the reply is decoded under (None: free text).
+        max_calls: The most tool calls the reply may make.
     """
 
     prompt: str
@@ -62,34 +67,43 @@ class ChatPlan:
     tool_mode: str
     tools: list[dict[str, Any]]
     new_id: Callable[[], str] = field(default=new_call_id)
+    schema: dict[str, Any] | None = None
+    max_calls: int = DEFAULT_MAX_TOOL_CALLS
 
     def reply(self, text: str, finish_reason: str) -> tuple[dict[str, Any], str]:
         """The choice's `message` and `finish_reason` for the generated `text`.
 
         Raises:
-            RuntimeError: a constrained tool-call reply that finished yet does not parse:
-                a bug in decoding rather than the request's or the model's fault, so the
-                server answers 500 and logs it.
+            ConstraintFailedError: a constrained reply that finished yet does not match its
+                schema (or a forced call that does not parse): the decoder's fault, not
+                the request's, so the server answers 500 naming the cause.
         """
+        content = {"role": "assistant", "content": text}
+        if self.schema is not None:
+            if finish_reason == "length":  # cut at max_tokens: what was written, as OpenAI
+                return content, "length"
+            check_reply(text, self.schema)
         calls: list[ParsedCall] = []
-        if self.tool_mode in ("required", "named") and finish_reason != "length":
+        if self.tool_mode in ("required", "named"):
             try:
                 calls = parse_tool_calls(text, self.tools, self.new_id)
             except InvalidDataError as error:
-                raise RuntimeError(
-                    f"A constrained tool-call reply does not parse: {error}"
-                ) from error
+                raise ConstraintFailedError(
+                    f"Constrained decoding failed: the forced tool call does not parse: {error}"
+                ) from None
         elif self.tool_mode == "auto" and "<tool_call>" in text:
             try:
                 calls = parse_tool_calls(text, self.tools, self.new_id)
             except InvalidDataError:
                 calls = []  # not a usable call: the text is the answer
+            if len(calls) > self.max_calls:
+                calls = []  # more calls than the request allows: not usable either
         if not calls:
-            return {"role": "assistant", "content": text}, finish_reason
-        content = text_before_calls(text) if self.tool_mode == "auto" else ""
+            return content, finish_reason
+        before = text_before_calls(text) if self.tool_mode == "auto" else ""
         message = {
             "role": "assistant",
-            "content": content or None,
+            "content": before or None,
             "tool_calls": [tool_call_dict(call) for call in calls],
         }
         return message, "tool_calls"
@@ -112,24 +126,27 @@ def _message_dicts(body: ChatCompletionRequest) -> list[dict[str, Any]]:
     return messages
 
 
-def _constraint(
-    body: ChatCompletionRequest, tokenizer: Any, tools: list[dict[str, Any]], mode: str
-) -> TokenConstraint | None:
+def _schema(
+    body: ChatCompletionRequest, tools: list[dict[str, Any]], mode: str, max_calls: int
+) -> dict[str, Any] | None:
+    """The JSON schema the reply is decoded under, or None for free text."""
     if mode in ("required", "named"):
         choice = body.tool_choice
         name = choice.function.name if isinstance(choice, NamedToolChoice) else None
-        schema = calls_schema(tools, name, body.parallel_tool_calls)
-        return json_schema_constraint(tokenizer, schema)
+        return calls_schema(tools, name, max_calls)
     response_format = body.response_format
     if isinstance(response_format, JsonObjectFormat):
-        return json_object_constraint(tokenizer)
+        return {"type": "object"}
     if isinstance(response_format, JsonSchemaResponseFormat):
-        return json_schema_constraint(tokenizer, response_format.json_schema.schema_ or {})
+        return response_format.json_schema.schema_ or {}
     return None
 
 
 def plan_chat(
-    body: ChatCompletionRequest, tokenizer: Any, new_id: Callable[[], str] = new_call_id
+    body: ChatCompletionRequest,
+    tokenizer: Any,
+    new_id: Callable[[], str] = new_call_id,
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
 ) -> ChatPlan:
     """The plan for answering `body` with a model whose tokenizer is `tokenizer`.
 
@@ -137,6 +154,7 @@ def plan_chat(
         body: The validated chat completion request.
         tokenizer: The model's Hugging Face tokenizer (its chat template renders).
         new_id: Makes tool call ids.
+        max_tool_calls: The server's cap on the calls of one reply.
 
     Returns:
         The prompt, the constraint (None when the reply is free text) and `reply`.
@@ -146,13 +164,21 @@ def plan_chat(
     """
     tools = [tool.model_dump(exclude_none=True) for tool in body.tools or []]
     mode = body.tool_mode()
+    max_calls = body.tool_call_limit(max_tool_calls)
     prompt = render_chat(tokenizer, _message_dicts(body), tools if mode != "none" else None)
-    constraint = _constraint(body, tokenizer, tools, mode)
-    return ChatPlan(prompt, constraint, mode, tools, new_id)
+    schema = _schema(body, tools, mode, max_calls)
+    constraint = None if schema is None else json_schema_constraint(tokenizer, schema)
+    return ChatPlan(prompt, constraint, mode, tools, new_id, schema, max_calls)
 
 
-def plan_for(generator: LanguageGenerator, body: ChatCompletionRequest) -> ChatPlan:
+def plan_for(
+    generator: LanguageGenerator,
+    body: ChatCompletionRequest,
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
+) -> ChatPlan:
     """The plan for answering `body` with `generator`, whatever kind of model it is.
+
+    `max_tool_calls` is the server's cap on the calls of one reply.
 
     Raises:
         ConfigError: a model without a tokenizer (byte-level) was asked for tools or a
@@ -160,7 +186,7 @@ def plan_for(generator: LanguageGenerator, body: ChatCompletionRequest) -> ChatP
     """
     tokenizer = getattr(generator, "tokenizer", None)
     if tokenizer is not None:
-        return plan_chat(body, tokenizer)
+        return plan_chat(body, tokenizer, max_tool_calls=max_tool_calls)
     wanted = _structured_fields(body)
     if wanted:
         raise ConfigError(
