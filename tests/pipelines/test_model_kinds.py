@@ -73,20 +73,38 @@ steps:
 """
 
 
+# PIPELINE and, after the train step, its ONNX export and a command step naming the model:
+# one pipeline (one train job) for every kind, rather than a train job per kind's test
+ALL_KINDS = (
+    PIPELINE
+    + """  - name: onnx
+    kind: optimize
+    model: ${steps.train.model}
+    mode: onnx
+  - name: announce
+    kind: command
+    argv: [PYTHON, -c, "open('model.txt', 'w').write('${steps.train.model}')"]
+    outputs: {model: model.txt}
+"""
+)
+
+
 def _runs(workspace: Workspace) -> int:
     with workspace.store.session() as session:
         return session.scalar(select(func.count()).select_from(RunRecord)) or 0
 
 
 @pytest.mark.slow
-def test_finetune_tune_and_evaluate_steps_run_as_jobs_and_rerun_from_the_cache(
+def test_train_optimize_command_finetune_tune_and_evaluate_steps_run_as_jobs_and_rerun_cached(
     adult_cli: Cli, tmp_path: Path
 ) -> None:
     cli = adult_cli
-    path = write_pipeline(tmp_path, PIPELINE)
+    path = write_pipeline(tmp_path, ALL_KINDS)
 
     first = steps_by_name(json_out(cli("pipelines", "run", path, "--json")))
+    models = json_out(cli("models", "list", "--json"))
     again = steps_by_name(json_out(cli("pipelines", "run", path, "--json")))
+    models_again = json_out(cli("models", "list", "--json"))
     moved = cli("pipelines", "run", path, "--set", "steps.evaluate.split=validation", "--json")
     changed = steps_by_name(json_out(moved))
     jobs = {j["name"]: j["kind"] for j in json_out(cli("jobs", "list", "--json"))}
@@ -95,6 +113,11 @@ def test_finetune_tune_and_evaluate_steps_run_as_jobs_and_rerun_from_the_cache(
         first, "SUCCEEDED"
     )
     trained, student, tune = (first[n]["outputs"] for n in ("train", "student", "tune"))
+    assert "@v" in trained["model"]
+    # the command step read the train step's output; the optimize step's model is its child
+    assert (tmp_path / "model.txt").read_text() == trained["model"]
+    assert first["onnx"]["outputs"]["parent"] == trained["model"]
+    assert first["announce"]["outputs"]["model"] == str((tmp_path / "model.txt").resolve())
     assert student["model"] == "adult-student@v1"
     shown = json_out(cli("models", "show", "adult-student@v1", "--json"))
     assert shown["parent"] == trained["model"]  # distilled from the train step's model
@@ -122,8 +145,11 @@ def test_finetune_tune_and_evaluate_steps_run_as_jobs_and_rerun_from_the_cache(
         "adult-models.gate": "release",
         "adult-models.student": "finetune",
         "adult-models.tune": "tune",
+        "adult-models.onnx": "optimize",
+        "adult-models.announce": "command",
     }
     assert all(step["cached"] for step in again.values())
+    assert models_again == models  # the re-run registered no model
     assert {name: step["outputs"] for name, step in again.items()} == {
         name: step["outputs"] for name, step in first.items()
     }

@@ -72,7 +72,7 @@ steps:
 """
 
 
-def test_a_data_and_command_pipeline_runs_then_reruns_fully_cached(
+def test_a_data_and_command_pipeline_runs_reruns_fully_cached_and_reruns_what_a_param_changes(
     pipe_workspace: Workspace, tmp_path: Path
 ) -> None:
     write_table_csv(tmp_path / "small.csv")
@@ -103,15 +103,7 @@ def test_a_data_and_command_pipeline_runs_then_reruns_fully_cached(
     assert [s["outputs"] for s in second["steps"]] == [s["outputs"] for s in first["steps"]]
     assert [s["cache_key"] for s in second["steps"]] == [s["cache_key"] for s in first["steps"]]
 
-
-def test_one_changed_parameter_reruns_that_step_and_its_dependents_only(
-    pipe_workspace: Workspace, tmp_path: Path
-) -> None:
-    write_table_csv(tmp_path / "small.csv")
-    path = write_pipeline(tmp_path, DATA_PIPELINE)
-    run(pipe_workspace, path)
-    jobs_before = row_counts(pipe_workspace)["jobs"]
-
+    # one changed parameter reruns that step and its dependents only
     changed = run(pipe_workspace, path, "params.seed=2")
 
     cached = {s["name"]: s["cached"] for s in changed["steps"]}
@@ -128,72 +120,32 @@ def test_one_changed_parameter_reruns_that_step_and_its_dependents_only(
     assert all(s["cached"] for s in again["steps"])
 
 
-def test_a_cached_output_file_deleted_since_makes_its_step_run_again(
-    pipe_workspace: Workspace, tmp_path: Path
-) -> None:
-    path = write_pipeline(tmp_path, FAILING)
-    run(pipe_workspace, path)
-    (tmp_path / "sibling.txt").unlink()
-
-    again = steps_by_name(run(pipe_workspace, path))
-
-    assert not again["sibling"]["cached"] and again["sibling"]["state"] == "SUCCEEDED"
-    assert (tmp_path / "sibling.txt").read_text() == "ok"
-    # its outputs (path and digest) are the same, so what reads it is still cached
-    assert again["after-sibling"]["cached"]
-
-
-def test_a_cache_entry_without_an_output_its_kind_declares_is_a_miss(
+def test_a_cached_output_file_deleted_since_or_missing_from_the_entry_is_a_miss(
     pipe_workspace: Workspace, tmp_path: Path
 ) -> None:
     path = write_pipeline(tmp_path, FAILING)
     key = steps_by_name(run(pipe_workspace, path))["sibling"]["cache_key"]
+    (tmp_path / "sibling.txt").unlink()
+
+    again = steps_by_name(run(pipe_workspace, path))
+
+    # a cached output file deleted since makes its step run again
+    assert not again["sibling"]["cached"] and again["sibling"]["state"] == "SUCCEEDED"
+    assert again["sibling"]["cache_key"] == key
+    assert (tmp_path / "sibling.txt").read_text() == "ok"
+    # its outputs (path and digest) are the same, so what reads it is still cached
+    assert again["after-sibling"]["cached"]
+
+    # a cache entry without an output its kind declares is a miss
     with pipe_workspace.store.session() as session:  # as an older kind would have recorded it
         entry = session.get(PipelineCacheRecord, key)
         assert entry is not None
         entry.outputs = {"digests": {}}
 
-    again = steps_by_name(run(pipe_workspace, path))
+    missed = steps_by_name(run(pipe_workspace, path))
 
-    assert not again["sibling"]["cached"] and again["sibling"]["state"] == "SUCCEEDED"
-    assert again["after-sibling"]["state"] == "SUCCEEDED"
-
-
-def test_a_failed_step_stops_its_dependents_but_not_its_siblings(
-    pipe_workspace: Workspace, tmp_path: Path
-) -> None:
-    path = write_pipeline(tmp_path, FAILING)
-
-    summary = run(pipe_workspace, path)
-
-    steps = steps_by_name(summary)
-    assert {name: s["state"] for name, s in steps.items()} == {
-        "broken": "FAILED",
-        "after-broken": "SKIPPED",
-        "sibling": "SUCCEEDED",
-        "after-sibling": "SUCCEEDED",
-    }
-    assert steps["broken"]["error"] == "Step 'broken' exited with code 3."
-    assert steps["after-broken"]["error"] == "Skipped: step 'broken' did not succeed."
-    assert steps["after-broken"]["job_id"] is None
-    assert summary["state"] == "FAILED"
-    assert summary["error"] == "Step broken failed; 1 skipped."
-    with pipe_workspace.store.session() as session:
-        keys = set(session.scalars(select(PipelineCacheRecord.key)))
-    assert steps["broken"]["cache_key"] not in keys  # a failure is never cached
-    assert steps["sibling"]["cache_key"] in keys
-
-
-def test_a_failed_step_runs_again_next_time_while_its_cached_sibling_does_not(
-    pipe_workspace: Workspace, tmp_path: Path
-) -> None:
-    path = write_pipeline(tmp_path, FAILING)
-    run(pipe_workspace, path)
-
-    again = steps_by_name(run(pipe_workspace, path))
-
-    assert again["broken"]["state"] == "FAILED" and not again["broken"]["cached"]
-    assert again["sibling"]["cached"] and again["after-sibling"]["cached"]
+    assert not missed["sibling"]["cached"] and missed["sibling"]["state"] == "SUCCEEDED"
+    assert missed["after-sibling"]["state"] == "SUCCEEDED"
 
 
 def test_a_step_with_retries_and_a_timeout_gets_them_on_its_job(
@@ -248,14 +200,34 @@ steps:
     assert steps["b"]["state"] == "SUCCEEDED"
 
 
-def test_a_pipeline_runs_and_reruns_cached_on_each_metadata_backend(
+def test_a_failed_step_stops_its_dependents_not_its_siblings_and_reruns_on_each_backend(
     any_workspace: Workspace, tmp_path: Path
 ) -> None:
+    """A failure is recorded, never cached, and runs again the next time, while its
+    cached sibling does not; on each metadata backend."""
     path = write_pipeline(tmp_path, FAILING)
 
-    first = steps_by_name(run(any_workspace, path))
-    second = steps_by_name(run(any_workspace, path))
+    summary = run(any_workspace, path)
+    again = steps_by_name(run(any_workspace, path))
 
-    assert first["sibling"]["state"] == "SUCCEEDED" and not first["sibling"]["cached"]
-    assert second["sibling"]["cached"] and second["after-sibling"]["cached"]
-    assert second["after-broken"]["state"] == "SKIPPED"
+    steps = steps_by_name(summary)
+    assert {name: s["state"] for name, s in steps.items()} == {
+        "broken": "FAILED",
+        "after-broken": "SKIPPED",
+        "sibling": "SUCCEEDED",
+        "after-sibling": "SUCCEEDED",
+    }
+    assert not steps["sibling"]["cached"]
+    assert steps["broken"]["error"] == "Step 'broken' exited with code 3."
+    assert steps["after-broken"]["error"] == "Skipped: step 'broken' did not succeed."
+    assert steps["after-broken"]["job_id"] is None
+    assert summary["state"] == "FAILED"
+    assert summary["error"] == "Step broken failed; 1 skipped."
+    with any_workspace.store.session() as session:
+        keys = set(session.scalars(select(PipelineCacheRecord.key)))
+    assert steps["broken"]["cache_key"] not in keys  # a failure is never cached
+    assert steps["sibling"]["cache_key"] in keys
+    # the next run: the failed step runs again, its cached sibling does not
+    assert again["broken"]["state"] == "FAILED" and not again["broken"]["cached"]
+    assert again["sibling"]["cached"] and again["after-sibling"]["cached"]
+    assert again["after-broken"]["state"] == "SKIPPED"

@@ -12,50 +12,9 @@ from tests.train.conftest import ADULT_CONFIG
 
 Cli = Callable[..., CliResult]
 
-# a few steps of the Adult example, its ONNX export, and a command step naming the model
-PIPELINE = f"""
-name: adult
-params:
-  steps: 3
-steps:
-  - name: train
-    kind: train
-    config: {ADULT_CONFIG}
-    overrides:
-      - epochs=null
-      - max_steps=${{params.steps}}
-      - schedule.warmup_steps=0
-      - early_stopping=null
-  - name: onnx
-    kind: optimize
-    model: ${{steps.train.model}}
-    mode: onnx
-  - name: announce
-    kind: command
-    argv: [PYTHON, -c, "open('model.txt', 'w').write('${{steps.train.model}}')"]
-    outputs: {{model: model.txt}}
-"""
-
-
-@pytest.mark.slow
-def test_train_and_optimize_steps_register_models_later_steps_read_and_rerun_cached(
-    adult_cli: Cli, tmp_path: Path
-) -> None:
-    cli = adult_cli
-    path = write_pipeline(tmp_path, PIPELINE)
-
-    first = json_out(cli("pipelines", "run", path, "--json"))
-    second = json_out(cli("pipelines", "run", path, "--json"))
-
-    train = first["steps"][0]
-    assert train["state"] == "SUCCEEDED" and "@v" in train["outputs"]["model"]
-    assert (tmp_path / "model.txt").read_text() == train["outputs"]["model"]
-    onnx = first["steps"][1]
-    assert onnx["state"] == "SUCCEEDED" and onnx["outputs"]["parent"] == train["outputs"]["model"]
-    assert [s["cached"] for s in second["steps"]] == [True, True, True]
-    assert second["steps"][0]["outputs"] == train["outputs"]
-    models = json_out(cli("models", "list", "--json"))
-    assert len(models) == 2  # the trained one and its ONNX child; the re-run made none
+# the train, optimize (ONNX) and command steps of one pipeline, their cache and the models
+# they register are tested with the other kinds in one pipeline run (one train job):
+# test_model_kinds.py::test_train_optimize_command_finetune_tune_and_evaluate_steps_run_...
 
 
 @pytest.mark.slow
