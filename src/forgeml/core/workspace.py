@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from forgeml.core.artifacts import ArtifactStore
+    from forgeml.core.audit_anchor import AuditAnchor
     from forgeml.core.config import Settings
     from forgeml.core.store import Store
 
@@ -37,11 +38,27 @@ class Workspace:
     def actor(self) -> str:
         return self.settings.actor
 
-    def audit(self, session: Any, action: str, object_ref: str, payload: dict[str, Any]) -> None:
-        """Append an audit event inside `session`'s transaction."""
-        from forgeml.core import audit
+    @cached_property
+    def audit_anchor(self) -> AuditAnchor:
+        from forgeml.core.audit_anchor import AuditAnchor
 
-        audit.append(session, self.actor, action, object_ref, payload)
+        return AuditAnchor(self.settings.home, self.artifacts.fs, self.artifacts.root)
+
+    def audit(self, session: Any, action: str, object_ref: str, payload: dict[str, Any]) -> None:
+        """Append an audit event inside `session`'s transaction; every
+        `CHECKPOINT_EVERY`th is checkpointed once that transaction commits."""
+        from sqlalchemy import event as sa_event
+
+        from forgeml.core import audit
+        from forgeml.core.audit_anchor import CHECKPOINT_EVERY
+
+        appended = audit.append(session, self.actor, action, object_ref, payload)
+        if appended.seq % CHECKPOINT_EVERY == 0:
+            seq, head = appended.seq, appended.hash
+            # after the commit: a rolled-back event must never be claimed by a checkpoint
+            sa_event.listen(
+                session, "after_commit", lambda _: self.audit_anchor.write(seq, head), once=True
+            )
 
     def close(self) -> None:
         if "store" in self.__dict__:
