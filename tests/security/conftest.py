@@ -7,6 +7,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.serve.conftest import serve_template, served_home  # noqa: F401  (fixtures)
+
 
 @dataclass
 class Site:

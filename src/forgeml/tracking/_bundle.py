@@ -67,6 +67,10 @@ def _plain_files_only(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | N
     # members out of the folder, devices and setuid bits
     if member.issym() or member.islnk():
         raise tarfile.FilterError(f"it holds the link {member.name!r}")
+    # a pickle planted in a stored bundle must not reach a loader (check_bundle refused
+    # it on the way in; this is the way out)
+    if Path(member.name).suffix.lower() in PICKLE_SUFFIXES:
+        raise tarfile.FilterError(f"it holds {member.name!r}, a pickle-based file")
     return tarfile.data_filter(member, path)
 
 
@@ -74,8 +78,8 @@ def extract_tar(blob: Path, dest: Path) -> Path:
     """Unpack `blob` into `dest`, replacing what was there; a crash leaves old or new.
 
     Raises:
-        InvalidDataError: the archive holds a link, a member outside the folder, a device,
-            or is not a tar; `dest` is left as it was.
+        InvalidDataError: the archive holds a link, a pickle, a member outside the folder,
+            a device, or is not a tar; `dest` is left as it was.
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
@@ -86,7 +90,7 @@ def extract_tar(blob: Path, dest: Path) -> Path:
         except tarfile.FilterError as error:
             raise InvalidDataError(
                 f"Model bundle archive {blob.name} is refused: {_why(error)}; "
-                "a bundle holds plain files inside its folder only."
+                "a bundle holds plain, pickle-free files inside its folder only."
             ) from None
         except tarfile.TarError as error:
             raise InvalidDataError(
