@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from forgeml.core.errors import UsageError
 
 if TYPE_CHECKING:
     from forgeml.core.artifacts import ArtifactStore
@@ -70,3 +73,21 @@ def open_workspace(settings: Settings | None = None) -> Workspace:
     from forgeml.core.config import get_settings
 
     return Workspace(settings or get_settings())
+
+
+def inside_home(home: Path, path: Path, what: str) -> Path:
+    """`path` (relative: to `home`) once it is known to stay inside `home`.
+
+    A server that writes where a request or a flag says can be made to overwrite any file
+    its user may write (Triton CVE-2024-0087); links are resolved before the check.
+
+    Raises:
+        UsageError: the path resolves outside FORGEML_HOME.
+    """
+    resolved = (home / path).resolve()  # an absolute `path` replaces `home`
+    if not resolved.is_relative_to(home.resolve()):
+        raise UsageError(
+            f"The {what} path {path} lies outside FORGEML_HOME ({home}); "
+            "give a path inside it (a relative one is read from there)."
+        )
+    return resolved
