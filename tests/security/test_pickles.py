@@ -17,10 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from forgeml.core.config import Settings
 from forgeml.core.errors import InvalidDataError
+from forgeml.core.workspace import Workspace
 from forgeml.serve.options import ServeOptions
 from forgeml.tracking._bundle import check_bundle, extract_tar
 from tests.conftest import CliResult
+from tests.gateway.conftest import TEST_OPTIONS, GatewayUnderTest, start_gateway
 from tests.serve.conftest import LiveServer, open_home
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "forgeml"
@@ -172,4 +175,41 @@ def test_cve_2024_2912_model_server_bodies_are_never_unpickled(
         path: a.status_code for path, a in answers.items() if not 400 <= a.status_code < 500
     } == {}
     assert all(isinstance(a.json(), dict) for a in answers.values())
+    assert not sentinel.exists()
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    model_server: LiveServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayUnderTest]:
+    home = tmp_path_factory.mktemp("gw") / "home"
+    workspace = Workspace(Settings(home=home, user="tester"))
+    for gateway in start_gateway(workspace, TEST_OPTIONS):
+        gateway.deploy("adult", [model_server.url])
+        yield gateway
+    workspace.close()
+
+
+@pytest.mark.parametrize("kind", ["plain", "gzip", "zip"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v2/models/adult/infer",
+        "/v1/models/adult:predict",
+        "/v1/completions",
+        "/v1/chat/completions",
+        "/v1/embeddings",
+    ],
+)
+def test_cve_2025_27520_the_gateway_passes_no_pickle_to_a_loader(
+    gateway: GatewayUnderTest, tmp_path: Path, kind: str, path: str
+) -> None:
+    sentinel = tmp_path / "sentinel"
+    key = gateway.key()
+
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/octet-stream"}
+    answer = gateway.client.post(path, content=payloads(sentinel)[kind], headers=headers)
+
+    assert 400 <= answer.status_code < 500, (answer.status_code, answer.text)
+    assert answer.json()["error"]
     assert not sentinel.exists()
