@@ -60,6 +60,7 @@ def _refused_everywhere(payload: str, store: ArtifactStore) -> None:
             validate_name(payload, kind)
         sentence = str(raised.value)
         assert sentence.startswith(f"Invalid {kind} ") and sentence.count(". ") == 0
+        assert "\n" not in sentence and "\x00" not in sentence
     with pytest.raises(InvalidNameError):
         parse_ref(f"{payload}@v1", "model reference")
     with pytest.raises(InvalidNameError, match="Invalid artifact digest"):
@@ -151,7 +152,7 @@ def test_cve_2024_1593_the_cli_refuses_a_dataset_name_that_is_a_path(
     csv = tmp_path / "rows.csv"
     csv.write_text("a,b\n1,2\n")
 
-    assert_cli_error(cli("data", "add", name, csv), f"Invalid dataset name '{name}'")
+    assert_cli_error(cli("data", "add", name, csv), f"Invalid dataset name {name!r}")
     assert not (tmp_path / "outside").exists()
 
 

@@ -47,8 +47,10 @@ def validate_name(name: str, kind: str = "name") -> str:
     trailing newline through.
     """
     if ".." in name or "/" in name or "\\" in name or not _NAME.fullmatch(name):
+        # repr: a newline or NUL in a hostile name must not split the sentence or a log line
+        shown = repr(name if len(name) <= 130 else name[:128] + "...")
         raise InvalidNameError(
-            f"Invalid {kind} '{name}': use letters, digits, '.', '_' or '-' "
+            f"Invalid {kind} {shown}: use letters, digits, '.', '_' or '-' "
             "(start with a letter or digit, no '/' or '..', at most 128 characters)."
         )
     return name
