@@ -33,9 +33,8 @@ def delete_from(workspace: Workspace, seq: int) -> None:
 
 
 def verify(workspace: Workspace) -> audit.VerifyResult:
-    checkpoint = workspace.audit_anchor.read()
-    with workspace.store.session() as session:
-        return audit.verify(session, checkpoint)
+    result: audit.VerifyResult = workspace.verify_audit()
+    return result
 
 
 def checkpoint_five(workspace: Workspace) -> Workspace:

@@ -52,12 +52,7 @@ def log(
 def verify() -> None:
     """Check the hash chain and its signed checkpoint; exit 1 naming what is broken or
     missing. An intact chain's head is then checkpointed."""
-    from forgeml.core import audit
     from forgeml.core.workspace import open_workspace
 
-    workspace = open_workspace()
-    checkpoint = workspace.audit_anchor.read()
-    with workspace.store.session() as session:
-        result = audit.verify(session, checkpoint)
-    workspace.audit_anchor.write(result.events, result.head)
+    result = open_workspace().verify_audit()
     say(f"audit log intact: {result.events} events, head {result.head[:12]}")

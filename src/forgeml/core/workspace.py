@@ -47,6 +47,25 @@ class Workspace:
 
         return AuditAnchor(self.settings.home, self.artifacts.fs, self.artifacts.root)
 
+    def verify_audit(self) -> Any:
+        """Check the audit chain against its signed checkpoint, then checkpoint its head:
+        what `forgeml audit verify` and the API's verify both do.
+
+        Returns:
+            `audit.VerifyResult` (events, head).
+
+        Raises:
+            AuditChainBrokenError: one sentence naming the edited, deleted or missing
+                events, or the rewritten checkpoint.
+        """
+        from forgeml.core import audit
+
+        checkpoint = self.audit_anchor.read()
+        with self.store.session() as session:
+            result = audit.verify(session, checkpoint)
+        self.audit_anchor.write(result.events, result.head)
+        return result
+
     def audit(self, session: Any, action: str, object_ref: str, payload: dict[str, Any]) -> None:
         """Append an audit event inside `session`'s transaction; every
         `CHECKPOINT_EVERY`th is checkpointed once that transaction commits."""
