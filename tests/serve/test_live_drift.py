@@ -27,7 +27,7 @@ ROWS = 2000
 
 @pytest.fixture(scope="module")
 def logged(served_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    log = tmp_path_factory.mktemp("log") / "requests.jsonl"
+    log = served_home / "logs" / "test-drift" / "requests.jsonl"  # logs stay in the home
     workspace = open_home(served_home)
     options = ServeOptions(log_sample_rate=1.0, log_path=log, log_redact=["fnlwgt"])
     live = LiveServer(workspace, ["adult-mlp@v1"], options).start()
@@ -198,7 +198,7 @@ def _sst2_rows(start: int, count: int) -> list[str]:
 def test_a_text_model_s_requests_are_compared_in_its_own_embedding_space(
     cli: Any, text_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log = tmp_path / "text.jsonl"
+    log = text_home / "logs" / "test-drift" / f"{tmp_path.name}.jsonl"
     workspace = open_home(text_home)
     live = LiveServer(
         workspace, ["sst2-minilm@v1"], ServeOptions(log_sample_rate=1.0, log_path=log)

@@ -29,7 +29,7 @@ TEXTS = ["a gorgeous, witty, seductive movie.", "the plot is nothing but boilerp
 
 @pytest.fixture(scope="module")
 def server(served_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    log = tmp_path_factory.mktemp("log") / "requests.jsonl"
+    log = served_home / "logs" / "test-server" / "requests.jsonl"  # logs stay in the home
     options = ServeOptions(
         max_batch_size=64,
         max_wait_ms=100,

@@ -1,31 +1,31 @@
 """The `http_get` tool: GET a page from an allow-list of hosts, with an SSRF guard.
 
 A model that can fetch any URL can reach the cloud metadata service (169.254.169.254),
-the machine's own admin ports or the private network, so every hop is checked: the scheme
-is http or https, the host is on the allow-list, and every address the host resolves to
-is public (`ipaddress`'s `is_global`) unless `allow_private` is set. The connection then
-goes to the checked address itself (Host header and TLS SNI carry the name), so a second
-DNS answer cannot swap in another (DNS rebinding). Redirects are followed one hop at a
-time, each checked again; the body is read up to `max_bytes`, and the whole GET (every hop
-and the body) takes at most `timeout_s`, or the run's time left if that is less.
+the machine's own admin ports or the private network, so every hop passes
+`forgeml.core.netguard`'s rules: the scheme is http or https, the host is on the
+allow-list, and every address the host resolves to is public unless `allow_private` is
+set. The connection then goes to the checked address itself (Host header and TLS SNI
+carry the name), so a second DNS answer cannot swap in another (DNS rebinding). Redirects
+are followed one hop at a time, each checked again; the body is read up to `max_bytes`,
+and the whole GET (every hop and the body) takes at most `timeout_s`, or the run's time
+left if that is less.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import time
-from collections.abc import Callable
 from typing import Any
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from forgeml.agents.tools import Tool, ToolRefusedError, make_tool, tool_time_left
+from forgeml.core import netguard
+from forgeml.core.errors import UnsafeUrlError
 
 __all__ = ["HttpGetOptions", "check_url", "http_get_tool"]
 
-Resolver = Callable[[str, int], list[str]]
+Resolver = netguard.Resolver
 _REDIRECTS = (301, 302, 303, 307, 308)
 
 
@@ -50,54 +50,28 @@ class HttpGetOptions(BaseModel):
 def resolve(host: str, port: int) -> list[str]:
     """Every address `host` resolves to (the system resolver)."""
     try:
-        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    except socket.gaierror:
-        raise ToolRefusedError(f"The host {host} does not resolve.") from None
-    return [str(info[4][0]) for info in infos]
+        return netguard.resolve(host, port)
+    except UnsafeUrlError as error:
+        raise ToolRefusedError(str(error)) from None
 
 
-def _host_allowed(host: str, allow: list[str]) -> bool:
-    for pattern in (entry.lower().rstrip(".") for entry in allow):
-        if pattern.startswith("*.") and host.endswith(pattern[1:]):
-            return True
-        if host == pattern:
-            return True
-    return False
-
-
-def _public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is loopback too
-    return ip.is_global
+def _policy(options: HttpGetOptions) -> netguard.UrlPolicy:
+    return netguard.UrlPolicy(
+        who="http_get", allow_hosts=tuple(options.allow), allow_private=options.allow_private
+    )
 
 
 def check_url(url: str, options: HttpGetOptions, resolver: Resolver = resolve) -> str:
-    """The address to connect to for `url`, once every check has passed.
+    """The address to connect to for `url`, once `forgeml.core.netguard`'s checks pass.
 
     Raises:
         ToolRefusedError: not http(s), credentials in the URL, a host off the allow-list,
             or a private, loopback or link-local address without `allow_private`.
     """
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise ToolRefusedError(f"http_get fetches http and https URLs only, not {url!r}.")
-    host = (parts.hostname or "").rstrip(".")
-    if not host or parts.username is not None:
-        raise ToolRefusedError(f"The URL {url!r} has no host, or carries credentials.")
-    if not _host_allowed(host, options.allow):
-        raise ToolRefusedError(f"The host {host} is not on http_get's allow-list.")
-    addresses = resolver(host, parts.port or (443 if parts.scheme == "https" else 80))
-    if not addresses:
-        raise ToolRefusedError(f"The host {host} does not resolve.")
-    if not options.allow_private:
-        for address in addresses:
-            if not _public(address):
-                raise ToolRefusedError(
-                    f"The host {host} resolves to the non-public address {address}; "
-                    "http_get reaches public addresses only."
-                )
-    return addresses[0]
+    try:
+        return netguard.check_url(url, _policy(options), resolver)
+    except UnsafeUrlError as error:
+        raise ToolRefusedError(str(error)) from None
 
 
 def fetch(url: str, options: HttpGetOptions, resolver: Resolver = resolve) -> dict[str, Any]:
@@ -112,7 +86,7 @@ def fetch(url: str, options: HttpGetOptions, resolver: Resolver = resolve) -> di
     left = tool_time_left()
     limit_s = options.timeout_s if left is None else max(min(options.timeout_s, left), 0.001)
     deadline = time.monotonic() + limit_s
-    with httpx.Client(timeout=limit_s, follow_redirects=False) as client:
+    with httpx.Client(timeout=limit_s, follow_redirects=False, trust_env=False) as client:
         for _ in range(options.max_redirects + 1):
             address = check_url(url, options, resolver)
             try:
@@ -138,17 +112,10 @@ def _get_pinned(
 ) -> dict[str, Any]:
     import httpx
 
-    parts = urlsplit(url)
-    literal = f"[{address}]" if ":" in address else address
-    netloc = literal + (f":{parts.port}" if parts.port else "")
-    pinned = urlunsplit(parts._replace(netloc=netloc))
-    host_header = parts.hostname + (f":{parts.port}" if parts.port else "")  # type: ignore[operator]
-    extensions: dict[str, Any] = {"sni_hostname": parts.hostname} if parts.scheme == "https" else {}
+    pinned, headers, extensions = netguard.pin(url, address)
     # each read waits at most until the whole request's deadline
     extensions["timeout"] = _timeouts(deadline)
-    request = client.build_request(
-        "GET", pinned, headers={"Host": host_header}, extensions=extensions
-    )
+    request = client.build_request("GET", pinned, headers=headers, extensions=extensions)
     response = client.send(request, stream=True)
     try:
         body, truncated = bytearray(), False

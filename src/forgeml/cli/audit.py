@@ -37,11 +37,9 @@ def log(
 
 @app.command("verify")
 def verify() -> None:
-    """Check the hash chain; exit 1 naming the first broken event."""
-    from forgeml.core import audit
+    """Check the hash chain and its signed checkpoint; exit 1 naming what is broken or
+    missing. An intact chain's head is then checkpointed."""
     from forgeml.core.workspace import open_workspace
 
-    workspace = open_workspace()
-    with workspace.store.session() as session:
-        result = audit.verify(session)
+    result = open_workspace().verify_audit()
     say(f"audit log intact: {result.events} events, head {result.head[:12]}")

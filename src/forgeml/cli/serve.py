@@ -109,6 +109,11 @@ def serve(
         field = str(first["loc"][0])
         flag = "--" + _FLAGS.get(field, field).replace("_", "-")
         raise UsageError(f"Invalid {flag}: {first['msg']}.") from None
+    if options.log_path is not None:  # refused before any model is resolved (CVE-2024-0087)
+        from forgeml.core.config import get_settings
+        from forgeml.core.workspace import inside_home
+
+        inside_home(Path(get_settings().home), options.log_path, "request log")
     rag_options = RagServeOptions(
         rag=rag or [],
         rag_generator=rag_generator,

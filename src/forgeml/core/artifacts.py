@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,9 +19,10 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from forgeml.core.errors import IntegrityError, NotFoundError
+from forgeml.core.errors import IntegrityError, InvalidNameError, NotFoundError
 
 _CHUNK = 1 << 20
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def file_digest(path: str | Path) -> str:
@@ -40,6 +42,11 @@ class ArtifactStore:
             Path(self.root).mkdir(parents=True, exist_ok=True)
 
     def _key(self, digest: str) -> str:
+        # a digest may come from a request: only 64 hex digits ever become a path
+        if not _SHA256.fullmatch(digest):
+            raise InvalidNameError(
+                f"Invalid artifact digest {digest[:80]!r}: give the 64 hex digits of a sha256."
+            )
         return f"{self.root}/sha256/{digest[:2]}/{digest}"
 
     def exists(self, digest: str) -> bool:

@@ -1,6 +1,8 @@
 """The audit log: every mutation appends an event whose hash covers the previous one.
 
-Editing or deleting a row breaks the chain at that row, which `verify` reports.
+Editing or deleting a row breaks the chain at that row, which `verify` reports; removing
+the newest rows is caught against a signed checkpoint kept outside the table
+(`core/audit_anchor.py`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from forgeml.core.audit_anchor import Checkpoint, check_against
 from forgeml.core.errors import AuditChainBrokenError
 from forgeml.core.ids import json_digest
 from forgeml.core.store import AuditEvent
@@ -69,14 +72,15 @@ class VerifyResult:
     head: str
 
 
-def verify(session: Session) -> VerifyResult:
-    """Check the whole chain.
+def verify(session: Session, checkpoint: Checkpoint | None = None) -> VerifyResult:
+    """Check the whole chain, and that it still holds the signed `checkpoint`'s head.
 
     Raises:
-        AuditChainBrokenError: naming the first event that was edited, or the gap left by
-            a deleted one.
+        AuditChainBrokenError: naming the first event that was edited, the gap left by
+            a deleted one, or the newest events missing or replaced since `checkpoint`.
     """
     expected_prev, expected_seq, count = GENESIS_HASH, 1, 0
+    hash_at_checkpoint = None
     for event in session.scalars(select(AuditEvent).order_by(AuditEvent.seq)):
         if event.seq != expected_seq:
             raise AuditChainBrokenError(
@@ -97,6 +101,10 @@ def verify(session: Session) -> VerifyResult:
                 event.seq,
             )
         expected_prev, expected_seq, count = event.hash, event.seq + 1, count + 1
+        if checkpoint is not None and event.seq == checkpoint.seq:
+            hash_at_checkpoint = event.hash
+    if checkpoint is not None:
+        check_against(checkpoint, count, hash_at_checkpoint)
     return VerifyResult(events=count, head=expected_prev)
 
 

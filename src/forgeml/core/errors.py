@@ -60,6 +60,12 @@ class MissingColumnError(InvalidDataError):
     """A recipe, spec or expectation names a column the data does not have."""
 
 
+class UnsafeUrlError(ForgemlError):
+    """A URL the server was asked to fetch fails the SSRF rules (`forgeml.core.netguard`)."""
+
+    http_status = 400
+
+
 class QueryNotAllowedError(ForgemlError):
     """A `data query` tried to write, or to read outside the store."""
 

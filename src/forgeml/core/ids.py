@@ -42,11 +42,15 @@ def validate_name(name: str, kind: str = "name") -> str:
     """Return `name` if it is a plain identifier, else raise `InvalidNameError`.
 
     Names become file and table identifiers, so path separators, `..` and leading dots
-    are refused.
+    are refused, and with them everything a path or URL decoder could turn into one
+    (`%2e`, `#`, `;`, NUL, a drive letter's `:`); `fullmatch`, because `$` would let a
+    trailing newline through.
     """
-    if ".." in name or "/" in name or "\\" in name or not _NAME.match(name):
+    if ".." in name or "/" in name or "\\" in name or not _NAME.fullmatch(name):
+        # repr: a newline or NUL in a hostile name must not split the sentence or a log line
+        shown = repr(name if len(name) <= 130 else name[:128] + "...")
         raise InvalidNameError(
-            f"Invalid {kind} '{name}': use letters, digits, '.', '_' or '-' "
+            f"Invalid {kind} {shown}: use letters, digits, '.', '_' or '-' "
             "(start with a letter or digit, no '/' or '..', at most 128 characters)."
         )
     return name
@@ -59,9 +63,9 @@ def validate_alias(alias: str, max_length: int = 128) -> str:
     would be shadowed.
     """
     if (
-        not _ALIAS.match(alias)
+        not _ALIAS.fullmatch(alias)
         or len(alias) > max_length
-        or _VERSION.match(alias)
+        or _VERSION.fullmatch(alias)
         or alias.lower() == "latest"
     ):
         raise UsageError(
@@ -93,9 +97,9 @@ def parse_ref(text: str, kind: str = "reference") -> Ref:
     validate_name(name, kind)
     if not sep:
         return Ref(name)
-    if match := _VERSION.match(selector):
+    if match := _VERSION.fullmatch(selector):
         return Ref(name, version=int(match.group(1)))
-    if _DIGEST.match(selector):
+    if _DIGEST.fullmatch(selector):
         return Ref(name, digest_prefix=selector)
     raise UsageError(
         f"Invalid {kind} '{text}': after '@' give vN (a version number) "

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from forgeml.core.errors import UsageError
 
 if TYPE_CHECKING:
     from forgeml.core.artifacts import ArtifactStore
+    from forgeml.core.audit_anchor import AuditAnchor
     from forgeml.core.config import Settings
     from forgeml.core.store import Store
 
@@ -48,11 +52,46 @@ class Workspace:
         view.__dict__["artifacts"] = self.artifacts
         return view
 
-    def audit(self, session: Any, action: str, object_ref: str, payload: dict[str, Any]) -> None:
-        """Append an audit event inside `session`'s transaction."""
+    @cached_property
+    def audit_anchor(self) -> AuditAnchor:
+        from forgeml.core.audit_anchor import AuditAnchor
+
+        return AuditAnchor(self.settings.home, self.artifacts.fs, self.artifacts.root)
+
+    def verify_audit(self) -> Any:
+        """Check the audit chain against its signed checkpoint, then checkpoint its head:
+        what `forgeml audit verify` and the API's verify both do.
+
+        Returns:
+            `audit.VerifyResult` (events, head).
+
+        Raises:
+            AuditChainBrokenError: one sentence naming the edited, deleted or missing
+                events, or the rewritten checkpoint.
+        """
         from forgeml.core import audit
 
-        audit.append(session, self.actor, action, object_ref, payload)
+        checkpoint = self.audit_anchor.read()
+        with self.store.session() as session:
+            result = audit.verify(session, checkpoint)
+        self.audit_anchor.write(result.events, result.head)
+        return result
+
+    def audit(self, session: Any, action: str, object_ref: str, payload: dict[str, Any]) -> None:
+        """Append an audit event inside `session`'s transaction; every
+        `CHECKPOINT_EVERY`th is checkpointed once that transaction commits."""
+        from sqlalchemy import event as sa_event
+
+        from forgeml.core import audit
+        from forgeml.core.audit_anchor import CHECKPOINT_EVERY
+
+        appended = audit.append(session, self.actor, action, object_ref, payload)
+        if appended.seq % CHECKPOINT_EVERY == 0:
+            seq, head = appended.seq, appended.hash
+            # after the commit: a rolled-back event must never be claimed by a checkpoint
+            sa_event.listen(
+                session, "after_commit", lambda _: self.audit_anchor.write(seq, head), once=True
+            )
 
     def close(self) -> None:
         if self.acting is None and "store" in self.__dict__:
@@ -64,3 +103,21 @@ def open_workspace(settings: Settings | None = None) -> Workspace:
     from forgeml.core.config import get_settings
 
     return Workspace(settings or get_settings())
+
+
+def inside_home(home: Path, path: Path, what: str) -> Path:
+    """`path` (relative: to `home`) once it is known to stay inside `home`.
+
+    A server that writes where a request or a flag says can be made to overwrite any file
+    its user may write (Triton CVE-2024-0087); links are resolved before the check.
+
+    Raises:
+        UsageError: the path resolves outside FORGEML_HOME.
+    """
+    resolved = (home / path).resolve()  # an absolute `path` replaces `home`
+    if not resolved.is_relative_to(home.resolve()):
+        raise UsageError(
+            f"The {what} path {path} lies outside FORGEML_HOME ({home}); "
+            "give a path inside it (a relative one is read from there)."
+        )
+    return resolved

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
@@ -19,6 +20,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from forgeml.core.errors import PayloadTooLargeError
+from forgeml.core.workspace import inside_home
 from forgeml.serve import request_ids
 from forgeml.serve.errors import error_response, install_error_handlers, protocol_of
 from forgeml.serve.feedback import FEEDBACK_SUFFIX
@@ -46,8 +48,11 @@ def create_app(workspace: Workspace, refs: list[str], options: ServeOptions) -> 
         options: batching, runtime, limits and request log options.
 
     Raises:
-        UsageError: no refs, `options.name` with several refs, or duplicate served names.
+        UsageError: no refs, `options.name` with several refs, duplicate served names, or
+            a log path outside FORGEML_HOME.
     """
+    if options.log_path is not None:  # refused before any model is resolved or loaded
+        inside_home(Path(workspace.settings.home), options.log_path, "request log")
     return build_app(ModelRepository(workspace, refs, options))
 
 
@@ -131,8 +136,9 @@ def _generation_record(repository: ModelRepository, log: RequestLog) -> RecordGe
 
 def _request_log(repository: ModelRepository) -> RequestLog:
     options = repository.options
-    home = repository.workspace.settings.home
-    path = options.log_path or home / "logs" / "requests" / f"{'+'.join(repository.models)}.jsonl"
+    home = Path(repository.workspace.settings.home)
+    default = home / "logs" / "requests" / f"{'+'.join(repository.models)}.jsonl"
+    path = inside_home(home, options.log_path, "request log") if options.log_path else default
     return RequestLog(path, options.log_sample_rate, options.log_redact)
 
 

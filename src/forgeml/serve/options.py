@@ -81,7 +81,8 @@ class ServeOptions(BaseModel):
     )
     log_path: Path | None = Field(
         default=None,
-        description="Request log file (JSON lines); default <home>/logs/requests/<name>.jsonl.",
+        description="Request log file (JSON lines), inside FORGEML_HOME (a relative path is "
+        "read from there); default <home>/logs/requests/<name>.jsonl.",
     )
     feedback_window: int = Field(
         default=10_000,

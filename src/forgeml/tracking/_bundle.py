@@ -61,14 +61,41 @@ def write_tar(folder: Path, files: list[Path], target: Path) -> None:
                 tar.addfile(info, handle)
 
 
+def _plain_files_only(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+    # a bundle is plain files (check_bundle): a link, even one inside the folder, is an
+    # attack (ClearML CVE-2025-8917); the "data" filter then refuses absolute paths,
+    # members out of the folder, devices and setuid bits
+    if member.issym() or member.islnk():
+        raise tarfile.FilterError(f"it holds the link {member.name!r}")
+    # a pickle planted in a stored bundle must not reach a loader (check_bundle refused
+    # it on the way in; this is the way out)
+    if Path(member.name).suffix.lower() in PICKLE_SUFFIXES:
+        raise tarfile.FilterError(f"it holds {member.name!r}, a pickle-based file")
+    return tarfile.data_filter(member, path)
+
+
 def extract_tar(blob: Path, dest: Path) -> Path:
-    """Unpack `blob` into `dest`, replacing what was there; a crash leaves old or new."""
+    """Unpack `blob` into `dest`, replacing what was there; a crash leaves old or new.
+
+    Raises:
+        InvalidDataError: the archive holds a link, a pickle, a member outside the folder,
+            a device, or is not a tar; `dest` is left as it was.
+    """
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
     try:
-        with tarfile.open(blob, "r") as tar:
-            # the "data" filter refuses absolute paths, links out of the folder, devices
-            tar.extractall(staging, filter="data")
+        try:
+            with tarfile.open(blob, "r") as tar:
+                tar.extractall(staging, filter=_plain_files_only)
+        except tarfile.FilterError as error:
+            raise InvalidDataError(
+                f"Model bundle archive {blob.name} is refused: {_why(error)}; "
+                "a bundle holds plain, pickle-free files inside its folder only."
+            ) from None
+        except tarfile.TarError as error:
+            raise InvalidDataError(
+                f"Model bundle archive {blob.name} is not a tar: {error}."
+            ) from None
         if dest.exists():
             old = dest.with_name(f".{dest.name}-old-{os.getpid()}")
             os.replace(dest, old)
@@ -78,3 +105,9 @@ def extract_tar(blob: Path, dest: Path) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return dest
+
+
+def _why(error: tarfile.FilterError) -> str:
+    if isinstance(error, tarfile.OutsideDestinationError | tarfile.AbsoluteLinkError):
+        return f"the member {error.tarinfo.name!r} would land outside the folder"
+    return str(error).rstrip(".")

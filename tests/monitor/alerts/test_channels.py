@@ -114,7 +114,8 @@ def test_the_webhook_gets_alertmanagers_v4_payload_once_per_change(
     url = f"http://127.0.0.1:{hook.server_port}/hook"
     config = _config(
         tmp_path, f"external_url: http://forgeml.test\nchannels:\n"
-        f"  - {{name: hook, type: webhook, url: '{url}'}}\n  - {{name: logs, type: log}}\n",
+        f"  - {{name: hook, type: webhook, url: '{url}', allow_private: true}}\n"
+        "  - {name: logs, type: log}\n",
     )  # fmt: skip
     samples = SampleStore()
     evaluator = _evaluator(workspace, config, samples, clock)
@@ -152,8 +153,10 @@ def test_a_failing_channel_is_retried_and_never_stops_evaluation(
 ) -> None:
     url = f"http://127.0.0.1:{hook.server_port}/hook"
     config = _config(
-        tmp_path, f"channels:\n  - {{name: dead, type: webhook, url: 'http://127.0.0.1:{free_port()}/'}}\n"
-        f"  - {{name: hook, type: webhook, url: '{url}'}}\n",
+        tmp_path,
+        "channels:\n  - {name: dead, type: webhook, allow_private: true, "
+        f"url: 'http://127.0.0.1:{free_port()}/'}}\n"
+        f"  - {{name: hook, type: webhook, url: '{url}', allow_private: true}}\n",
     )  # fmt: skip
     hook.status = 500  # type: ignore[attr-defined]
     samples = SampleStore()

@@ -106,7 +106,8 @@ def test_the_server_fires_sends_survives_a_restart_and_resolves(
     config = tmp_path / "alerts.yml"
     config.write_text(
         f"interval_s: 0.2\nrule_files: [rules.yml]\ntargets: ['{url}']\nchannels:\n"
-        f"  - {{name: hook, type: webhook, url: 'http://127.0.0.1:{hook.server_port}/'}}\n"
+        "  - {name: hook, type: webhook, allow_private: true, "
+        f"url: 'http://127.0.0.1:{hook.server_port}/'}}\n"
     )
     home = tmp_path / "home"
     api_port = free_port()

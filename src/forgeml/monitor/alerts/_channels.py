@@ -8,7 +8,7 @@ rule_files: [my-rules.yml]                  # beside the shipped rules
 targets: [http://127.0.0.1:9100/metrics]    # scraped beside every deployment replica
 channels:
   - {name: ops-log, type: log}
-  - {name: hook, type: webhook, url: http://127.0.0.1:9000/hook}
+  - {name: hook, type: webhook, url: http://127.0.0.1:9000/hook, allow_private: true}
   - {name: mail, type: email, smtp_host: 127.0.0.1, smtp_port: 25,
      sender: forgeml@example.org, to: [oncall@example.org]}
 ```
@@ -32,12 +32,12 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Annotated, Literal, Protocol
 
-import httpx
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import IntegrityError
 
+from forgeml.core import netguard
 from forgeml.core.errors import ConfigError
 from forgeml.core.ids import new_id
 from forgeml.core.store import AlertDeliveryRecord, AlertRecord
@@ -59,6 +59,11 @@ class WebhookChannelSpec(BaseModel):
     type: Literal["webhook"]
     url: str = Field(pattern=r"^https?://")
     timeout_s: float = Field(5.0, gt=0)
+    allow_private: bool = Field(
+        False,
+        description="Let the webhook reach private, loopback and link-local addresses "
+        "(off by default: forgeml.core.netguard's SSRF rules).",
+    )
 
 
 class EmailChannelSpec(BaseModel):
@@ -146,7 +151,12 @@ class WebhookChannel:
 
     def send(self, record: AlertRecord) -> None:
         payload = message_for(record, self.name, self._external_url)
-        response = httpx.post(self._spec.url, json=payload, timeout=self._spec.timeout_s)
+        policy = netguard.UrlPolicy(
+            who=f"The webhook {self.name}", allow_private=self._spec.allow_private
+        )
+        # no redirects: a 3xx is a failed delivery, never a hop to somewhere unchecked
+        with netguard.guarded_client(policy, timeout=self._spec.timeout_s) as client:
+            response = client.post(self._spec.url, json=payload)
         response.raise_for_status()
 
 

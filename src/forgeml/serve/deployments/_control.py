@@ -368,7 +368,7 @@ def server_args(name: str, spec: DeploymentSpec, model: str, role: str) -> list[
 
 def log_dir(workspace: Workspace, name: str) -> Path:
     """Where the replicas of deployment `name` write their logs."""
-    return Path(workspace.settings.home) / "logs" / "deployments" / name
+    return Path(workspace.settings.home) / "logs" / "deployments" / validate_name(name)
 
 
 def _start(
