@@ -112,6 +112,7 @@ def test_a_held_call_runs_once_approved_over_http_and_the_approval_is_audited(
     (event,) = audit_events(workspace)
     assert (event.action, event.object_ref) == ("agent.approve", f"agent-run:{run_id}")
     assert event.payload == {"calls": ["c1"], "tools": [], "denied": []}
+    assert event.actor == workspace.actor  # the caller (single-user: the workspace's user)
 
 
 def test_two_approvals_at_once_resume_the_run_once(

@@ -108,3 +108,17 @@ def test_anything_unknown_is_denied_on_every_route(tmp_path) -> None:
         assert asked == len(authorizer.asked) > 0
     finally:
         workspace.close()
+
+
+def test_no_route_and_a_wrong_method_are_json_errors(tmp_path) -> None:
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
+    try:
+        with TestClient(create_app(workspace)) as client:
+            missing = client.get("/api/v1/runs/a%2Fb/metrics")  # %2F decodes to a path
+            assert missing.status_code == 404
+            assert missing.json() == {"error": "Nothing is served at /api/v1/runs/a/b/metrics."}
+            wrong = client.delete("/api/v1/alerts")
+            assert wrong.status_code == 405
+            assert wrong.json() == {"error": "DELETE is not allowed on /api/v1/alerts."}
+    finally:
+        workspace.close()

@@ -3,7 +3,7 @@ filtered, and a tampered chain named by `verify`."""
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from forgeml.core.store import ApiKeyRecord, AuditEvent
 from forgeml.core.workspace import Workspace
@@ -62,5 +62,20 @@ def test_the_audit_log_pages_filters_and_verifies(api_workspace: Workspace) -> N
         with api_workspace.store.session() as session:
             session.execute(update(AuditEvent).where(AuditEvent.seq == 2).values(actor="mallory"))
         broken = client.get("/api/v1/audit/verify")
-        assert broken.status_code == 500
+        assert broken.status_code == 409
         assert broken.json()["error"].startswith("Audit log broken at event 2: its contents")
+
+
+def test_verify_over_http_finds_a_truncated_tail_by_its_checkpoint(
+    api_workspace: Workspace,
+) -> None:
+    with api_client(api_workspace) as client:
+        for name in ("a", "b", "c"):
+            assert client.post("/api/v1/keys", json={"name": name}).status_code == 201
+        intact = client.get("/api/v1/audit/verify").json()  # checkpoints the head
+        assert intact["intact"] is True
+        with api_workspace.store.session() as session:
+            session.execute(delete(AuditEvent).where(AuditEvent.seq == intact["events"]))
+        truncated = client.get("/api/v1/audit/verify")
+        assert truncated.status_code == 409
+        assert "truncated" in truncated.json()["error"]

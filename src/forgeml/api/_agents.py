@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
@@ -37,6 +38,7 @@ from forgeml.agents import (
 )
 from forgeml.agents.background import BackgroundRuns
 from forgeml.api._authz import require
+from forgeml.api._context import acting
 from forgeml.core.errors import ForgemlError, InvalidRequestError
 from forgeml.core.workspace import Workspace
 
@@ -189,7 +191,9 @@ def approve(request: Request, run_id: str, body: Decision) -> dict[str, Any]:
     )
     service = _service(request)
     agents = service.agents()
-    run = claim_run(run_id, approvals, home=agents.home, context=agents.context)
+    # the approval is audited as the caller, not as the server's own user
+    context = replace(agents.context, workspace=acting(request))
+    run = claim_run(run_id, approvals, home=agents.home, context=context)
     # the summary is taken before the run is handed over: its thread changes the state
     summary = run_summary(run.state)
     service.background.submit(run, agents.tracer)

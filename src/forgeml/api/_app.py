@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from forgeml.api._account_routes import router as accounts_router
 from forgeml.api._accounts import AccountsAuthorizer, choose_authorizer
@@ -89,6 +90,17 @@ def create_app(
     @app.exception_handler(ForgemlError)
     async def _forgeml_error(request: Request, error: ForgemlError) -> JSONResponse:
         return JSONResponse({"error": str(error)}, status_code=error.http_status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        # no route for the path (a `%2F` in a name decodes to `/`), or not for the method
+        sentence = {
+            404: f"Nothing is served at {request.url.path}.",
+            405: f"{request.method} is not allowed on {request.url.path}.",
+        }.get(error.status_code, f"{str(error.detail).rstrip('.')}.")
+        return JSONResponse(
+            {"error": sentence}, status_code=error.status_code, headers=error.headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:

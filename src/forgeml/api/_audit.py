@@ -48,7 +48,7 @@ def events(
 
 @router.get("/verify", dependencies=[require("audit:read")])
 def verify(request: Request) -> dict[str, Any]:
-    """Check the whole chain: its length and head hash, or the first broken event's sentence."""
-    with workspace(request).store.session() as session:
-        result = audit.verify(session)
+    """Check the whole chain against its signed checkpoint (as `forgeml audit verify` does):
+    its length and head hash, or 409 with the sentence naming the broken or missing events."""
+    result = workspace(request).verify_audit()
     return {"intact": True, "events": result.events, "head": result.head}

@@ -108,7 +108,10 @@ class ConstraintFailedError(ForgemlError):
 
 
 class AuditChainBrokenError(IntegrityError):
-    """The audit log's hash chain does not verify."""
+    """The audit log's hash chain does not verify (409: the store is in a state the
+    request cannot vouch for; not the server's fault)."""
+
+    http_status = 409
 
     def __init__(self, message: str, seq: int) -> None:
         super().__init__(message)
