@@ -343,7 +343,9 @@ def test_a_url_off_the_issuers_origin_is_refused(
     "issuer",
     [
         "https://2130706433/",
+        "https://0x7f.1/",
         "https://[::ffff:127.0.0.1]/",
+        "https://[64:ff9b::a9fe:a9fe]/",  # NAT64 of 169.254.169.254
         "https://169.254.169.254/",
         "https://10.1.2.3/",
     ],

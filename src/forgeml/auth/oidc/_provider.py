@@ -2,17 +2,14 @@
 
 Every URL the server fetches (discovery, JWKS, token) must lie on the issuer's origin or on
 one `extra_origins` names, and every address its host resolves to must be public unless
-`allow_private_network` is set; the connection goes to the address checked, so a second DNS
-answer cannot swap in another, and redirects are not followed: the rules of
-`forgeml.agents.http`'s guard, which sits in a layer above this package.
+`allow_private_network` is set (`forgeml.core.netguard`'s rules: decimal, octal and
+IPv4-in-IPv6 spellings read as the address they are); the connection goes to the address
+checked, so a second DNS answer cannot swap in another, and redirects are not followed.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import socket
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from forgeml.auth.oidc._config import OidcConfig
 from forgeml.auth.oidc._errors import IssuerError
 from forgeml.core.configfile import describe_validation_error
+from forgeml.core.errors import UnsafeUrlError
+from forgeml.core.netguard import Resolver, UrlPolicy, check_url, resolve
 
-Resolver = Callable[[str, int], list[str]]
 # a discovery document or a JWKS is a few kB; a provider sending more is broken or hostile
 MAX_DOCUMENT_BYTES = 1_000_000
 
@@ -41,26 +39,10 @@ class ProviderMetadata(BaseModel):
     authorization_response_iss_parameter_supported: bool = False
 
 
-def resolve(host: str, port: int) -> list[str]:
-    """Every address `host` resolves to (the system resolver)."""
-    try:
-        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    except socket.gaierror:
-        raise IssuerError(f"The identity provider's host {host} does not resolve.") from None
-    return [str(info[4][0]) for info in infos]
-
-
 def _origin(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return parts.scheme, (parts.hostname or "").rstrip(".").lower(), port
-
-
-def _public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is loopback too
-    return ip.is_global
 
 
 def check_provider_url(url: str, config: OidcConfig, resolver: Resolver = resolve) -> str:
@@ -82,16 +64,12 @@ def check_provider_url(url: str, config: OidcConfig, resolver: Resolver = resolv
         )
     if scheme != "https" and not config.allow_private_network:
         raise IssuerError(f"The identity provider must be reached over https, not {url!r}.")
-    addresses = resolver(host, port)
-    if not addresses:
-        raise IssuerError(f"The identity provider's host {host} does not resolve.")
-    for address in addresses:
-        if not config.allow_private_network and not _public(address):
-            raise IssuerError(
-                f"The identity provider's host {host} resolves to the non-public address "
-                f"{address}; set allow_private_network to reach it."
-            )
-    return addresses[0]
+    policy = UrlPolicy(who="forgeml's OIDC client", allow_private=config.allow_private_network)
+    try:
+        return check_url(url, policy, resolver)
+    except UnsafeUrlError as error:
+        hint = "" if config.allow_private_network else " (allow_private_network lifts this)"
+        raise IssuerError(f"{str(error).rstrip('.')}{hint}.") from None
 
 
 def provider_client(config: OidcConfig, resolver: Resolver) -> Any:
