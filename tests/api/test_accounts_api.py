@@ -209,6 +209,7 @@ def test_fleet_cve_2026_46356_spoofed_forwarding_headers_do_not_escape_the_login
         limited = _login(client, "dan", **fresh)
         assert limited.status_code == 429
         assert "this address" in limited.json()["error"]
+        assert int(limited.headers["Retry-After"]) >= 1
 
 
 def test_fleet_cve_2026_46356_behind_a_trusted_proxy_the_client_cannot_pick_its_address(

@@ -8,6 +8,7 @@ Handlers are plain `def`: they touch the store, so FastAPI runs them in its thre
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -38,7 +39,7 @@ from forgeml.api._queues import router as queues_router
 from forgeml.api._rag import router as rag_router
 from forgeml.api._runs import router as runs_router
 from forgeml.auth.oidc import OidcConfig
-from forgeml.core.errors import ForgemlError, UsageError
+from forgeml.core.errors import ForgemlError, RateLimitedError, UsageError
 from forgeml.core.workspace import Workspace
 
 # one router per concern, in the order the OpenAPI document lists them
@@ -89,7 +90,10 @@ def create_app(
 
     @app.exception_handler(ForgemlError)
     async def _forgeml_error(request: Request, error: ForgemlError) -> JSONResponse:
-        return JSONResponse({"error": str(error)}, status_code=error.http_status)
+        headers = None
+        if isinstance(error, RateLimitedError):  # login limits, log streams
+            headers = {"Retry-After": str(max(1, math.ceil(error.retry_after)))}
+        return JSONResponse({"error": str(error)}, status_code=error.http_status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
