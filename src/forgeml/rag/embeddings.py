@@ -92,11 +92,13 @@ class MiniLMEmbedder:
         import torch
 
         model, before = self._load(), torch.get_num_threads()
-        if self.threads is not None:
+        if self.threads is not None and self.threads != before:
             torch.set_num_threads(self.threads)
         vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
         try:
-            for batch in self.batches(texts):
+            if len(texts) == 1:  # a query: the model's own modules, without encode()'s setup
+                vectors[0] = self._embed_one(model, texts[0])
+            for batch in self.batches(texts) if len(texts) > 1 else []:
                 vectors[batch] = model.encode(
                     [texts[i] for i in batch],
                     batch_size=len(batch),
@@ -105,9 +107,23 @@ class MiniLMEmbedder:
                     show_progress_bar=False,
                 )
         finally:
-            torch.set_num_threads(before)
+            if torch.get_num_threads() != before:
+                torch.set_num_threads(before)
         self.embedded += len(texts)
         return vectors
+
+    @staticmethod
+    def _embed_one(model: Any, text: str) -> np.ndarray:
+        """One text through the model's tokenizer, transformer, pooling and normalisation
+        (what `encode` runs, less its batching, sorting and conversions)."""
+        import torch
+        from sentence_transformers.util import batch_to_device
+
+        with torch.inference_mode():
+            features = batch_to_device(model.preprocess([text]), model.device)
+            vector = model(features)["sentence_embedding"]
+            vector = torch.nn.functional.normalize(vector, p=2, dim=1)
+        return vector[0].float().cpu().numpy()
 
     def batches(self, texts: Sequence[str]) -> list[list[int]]:
         """Positions of `texts` in batches of `_BATCH`, longest texts (in tokens) first."""
