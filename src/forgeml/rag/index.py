@@ -127,8 +127,7 @@ class Index:
         chunks = [c for d in changed for c in chunk_document(d, self.embedder, self.chunker)]
         vectors, embedded, reused = self._vectors(chunks)
         rowids = self.file.add_chunks(chunks, vectors)
-        for document in changed:
-            self.file.add_document(document.source, document.digest, document.format)
+        self.file.add_documents([(d.source, d.digest, d.format) for d in changed])
         self.dense.add(rowids, vectors)
         if tombstoned or rowids:
             self.file.drop_bm25()
