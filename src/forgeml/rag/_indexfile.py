@@ -1,10 +1,15 @@
-"""One index's SQLite file: chunks with their vectors, an FTS5 table, documents, settings.
+"""One index's SQLite file: chunks with their vectors, documents, settings, BM25 arrays.
+
+A compacted file also holds its BM25 index (`rag.sparse`) in the `bm25` table, as plain
+arrays; any update drops them, since they covered the rows before it. (Files written
+before held an FTS5 table instead; a writable open drops it, nothing reads it.)
 
 Removing a document is two steps. The tombstone is immediate: its chunks are marked
-deleted and dropped from the FTS5 table, and the dense search excludes marked rows through
-a FAISS ID selector, so no path (dense, BM25, hybrid, filters) can reach them. Compaction
-later deletes the marked rows and rebuilds the dense index from the live vectors, after
-which the file holds what a fresh build would.
+deleted, the BM25 index is built again over the live rows only, and the dense search
+excludes marked rows through a FAISS ID selector, so no path (dense, BM25, hybrid,
+filters) can reach them. Compaction later deletes the marked rows, rebuilds the dense
+index from the live vectors and stores the BM25 index, after which the file holds what a
+fresh build would.
 """
 
 from __future__ import annotations
@@ -34,11 +39,12 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_source ON chunks(source);
 CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(content_hash);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, tokenize='unicode61');
+DROP TABLE IF EXISTS fts;
 CREATE TABLE IF NOT EXISTS documents (
     source TEXT PRIMARY KEY, digest TEXT NOT NULL, format TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS bm25 (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 """
 
 
@@ -78,10 +84,12 @@ class IndexFile:
         """Every indexed document's source and digest."""
         return dict(self.db.execute("SELECT source, digest FROM documents"))
 
-    def add_document(self, source: str, digest: str, format_name: str) -> None:
-        self.db.execute(
-            "INSERT OR REPLACE INTO documents VALUES (?, ?, ?)", (source, digest, format_name)
-        )
+    def add_documents(self, documents: Sequence[tuple[str, str, str]]) -> None:
+        """Record (source, digest, format) rows, in one transaction: one by one, each its
+        own, 100k documents spent minutes waiting on the disk (benchmarks/rag_scale.py)."""
+        self.db.execute("BEGIN")
+        self.db.executemany("INSERT OR REPLACE INTO documents VALUES (?, ?, ?)", documents)
+        self.db.execute("COMMIT")
 
     def tombstone(self, source: str) -> list[int]:
         """Make every chunk of `source` unreachable at once; returns their row ids."""
@@ -92,7 +100,6 @@ class IndexFile:
             )
         ]
         self.db.execute("BEGIN")
-        self.db.executemany("DELETE FROM fts WHERE rowid = ?", [(r,) for r in rows])
         self.db.execute("UPDATE chunks SET deleted = 1 WHERE source = ?", (source,))
         self.db.execute("DELETE FROM documents WHERE source = ?", (source,))
         self.db.execute("COMMIT")
@@ -122,9 +129,7 @@ class IndexFile:
                     vector.tobytes(),
                 ),
             )
-            rowid = int(cursor.lastrowid or 0)
-            self.db.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (rowid, chunk.text))
-            rowids.append(rowid)
+            rowids.append(int(cursor.lastrowid or 0))
         self.db.execute("COMMIT")
         return rowids
 
@@ -151,6 +156,48 @@ class IndexFile:
             blobs.append(blob)
         return ids, b"".join(blobs)
 
+    def live_ids(self) -> list[int]:
+        """Row ids of every live chunk, ascending."""
+        rows = self.db.execute("SELECT rowid FROM chunks WHERE deleted = 0 ORDER BY rowid")
+        return [int(rowid) for (rowid,) in rows]
+
+    def live_texts(self) -> tuple[list[int], list[str]]:
+        """Row ids and texts of every live chunk, by row id."""
+        rows = self.db.execute("SELECT rowid, text FROM chunks WHERE deleted = 0 ORDER BY rowid")
+        ids, texts = [], []
+        for rowid, text in rows:
+            ids.append(int(rowid))
+            texts.append(text)
+        return ids, texts
+
+    def field_values(self, key: str) -> list[tuple[int, str | None]]:
+        """Every live row's id and its metadata field `key` as text (None where it has none)."""
+        return list(
+            self.db.execute(
+                "SELECT rowid, CAST(json_extract(metadata, ?) AS TEXT) FROM chunks "
+                "WHERE deleted = 0 ORDER BY rowid",
+                (f'$."{key}"',),
+            )
+        )
+
+    # the stored BM25 index --------------------------------------------------------------
+    def bm25_blobs(self) -> dict[str, bytes]:
+        """The stored BM25 index's blobs by name (none in a file written before them)."""
+        try:
+            return dict(self.db.execute("SELECT name, value FROM bm25"))
+        except sqlite3.OperationalError:  # no such table: an older snapshot, read-only
+            return {}
+
+    def set_bm25_blobs(self, blobs: dict[str, bytes]) -> None:
+        """Store `blobs` as the BM25 index, replacing any before (one transaction)."""
+        self.db.execute("BEGIN")
+        self.db.execute("DELETE FROM bm25")
+        self.db.executemany("INSERT INTO bm25 VALUES (?, ?)", blobs.items())
+        self.db.execute("COMMIT")
+
+    def drop_bm25(self) -> None:
+        self.db.execute("DELETE FROM bm25")
+
     def tombstoned(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM chunks WHERE deleted = 1").fetchone()[0])
 
@@ -163,7 +210,6 @@ class IndexFile:
     def compact(self) -> int:
         """Delete tombstoned rows for good; returns how many."""
         removed = self.db.execute("DELETE FROM chunks WHERE deleted = 1").rowcount
-        self.db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
         self.db.execute("VACUUM")
         return int(removed)
 

@@ -5,6 +5,11 @@ is unchanged is left alone, a changed or missing one is tombstoned at once (its 
 unreachable by every path from that moment), and new chunks reuse the stored vector of any
 chunk with the same text, so only text never seen before is embedded. `compact()` then
 removes the tombstoned rows, after which the index answers as one built fresh.
+
+What a search reads on every query is kept in memory per opened index, and dropped by any
+update or compaction: the live row ids, each filterable field's rows by value, and the
+BM25 index (`rag.sparse`), which a compaction also stores in the file, so a snapshot (a
+compacted file, opened read-only) loads it instead of tokenizing its chunks again.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from forgeml.rag.chunking import ChunkerConfig, chunk_document
 from forgeml.rag.dense import DenseConfig, DenseIndex
 from forgeml.rag.embeddings import Embedder
 from forgeml.rag.sources import Document
+from forgeml.rag.sparse import SparseIndex
 from forgeml.rag.types import Chunk, Hit
 
 _QUERY_CACHE = 256
@@ -45,13 +51,31 @@ class Index:
     """A RAG index over one SQLite file, with its dense index in memory."""
 
     def __init__(self, file: IndexFile, embedder: Embedder) -> None:
+        import numpy as np
+
         self.file = file
         self.embedder = embedder
         self.chunker = ChunkerConfig(**file.get_setting("chunker"))
         self.dense_config = DenseConfig(**file.get_setting("dense"))
         self.dense = self._build_dense()
-        self._fields: frozenset[str] | None = None
         self._queries: OrderedDict[str, Any] = OrderedDict()
+        self._fields: frozenset[str] | None = None
+        self._sparse: SparseIndex | None = None
+        self._live: Any = None
+        self._values: dict[str, dict[str | None, Any]] = {}
+        if not file.writable:
+            blobs = file.bm25_blobs()
+            stored = SparseIndex.from_blobs(blobs) if blobs else None
+            # it covers exactly the live rows, as compact() stored it, or it is not used
+            if stored is not None and np.array_equal(stored.rowids, self.live_ids()):
+                self._sparse = stored
+
+    def _forget(self) -> None:
+        """Drop what was kept of the rows (after they changed)."""
+        self._fields = None
+        self._sparse = None
+        self._live = None
+        self._values = {}
 
     @classmethod
     def create(
@@ -103,10 +127,11 @@ class Index:
         chunks = [c for d in changed for c in chunk_document(d, self.embedder, self.chunker)]
         vectors, embedded, reused = self._vectors(chunks)
         rowids = self.file.add_chunks(chunks, vectors)
-        for document in changed:
-            self.file.add_document(document.source, document.digest, document.format)
+        self.file.add_documents([(d.source, d.digest, d.format) for d in changed])
         self.dense.add(rowids, vectors)
-        self._fields = None
+        if tombstoned or rowids:
+            self.file.drop_bm25()
+            self._forget()
         return UpdateStats(
             documents_added=sum(d.source not in current for d in changed),
             documents_changed=sum(d.source in current for d in changed),
@@ -142,10 +167,40 @@ class Index:
         return vector
 
     def compact(self) -> int:
-        """Remove tombstoned chunks for good and rebuild the dense index; returns how many."""
+        """Remove tombstoned chunks for good, rebuild the dense index, and build and store
+        the BM25 index; returns how many chunks were removed."""
         removed = self.file.compact()
         self.dense = self._build_dense()
+        self._forget()
+        self.file.set_bm25_blobs(self.sparse().to_blobs())
         return removed
+
+    def sparse(self) -> SparseIndex:
+        """The BM25 index over the live chunks: the file's own when it stores one that
+        covers them (a compacted snapshot), else built from them once."""
+        if self._sparse is None:
+            self._sparse = SparseIndex.build(*self.file.live_texts())
+        return self._sparse
+
+    def live_ids(self) -> Any:
+        """Every live row id, ascending (an int64 array)."""
+        import numpy as np
+
+        if self._live is None:
+            self._live = np.asarray(self.file.live_ids(), dtype=np.int64)
+        return self._live
+
+    def rows_where(self, field: str, value: str) -> Any:
+        """The live row ids whose metadata `field`, as text, is `value` (an ascending
+        int64 array); each field is read once, then answered from memory."""
+        import numpy as np
+
+        if field not in self._values:
+            grouped: dict[str | None, list[int]] = {}
+            for rowid, text in self.file.field_values(field):
+                grouped.setdefault(text, []).append(int(rowid))
+            self._values[field] = {v: np.asarray(r, dtype=np.int64) for v, r in grouped.items()}
+        return self._values[field].get(value, np.zeros(0, dtype=np.int64))
 
     def search(
         self,
