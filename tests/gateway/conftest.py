@@ -217,6 +217,8 @@ def gw(gateway_home: Workspace) -> Iterator[GatewayUnderTest]:
 
 @pytest.fixture(scope="module")
 def steady_gw(gateway_home: Workspace) -> Iterator[GatewayUnderTest]:
-    """A gateway that trusts a verified key for a minute (for traffic-volume tests)."""
-    steady = {"key_cache_ttl_s": 60.0, "usage_flush_s": 60.0}
+    """A gateway that trusts a verified key for a minute and waits for slow replicas (for
+    traffic-volume tests: on a loaded 2-core machine a replica can take over a second, and
+    the 1 s `TEST_OPTIONS` timeout turned that into a 504)."""
+    steady = {"key_cache_ttl_s": 60.0, "usage_flush_s": 60.0, "request_timeout_s": 30.0}
     yield from start_gateway(gateway_home, TEST_OPTIONS.model_copy(update=steady))

@@ -69,8 +69,9 @@ def test_worker_is_pinned_to_its_cpus_and_sees_no_gpu(tmp_path: Path) -> None:
 def test_gang_workers_get_torchrun_environment(tmp_path: Path) -> None:
     executor = LocalExecutor(cpus=[0, 1])
     code = (
-        "import os; print('rank', os.environ['RANK'], os.environ['WORLD_SIZE'],"
-        " os.environ['MASTER_ADDR'], os.environ['MASTER_PORT'].isdigit())"
+        # one write per line: two ranks share the log, and print's pieces interleave
+        "import os,sys; e = os.environ; sys.stdout.write(f\"rank {e['RANK']} {e['WORLD_SIZE']}"
+        " {e['MASTER_ADDR']} {e['MASTER_PORT'].isdigit()}\\n\")"
     )
     handle = executor.launch(request(tmp_path, code, workers=2, nodes=("local", "local")))
     assert finish(executor, handle).exit_code == 0
