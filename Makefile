@@ -20,8 +20,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/forgeml demo
 
+# two workers, one test file each at a time (a file's module fixtures are set up once);
+# `make test PYTEST_WORKERS=0` runs in one process
+PYTEST_WORKERS ?= 2
+
 test: $(STAMP) lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks
