@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from forgeml import auth
@@ -171,8 +171,14 @@ def logout(request: Request, response: Response) -> dict[str, Any]:
     return {"status": "signed out"}
 
 
+# the project whose roles a call of these account routes reads (not a resource filter)
+ProjectQuery = Annotated[
+    str | None, Query(description="The project to act in (default: `default`).")
+]
+
+
 @router.get("/auth/me", dependencies=[require("account:read")])
-def me(request: Request) -> dict[str, Any]:
+def me(request: Request, project: ProjectQuery = None) -> dict[str, Any]:
     """The caller: account, roles by project, and what it may do in the request's project."""
     caller = _caller(request)
     if caller is None:
@@ -249,7 +255,7 @@ def users(request: Request) -> dict[str, Any]:
 
 
 @router.post("/users", status_code=201, dependencies=[require("users:manage")])
-def new_user(request: Request, body: NewUser) -> dict[str, Any]:
+def new_user(request: Request, body: NewUser, project: ProjectQuery = None) -> dict[str, Any]:
     """Create an account, optionally with a role in the request's project."""
     workspace, actor, project = _workspace(request), _actor(request), request_project(request)
     if body.role is not None:

@@ -3,7 +3,7 @@ in the request's project, cut to the token's scope, decides the permission.
 
 `Authorization: Bearer fmlt_...` is read first, then the `forgeml_session` cookie a password
 sign-in sets (HttpOnly, SameSite=Strict, signed with this install's key). The project is the
-route's `{project}`, else the `project` query parameter, else `default`. No credential, or
+route's `{project}`, else a declared `project` query parameter, else `default`. No credential, or
 an unknown, malformed, expired or revoked one, or a disabled account: 401. A permission the
 caller does not hold there: 403. A cookie-borne change from another origin: 403 (CSRF).
 """
@@ -47,9 +47,26 @@ _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def request_project(request: Request) -> str:
-    """The project a request acts in (InvalidNameError for a malformed one)."""
-    project = request.path_params.get("project") or request.query_params.get("project")
+    """The project a request acts in (InvalidNameError for a malformed one): the route's
+    `{project}`, else a `project` query parameter where the route declares one, else
+    `default`.
+
+    Resources (datasets, runs, models, jobs, ...) carry no project yet: they all live in
+    `default`, so a resource route ignores `?project=`: honouring it let a member of any
+    other project read and change every resource by naming their own project.
+    """
+    project = request.path_params.get("project")
+    if project is None and _declares_project_query(request):
+        project = request.query_params.get("project")
     return validate_name(project, "project") if project else DEFAULT_PROJECT
+
+
+def _declares_project_query(request: Request) -> bool:
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    return dependant is not None and any(
+        param.name == "project" for param in dependant.query_params
+    )
 
 
 class AccountsAuthorizer:
