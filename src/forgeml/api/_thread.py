@@ -11,6 +11,7 @@ from forgeml.core.workspace import Workspace
 
 if TYPE_CHECKING:
     from forgeml.api._authz import Authorizer
+    from forgeml.api._hosts import ServedHosts
     from forgeml.api._limits import ApiLimits
     from forgeml.auth.oidc import OidcConfig
 
@@ -24,10 +25,12 @@ def api_in_thread(
     authorizer: Authorizer | None = None,
     limits: ApiLimits | None = None,
     oidc: OidcConfig | None = None,
+    hosts: ServedHosts | None = None,
 ) -> Iterator[str]:
     """Serve the API over `workspace` until the block ends; yields its base URL.
 
-    `authorizer`, `limits` and `oidc` are `create_app`'s.
+    `authorizer`, `limits` and `oidc` are `create_app`'s; `hosts` too, bound to `host`
+    (default: the names of `host` alone).
 
     Raises:
         UsageError: the port cannot be had, or OIDC is asked for without accounts.
@@ -36,10 +39,12 @@ def api_in_thread(
     import uvicorn
 
     from forgeml.api._app import create_app
+    from forgeml.api._hosts import ServedHosts
     from forgeml.serve.transport import bind_listener, uvicorn_in_thread
 
     # the app first: one that cannot be made (OIDC without accounts) leaves no socket open
-    app = create_app(workspace, authorizer, limits=limits, oidc=oidc)
+    served = (hosts or ServedHosts()).model_copy(update={"bind": host})
+    app = create_app(workspace, authorizer, limits=limits, oidc=oidc, hosts=served)
     try:
         listener = bind_listener(host, port)
     except ForgemlError as error:
