@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from forgeml.core.errors import ForgemlError, UsageError
 from forgeml.core.workspace import Workspace
@@ -26,11 +26,13 @@ def api_in_thread(
     limits: ApiLimits | None = None,
     oidc: OidcConfig | None = None,
     hosts: ServedHosts | None = None,
+    access_log: bool = False,
 ) -> Iterator[str]:
     """Serve the API over `workspace` until the block ends; yields its base URL.
 
     `authorizer`, `limits` and `oidc` are `create_app`'s; `hosts` too, bound to `host`
-    (default: the names of `host` alone).
+    (default: the names of `host` alone). `access_log`: a line per request on stdout, its
+    path without the query string (`_access_log`).
 
     Raises:
         UsageError: the port cannot be had, or OIDC is asked for without accounts.
@@ -38,6 +40,7 @@ def api_in_thread(
     """
     import uvicorn
 
+    from forgeml.api._access_log import access_log_config
     from forgeml.api._app import create_app
     from forgeml.api._hosts import ServedHosts
     from forgeml.serve.transport import bind_listener, uvicorn_in_thread
@@ -49,10 +52,14 @@ def api_in_thread(
         listener = bind_listener(host, port)
     except ForgemlError as error:
         raise UsageError(f"Cannot serve the API: {error}") from None
+    logs: dict[str, Any] = (
+        {"log_level": "info", "access_log": True, "log_config": access_log_config()}
+        if access_log
+        else {"log_level": "warning", "access_log": False}
+    )
     config = uvicorn.Config(
         app,
-        log_level="warning",
-        access_log=False,
+        **logs,
         timeout_graceful_shutdown=5,
         # the client address is the peer's: uvicorn would otherwise take X-Forwarded-For
         # from any local peer (its forwarded_allow_ips default), letting a caller on this

@@ -95,6 +95,14 @@ def server(
             "Default FORGEML_AUTH_TRUSTED_PROXIES, else none.",
         ),
     ] = None,
+    access_log: Annotated[
+        bool,
+        typer.Option(
+            "--access-log",
+            help="Log each API request on stdout (client, method, path without its query "
+            "string, status).",
+        ),
+    ] = False,
     allowed_host: Annotated[
         list[str] | None,
         typer.Option(
@@ -163,7 +171,8 @@ def server(
             trusted_proxy,
             oidc_config,
             (allowed_host or [], allowed_origin or []),
-        ) as api_url,
+            access_log,
+        ) as api_url,  # fmt: skip
     ):
         scheduler = Scheduler(
             workspace, chosen, grace_seconds=grace, policy_options=_policy_options(min_runtime)
@@ -257,9 +266,11 @@ def _api(
     trusted_proxies: list[str] | None = None,
     oidc_config: Path | None = None,
     allowed: tuple[list[str], list[str]] = ([], []),
+    access_log: bool = False,
 ) -> Iterator[str | None]:
     """The control-plane API on `host:port` while the server runs (None: not served);
-    `allowed`: the `--allowed-host` and `--allowed-origin` values.
+    `allowed`: the `--allowed-host` and `--allowed-origin` values; `access_log`: a line
+    per request on stdout.
 
     Without accounts it is served on a loopback interface only: anyone who could reach it
     would act as the local person (Ray CVE-2023-48022, ShadowRay: a job API open to all).
@@ -300,7 +311,10 @@ def _api(
     hosts = _served_hosts(host, *allowed)
     accounts = isinstance(authorizer, AccountsAuthorizer)
     logging.info("forgeml server: API %s", "with accounts" if accounts else "single user, no login")
-    with api_in_thread(workspace, host, port, authorizer=authorizer, oidc=oidc, hosts=hosts) as url:
+    with api_in_thread(
+        workspace, host, port, authorizer=authorizer, oidc=oidc, hosts=hosts,
+        access_log=access_log,
+    ) as url:  # fmt: skip
         yield url
 
 
