@@ -24,6 +24,13 @@ if TYPE_CHECKING:
 def server(
     executor: Annotated[str, typer.Option(help="local, ray or kubernetes.")] = "local",
     address: Annotated[str | None, typer.Option(help="Ray cluster address (host:port).")] = None,
+    ray_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="File holding the Ray cluster's authentication token (Ray's token auth); "
+            "default: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, as Ray reads.",
+        ),
+    ] = None,
     interval: Annotated[
         float | None,
         typer.Option(help="Seconds between cycles (default FORGEML_SCHEDULER_INTERVAL)."),
@@ -136,6 +143,7 @@ def server(
     ] = 100_000,
 ) -> None:
     """Run the scheduler until SIGTERM/Ctrl-C; running jobs survive a restart and are re-adopted."""
+    from forgeml.core.errors import UsageError
     from forgeml.core.workspace import open_workspace
     from forgeml.gateway import GatewayOptions, gateway_in_thread
     from forgeml.monitor.alerts import serve_alerts
@@ -150,7 +158,9 @@ def server(
     workspace = open_workspace()
     registries, gauges = _registries(workspace, online_run_length)
     evaluator, alert_interval = _alert_evaluator(workspace, alert_config, registries)
-    chosen = create_executor(executor, address=address)
+    if ray_token_file is not None and executor != "ray":
+        raise UsageError("--ray-token-file is for the ray executor (--executor ray).")
+    chosen = create_executor(executor, address=address, token_file=ray_token_file)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
