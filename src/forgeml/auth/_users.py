@@ -142,8 +142,8 @@ def check_not_last_owner(
     session: Session, user: UserRecord, change: str, project: str | None = None
 ) -> None:
     """Refuse `change` when `user` is the only enabled owner of `project` (None: of any
-    project): nobody would be left to manage it. The projects' rows stay locked until the
-    transaction ends, so two changes to two owners cannot both pass (PostgreSQL).
+    project): nobody would be left to manage it. Two changes to two owners cannot both
+    pass: the store runs one writing transaction at a time (`core.store`).
 
     Raises:
         LastOwnerError: `user` is the last enabled owner.
@@ -158,7 +158,7 @@ def check_not_last_owner(
     )
     if project is not None:
         owned = owned.where(ProjectRecord.name == project)
-    for record in session.scalars(owned.with_for_update(of=ProjectRecord)).all():
+    for record in session.scalars(owned).all():
         others = session.scalar(
             select(func.count())
             .select_from(MembershipRecord)
