@@ -41,7 +41,7 @@ def accounts_client(
     auth_settings = fast_settings(tmp_path, **settings)
     clock = Clock()
     app = create_app(workspace, AccountsAuthorizer(workspace, auth_settings, clock=clock))
-    return TestClient(app), auth_settings, clock
+    return TestClient(app, base_url="http://localhost"), auth_settings, clock
 
 
 def seed(

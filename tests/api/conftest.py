@@ -28,7 +28,7 @@ class Alice:
 
 
 def api_client(workspace: Workspace, limits: ApiLimits | None = None) -> TestClient:
-    return TestClient(create_app(workspace, Alice(), limits=limits))
+    return TestClient(create_app(workspace, Alice(), limits=limits), base_url="http://localhost")
 
 
 @pytest.fixture

@@ -92,7 +92,7 @@ def test_mlflow_cve_2025_1473_a_cookie_change_from_another_origin_is_refused(api
     body = {"name": "laptop"}
     evil = client.post("/api/v1/tokens", json=body, headers={"Origin": "https://evil.example"})
     assert evil.status_code == 403
-    same = client.post("/api/v1/tokens", json=body, headers={"Origin": "http://testserver"})
+    same = client.post("/api/v1/tokens", json=body, headers={"Origin": "http://localhost"})
     assert same.status_code == 201
     assert client.get("/api/v1/tokens").json()["tokens"][0]["name"] == "laptop"
 
@@ -392,7 +392,7 @@ def test_create_app_asks_for_sign_in_once_an_account_exists(
             choose_authorizer(workspace, "accounts")
         seed(workspace, fast_settings(tmp_path), {"dan": ("developer", "default")})
         assert isinstance(choose_authorizer(workspace, "single-user"), SingleUser)
-        with TestClient(create_app(workspace)) as client:
+        with TestClient(create_app(workspace), base_url="http://localhost") as client:
             assert isinstance(client.app.state.authorizer, AccountsAuthorizer)
             assert client.get("/api/v1/alerts").status_code == 401
         with pytest.raises(UsageError, match="Unknown auth mode"):
@@ -402,7 +402,9 @@ def test_create_app_asks_for_sign_in_once_an_account_exists(
 
 
 def test_login_without_accounts_is_one_sentence(workspace) -> None:
-    with TestClient(create_app(workspace, SingleUser("tester"))) as client:
+    with TestClient(
+        create_app(workspace, SingleUser("tester")), base_url="http://localhost"
+    ) as client:
         response = client.post("/api/v1/auth/login", json={"name": "a", "password": "b"})
         assert response.status_code == 422
         assert "without accounts" in response.json()["error"]
@@ -493,3 +495,37 @@ def test_a_project_s_owner_cannot_reach_accounts_beyond_it(api, workspace, tmp_p
         assert "in the project 'default'" in response.json()["error"]
     assert not get_user(workspace, "dan")["disabled"]
     assert _login(client, "alice").status_code == 200
+
+
+def test_the_last_owner_is_kept_and_is_a_409(api) -> None:
+    client, tokens, _ = api
+    alice = _bearer(tokens["alice"])
+    changes = [
+        ("delete", "/api/v1/projects/default/members/alice", None),
+        ("put", "/api/v1/projects/default/members/alice", {"role": "viewer"}),
+        ("patch", "/api/v1/users/alice", {"disabled": True}),
+    ]
+    for method, url, body in changes:
+        kept = client.request(method, url, json=body, headers=alice)
+        assert kept.status_code == 409, (method, kept.text)
+        assert "alice is the last owner of the project 'default'" in kept.json()["error"]
+    assert client.get("/api/v1/auth/me", headers=alice).json()["roles"] == {"default": "owner"}
+
+
+def test_zenml_cve_2024_2213_nobody_raises_their_own_role(api) -> None:
+    client, tokens, _ = api
+    for who, role in (("erin", "owner"), ("dan", "maintainer")):
+        url = f"/api/v1/projects/default/members/{who}"
+        raised = client.put(url, json={"role": role}, headers=_bearer(tokens[who]))
+        assert raised.status_code == 403, raised.text
+        own = client.patch("/api/v1/auth/me", json={"role": role}, headers=_bearer(tokens[who]))
+        assert own.status_code == 422 and "role" in own.json()["error"]
+    # a project of one's own grants nothing in another
+    assert client.post("/api/v1/projects", json={"name": "nlp"}, headers=_bearer(tokens["erin"]))
+    raised = client.put(
+        "/api/v1/projects/default/members/erin", json={"role": "owner"},
+        headers=_bearer(tokens["erin"]),
+    )  # fmt: skip
+    assert raised.status_code == 403
+    roles = client.get("/api/v1/auth/me", headers=_bearer(tokens["erin"])).json()["roles"]
+    assert roles == {"default": "admin", "nlp": "owner"}

@@ -71,7 +71,7 @@ def test_the_app_asks_its_authorizer_for_each_route(tmp_path) -> None:
     workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
     authorizer = _Refuse("alerts:read")
     try:
-        with TestClient(create_app(workspace, authorizer)) as client:
+        with TestClient(create_app(workspace, authorizer), base_url="http://localhost") as client:
             assert client.get("/api/v1/alerts").status_code == 200
             refused = client.post("/api/v1/alerts/x/ack")
             assert refused.status_code == 403
@@ -93,7 +93,7 @@ def test_anything_unknown_is_denied_on_every_route(tmp_path) -> None:
             for route in api_routes(app.routes)
             for method in route.methods
         }
-        with TestClient(app) as client:
+        with TestClient(app, base_url="http://localhost") as client:
             operations = client.get("/openapi.json").json()["paths"]
             asked = 0
             for path, methods in operations.items():
@@ -113,7 +113,7 @@ def test_anything_unknown_is_denied_on_every_route(tmp_path) -> None:
 def test_no_route_and_a_wrong_method_are_json_errors(tmp_path) -> None:
     workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
     try:
-        with TestClient(create_app(workspace)) as client:
+        with TestClient(create_app(workspace), base_url="http://localhost") as client:
             missing = client.get("/api/v1/runs/a%2Fb/metrics")  # %2F decodes to a path
             assert missing.status_code == 404
             assert missing.json() == {"error": "Nothing is served at /api/v1/runs/a/b/metrics."}

@@ -58,7 +58,7 @@ def _sign_in(browser: TestClient) -> dict:
 
 def test_an_oidc_sign_in_makes_the_account_and_a_session_the_api_accepts(app) -> None:
     app, workspace = app
-    with TestClient(app) as browser:
+    with TestClient(app, base_url="http://localhost") as browser:
         signed_in = _sign_in(browser)
         assert signed_in == {
             "status": 200,
@@ -72,13 +72,13 @@ def test_an_oidc_sign_in_makes_the_account_and_a_session_the_api_accepts(app) ->
         assert browser.get("/api/v1/projects/vision/members").status_code == 200
         assert browser.get("/api/v1/alerts").status_code == 403
 
-    with TestClient(app) as again:
+    with TestClient(app, base_url="http://localhost") as again:
         assert _sign_in(again)["user"] == "alice"
     assert [u["name"] for u in list_users(workspace)] == ["alice"]
     assert roles_of(workspace, "alice") == {"vision": "maintainer"}
 
     set_disabled(workspace, "alice", True, actor="tester")
-    with TestClient(app) as refused:
+    with TestClient(app, base_url="http://localhost") as refused:
         answer = _sign_in(refused)
         assert answer["status"] == 401 and "disabled" in answer["error"]
         assert refused.get("/api/v1/auth/me").status_code == 401

@@ -53,7 +53,7 @@ def app(provider: Provider, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 @pytest.fixture
 def browser(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
     monkeypatch.setenv(SECRET_ENV, CLIENTS["forgeml"])
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:
         yield client
 
 
@@ -83,7 +83,7 @@ def test_a_callback_carried_to_another_browser_is_refused(
     browser: TestClient, app: FastAPI
 ) -> None:
     attackers_query = browser_sign_in(_start(browser), "bob", "hunter2 hunter2")
-    with TestClient(app) as victim:
+    with TestClient(app, base_url="http://localhost") as victim:
         victim_url = victim.get(f"{PREFIX}/login", follow_redirects=False).headers["location"]
         assert parse_qs(urlsplit(victim_url).query)["state"] != [attackers_query["state"]]
         response = victim.get(f"{PREFIX}/callback", params=attackers_query)
@@ -92,7 +92,7 @@ def test_a_callback_carried_to_another_browser_is_refused(
 
 
 def test_a_callback_without_a_started_sign_in_is_refused(app: FastAPI) -> None:
-    with TestClient(app) as stranger:
+    with TestClient(app, base_url="http://localhost") as stranger:
         response = stranger.get(f"{PREFIX}/callback", params={"state": "s", "code": "c"})
         assert response.status_code == 401
         assert "started no sign-in" in response.json()["error"]

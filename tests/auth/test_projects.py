@@ -12,11 +12,13 @@ from forgeml.auth import (
     list_projects,
     remove_member,
     role_permissions,
+    set_disabled,
     set_project_roles,
 )
 from forgeml.core.errors import (
     AlreadyExistsError,
     InvalidNameError,
+    LastOwnerError,
     NotFoundError,
     PermissionDeniedError,
     UsageError,
@@ -107,3 +109,29 @@ def test_group_roles_replace_their_own_memberships_and_never_manual_ones(any_wor
     assert held == {"vision": "viewer", "speech": "maintainer"}
     with pytest.raises(UsageError):
         set_project_roles(any_workspace, "alice", {"nlp": "god"}, actor="oidc")
+
+
+def test_the_last_owner_cannot_be_removed_demoted_or_disabled(any_workspace) -> None:
+    for name in ("alice", "bob"):
+        create_user(any_workspace, name, actor="tester")
+    create_project(any_workspace, "vision", actor="tester", owner="alice")
+    add_member(any_workspace, "vision", "bob", "owner", actor="alice")
+    set_disabled(any_workspace, "bob", True, actor="alice")
+    # bob is an owner, but a disabled one: alice is the last who can manage the project
+    with pytest.raises(LastOwnerError, match="alice is the last owner of the project 'vision'"):
+        remove_member(any_workspace, "vision", "alice", actor="alice")
+    with pytest.raises(LastOwnerError, match="Cannot make alice admin"):
+        add_member(any_workspace, "vision", "alice", "admin", actor="alice")
+    with pytest.raises(LastOwnerError, match="Cannot disable alice"):
+        set_disabled(any_workspace, "alice", True, actor="tester")
+    assert _roles(any_workspace, "vision") == {"alice": "owner", "bob": "owner"}
+
+    set_disabled(any_workspace, "bob", False, actor="alice")
+    add_member(any_workspace, "vision", "alice", "admin", actor="bob")
+    with pytest.raises(LastOwnerError):
+        set_disabled(any_workspace, "bob", True, actor="tester")
+    # a disabled owner manages nothing already: removing one leaves the project no worse
+    add_member(any_workspace, "vision", "alice", "owner", actor="bob")
+    set_disabled(any_workspace, "bob", True, actor="alice")
+    remove_member(any_workspace, "vision", "bob", actor="alice")
+    assert _roles(any_workspace, "vision") == {"alice": "owner"}

@@ -91,6 +91,15 @@ def test_projects_create_members_and_remove(cli: Any, home_workspace: Workspace)
     assert_cli_error(cli("projects", "add-member", "nlp", "bob", "--role", "viewer"), "No project")
 
 
+def test_the_last_owner_is_kept_in_one_sentence(cli: Any) -> None:
+    assert_ok(cli("users", "create", "alice"))
+    assert_ok(cli("projects", "create", "vision", "--owner", "alice"))
+    last = "alice is the last owner of the project 'vision'; make someone else its owner first"
+    assert_cli_error(cli("projects", "remove-member", "vision", "alice"), last)
+    assert_cli_error(cli("projects", "add-member", "vision", "alice", "--role", "admin"), last)
+    assert_cli_error(cli("users", "disable", "alice"), last)
+
+
 def test_tokens_create_prints_the_token_once(cli: Any, home_workspace: Workspace) -> None:
     assert_ok(cli("users", "create", "ci", "--service"))
     result = cli(
@@ -143,4 +152,22 @@ def test_the_server_s_oidc_config_is_checked_before_serving(
         pass
     bad_proxy = _api(home_workspace, "127.0.0.1", 1, "auto", ["proxy.local"])
     with pytest.raises(UsageError, match="not an IP address"), bad_proxy:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("allowed", "sentence"),
+    [
+        ((["http://ml.corp/"], []), "--allowed-host: 'http://ml.corp/' is not a host name"),
+        (([], ["ml.corp"]), "--allowed-origin: 'ml.corp' is not an origin"),
+    ],
+)
+def test_the_server_s_allowed_hosts_are_checked_before_serving(
+    home_workspace: Workspace, allowed: tuple[list[str], list[str]], sentence: str
+) -> None:
+    from forgeml.cli.server import _api
+    from forgeml.core.errors import UsageError
+
+    served = _api(home_workspace, "127.0.0.1", 1, "single-user", allowed=allowed)
+    with pytest.raises(UsageError, match=sentence), served:
         pass

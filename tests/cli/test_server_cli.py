@@ -20,3 +20,11 @@ def test_the_online_run_length_has_the_config_s_bounds(cli: Any) -> None:
     assert (
         "--online-run-length" in refused.stderr and "greater than or equal to 10" in refused.stderr
     )
+
+
+def test_a_ray_token_file_needs_the_ray_executor(cli: Any, tmp_path) -> None:
+    token = tmp_path / "token"
+    token.write_text("not used")
+    refused = cli("server", "--ray-token-file", str(token))
+    assert refused.code == 2 and refused.stderr.count("\n") == 1
+    assert "--ray-token-file is for the ray executor" in refused.stderr

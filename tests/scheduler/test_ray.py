@@ -19,6 +19,7 @@ from forgeml.scheduler.executors.base import AttemptHandle, AttemptStatus, Launc
 from forgeml.scheduler.executors.ray import RayExecutor, RayUnavailableError
 from forgeml.scheduler.model import Resources
 from tests._wait import Gate, wait_until
+from tests.train.conftest import SRC
 
 pytest.importorskip("ray")
 
@@ -372,3 +373,90 @@ def test_unreachable_cluster_is_reported_in_one_sentence(tmp_path: Path) -> None
 
     with pytest.raises(RayUnavailableError, match=r"Cannot reach the Ray cluster at 127\.0\.0\.1"):
         executor.launch(_request(tmp_path, "print('never')"))
+
+
+# a client process of its own: this one is connected, with the token, for the session
+OTHER_CLIENT = """
+import sys
+from forgeml.scheduler.executors.ray import RayExecutor, RayUnavailableError
+
+try:
+    RayExecutor(sys.argv[1]).nodes()
+except RayUnavailableError as error:
+    print(error)
+    sys.exit(3)
+print("connected")
+"""
+
+
+@pytest.mark.parametrize("token", ["none", "another"])
+def test_cve_2023_48022_a_client_without_the_cluster_s_token_is_refused(
+    ray_address: str, tmp_path: Path, token: str
+) -> None:
+    home = tmp_path / "home"  # its own ~/.ray/auth_token, if any
+    (home / ".ray").mkdir(parents=True)
+    if token == "another":
+        (home / ".ray" / "auth_token").write_text(secrets.token_hex(32))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_AUTH_")}
+    env |= {"HOME": str(home), "PYTHONPATH": str(SRC), "RAY_USAGE_STATS_ENABLED": "0"}
+    env["RAY_NUM_REDIS_GET_RETRIES"] = "2"  # a refusal is one; Ray asks 20 times, 1 s apart
+    done = subprocess.run(
+        [sys.executable, "-c", OTHER_CLIENT, ray_address],
+        env=env, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert f"The Ray cluster at {ray_address} refused" in done.stdout, done.stdout
+
+
+RUN_ONE_JOB = """
+import sys, time
+from pathlib import Path
+from forgeml.scheduler.executors.base import LaunchRequest
+from forgeml.scheduler.executors.ray import RayExecutor
+from forgeml.scheduler.model import Resources
+
+address, token_file, log = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+executor = RayExecutor(address, token_file=Path(token_file) if token_file else None)
+handle = executor.launch(
+    LaunchRequest(
+        job_id="tokened", attempt=1, env={"FORGEML_JOB_ID": "tokened"},
+        command=[sys.executable, "-c", "print('ran on the cluster')"],
+        workers=1, resources=Resources(cpus=0.5, gpus=0, memory_gb=0.2), nodes=("node",),
+        log_path=log,
+    )
+)
+while (status := executor.poll(handle)).running:
+    time.sleep(0.2)
+print(status.exit_code)
+"""
+
+
+@pytest.mark.parametrize("where", ["home", "token_file"])
+def test_a_client_holding_the_cluster_s_token_runs_a_job(
+    ray_address: str, tmp_path: Path, where: str
+) -> None:
+    token = Path(os.environ["RAY_AUTH_TOKEN_PATH"]).read_text()  # the head's (ray_address)
+    home = tmp_path / "home"  # the test's own ~/.ray/auth_token, or none
+    (home / ".ray").mkdir(parents=True)
+    token_file = ""
+    if where == "home":
+        (home / ".ray" / "auth_token").write_text(token)
+    else:
+        token_file = str(tmp_path / "cluster.token")
+        Path(token_file).write_text(token)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_AUTH_")}
+    env |= {"HOME": str(home), "PYTHONPATH": str(SRC), "RAY_USAGE_STATS_ENABLED": "0"}
+    log = tmp_path / "job.log"
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_ONE_JOB, ray_address, token_file, str(log)],
+        env=env, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr
+    assert log.read_text() == "ran on the cluster\n"
+    assert token not in done.stdout + done.stderr + log.read_text()
+
+
+def test_a_missing_token_file_is_one_sentence(tmp_path: Path) -> None:
+    executor = RayExecutor("127.0.0.1:1", token_file=tmp_path / "absent")
+    with pytest.raises(RayUnavailableError, match=r"The Ray token file .*absent does not exist"):
+        executor.nodes()

@@ -16,7 +16,12 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from forgeml import auth
-from forgeml.api._accounts import SESSION_COOKIE, AccountsAuthorizer, request_project
+from forgeml.api._accounts import (
+    SESSION_COOKIE,
+    AccountsAuthorizer,
+    request_project,
+    request_scheme,
+)
 from forgeml.api._authz import Principal, public, require
 from forgeml.auth import Caller
 from forgeml.auth.roles import check_role
@@ -150,7 +155,8 @@ def login(request: Request, response: Response, body: Login) -> dict[str, Any]:
     peer = request.client.host if request.client else None
     address = auth.client_address(peer, request.headers, accounts.settings.trusted_proxies)
     caller, token = accounts.login.login(body.name, body.password, address, now=accounts.clock())
-    accounts.set_session_cookie(response, token, secure=request.url.scheme == "https")
+    # Secure over https, also when a trusted proxy ends TLS and forwards over http
+    accounts.set_session_cookie(response, token, secure=request_scheme(request) == "https")
     return {"user": caller.name, "kind": caller.kind}
 
 

@@ -5,7 +5,8 @@ in the request's project, cut to the token's scope, decides the permission.
 sign-in sets (HttpOnly, SameSite=Strict, signed with this install's key). The project is the
 route's `{project}`, else a declared `project` query parameter, else `default`. No credential, or
 an unknown, malformed, expired or revoked one, or a disabled account: 401. A permission the
-caller does not hold there: 403. A cookie-borne change from another origin: 403 (CSRF).
+caller does not hold there: 403. A change from another origin is refused before any of
+this (`_hosts`, CSRF as well as DNS rebinding).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from forgeml.auth import (
     Caller,
     PasswordLogin,
     authenticate,
+    client_scheme,
     get_auth_settings,
     has_accounts,
     issue_token,
@@ -43,7 +45,6 @@ from forgeml.core.workspace import Workspace
 SESSION_COOKIE = "forgeml_session"
 # how a server decides who may call it: `forgeml server --auth`
 AUTH_MODES = ("auto", "accounts", "single-user")
-_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def request_project(request: Request) -> str:
@@ -93,7 +94,6 @@ class AccountsAuthorizer:
 
         Raises:
             AuthenticationError: no usable credential.
-            PermissionDeniedError: a cookie-borne change sent from another origin.
         """
         header = request.headers.get("authorization")
         if header is not None:
@@ -113,8 +113,6 @@ class AccountsAuthorizer:
         caller = authenticate(self.workspace, session, now=self.clock())
         if caller.via != "session":
             raise AuthenticationError("The session cookie holds no session.")
-        if request.method not in _SAFE_METHODS:
-            _same_origin(request)
         return caller
 
     def set_session_cookie(self, response: Response, token: str, *, secure: bool) -> None:
@@ -162,17 +160,13 @@ class AccountsAuthorizer:
         return Principal(caller.name, kind=caller.kind)
 
 
-def _same_origin(request: Request) -> None:
-    # SameSite=Strict keeps the cookie off cross-site requests in today's browsers; an
-    # Origin naming another site is refused as well (MLflow CVE-2025-1473: CSRF)
-    origin = request.headers.get("origin")
-    if origin is None:
-        return
-    expected = f"{request.url.scheme}://{request.headers.get('host', '')}"
-    if origin.rstrip("/") != expected:
-        raise PermissionDeniedError(
-            f"A change signed in by cookie must come from this server's own pages, not {origin}."
-        )
+def request_scheme(request: Request) -> str:
+    """The scheme the client used: the connection's, or a trusted proxy's
+    `X-Forwarded-Proto` (a proxy ending TLS speaks http to this server)."""
+    peer = request.client.host if request.client else None
+    return client_scheme(
+        peer, request.url.scheme, request.headers, request.app.state.trusted_proxies
+    )
 
 
 def choose_authorizer(

@@ -27,6 +27,7 @@ from forgeml.api._authz import Authorizer
 from forgeml.api._cost import router as cost_router
 from forgeml.api._datasets import router as datasets_router
 from forgeml.api._deployments import router as deployments_router
+from forgeml.api._hosts import NOSNIFF, HostGuard, ServedHosts
 from forgeml.api._jobs import router as jobs_router
 from forgeml.api._keys import router as keys_router
 from forgeml.api._limits import ApiLimits, StreamSlots
@@ -56,6 +57,7 @@ def create_app(
     *,
     limits: ApiLimits | None = None,
     oidc: OidcConfig | None = None,
+    hosts: ServedHosts | None = None,
 ) -> FastAPI:
     """The control-plane app over `workspace` (shared with the caller; not closed here).
 
@@ -63,7 +65,8 @@ def create_app(
     accounts once it has any (`_accounts.AccountsAuthorizer`: every caller signs in), else
     the embedded single-user default, which needs no login. `limits`: upload size and log
     streams (`ApiLimits()`). `oidc`: also sign people in through this identity provider
-    (`/api/v1/auth/oidc/login`), which needs accounts.
+    (`/api/v1/auth/oidc/login`), which needs accounts. `hosts`: the names and origins it
+    answers to (`ServedHosts()`: loopback only); requests for others are refused (`_hosts`).
 
     Raises:
         UsageError: `oidc` without accounts.
@@ -87,6 +90,29 @@ def create_app(
         )
     app.state.limits = limits or ApiLimits()
     app.state.log_streams = StreamSlots(app.state.limits.max_log_streams)
+    app.state.trusted_proxies = (
+        app.state.authorizer.settings.trusted_proxies
+        if isinstance(app.state.authorizer, AccountsAuthorizer)
+        else []
+    )
+    app.add_middleware(
+        HostGuard, hosts=hosts or ServedHosts(), trusted_proxies=app.state.trusted_proxies
+    )
+    _map_errors(app)
+
+    app.include_router(alerts_router)
+    app.include_router(agents_router)
+    app.include_router(accounts_router)
+    if oidc is not None:
+        secure = oidc.redirect_uri.startswith("https://")
+        app.include_router(oidc_router(oidc, oidc_sign_in(app.state.authorizer, secure=secure)))
+    for router in ROUTERS:
+        app.include_router(router)
+    return app
+
+
+def _map_errors(app: FastAPI) -> None:
+    """Every error answered as JSON: `{"error": SENTENCE}` with its status."""
 
     @app.exception_handler(ForgemlError)
     async def _forgeml_error(request: Request, error: ForgemlError) -> JSONResponse:
@@ -112,12 +138,10 @@ def create_app(
         where = ".".join(str(part) for part in first.get("loc", ())) or "the request"
         return JSONResponse({"error": f"{where}: {first.get('msg', 'invalid')}."}, status_code=422)
 
-    app.include_router(alerts_router)
-    app.include_router(agents_router)
-    app.include_router(accounts_router)
-    if oidc is not None:
-        secure = oidc.redirect_uri.startswith("https://")
-        app.include_router(oidc_router(oidc, oidc_sign_in(app.state.authorizer, secure=secure)))
-    for router in ROUTERS:
-        app.include_router(router)
-    return app
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, error: Exception) -> JSONResponse:
+        # answered outside the middleware (Starlette's ServerErrorMiddleware), so the
+        # nosniff header is set here; the traceback still reaches the server's log
+        return JSONResponse(
+            {"error": "The server failed; its log says why."}, status_code=500, headers=NOSNIFF
+        )

@@ -7,7 +7,7 @@ sets the signed session cookie, as a password sign-in does.
 """
 
 from forgeml.auth._decide import has_accounts, permissions_in
-from forgeml.auth._login import PasswordLogin, client_address
+from forgeml.auth._login import PasswordLogin, client_address, client_scheme
 from forgeml.auth._passwords import Passwords
 from forgeml.auth._projects import (
     DEFAULT_PROJECT,
@@ -57,6 +57,7 @@ __all__ = [
     "check_grant",
     "check_password",
     "client_address",
+    "client_scheme",
     "create_project",
     "create_user",
     "find_or_create_external_user",

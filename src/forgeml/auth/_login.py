@@ -46,6 +46,18 @@ def client_address(peer: str | None, headers: Mapping[str, str], trusted_proxies
     return address
 
 
+def client_scheme(
+    peer: str | None, scheme: str, headers: Mapping[str, str], trusted_proxies: list[str]
+) -> str:
+    """The scheme the client reached the server by: `scheme` (the connection's), or, when
+    `peer` is a trusted proxy, the `X-Forwarded-Proto` it set (a TLS-terminating proxy
+    speaks http to the server). The last entry counts: the one the nearest proxy wrote."""
+    if (peer or "unknown") not in trusted_proxies:
+        return scheme
+    forwarded = headers.get("x-forwarded-proto", "").split(",")[-1].strip().lower()
+    return forwarded if forwarded in ("http", "https") else scheme
+
+
 class PasswordLogin:
     """Signs accounts in with passwords and hands out session tokens."""
 

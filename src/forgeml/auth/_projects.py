@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from forgeml.auth._users import aware, find_user
+from forgeml.auth._users import aware, check_not_last_owner, find_user
 from forgeml.auth.roles import check_role, role_permissions
 from forgeml.core import audit
 from forgeml.core.errors import (
@@ -191,6 +191,7 @@ def add_member(
         UsageError: an unknown role.
         NotFoundError: no such project or account.
         PermissionDeniedError: the granter holds less than either role.
+        LastOwnerError: `user` is the project's last enabled owner and `role` is less.
     """
     check_role(role)
     check_grant(granter, role)
@@ -202,6 +203,8 @@ def add_member(
             record = _find_project(session, project)
         account = find_user(session, user)
         check_grant(granter, role_in(session, account.id, project))
+        if role != "owner":
+            check_not_last_owner(session, account, f"make {user} {role}", project)
         membership = _grant(session, record, account, role, "manual", actor, moment)
         return {"project": project, "user": user, "role": membership.role}
 
@@ -219,6 +222,7 @@ def remove_member(
     Raises:
         NotFoundError: no such project or account, or the account is not a member.
         PermissionDeniedError: the granter holds less than the member's role.
+        LastOwnerError: `user` is the project's last enabled owner.
     """
     with workspace.store.session() as session:
         record = _find_project(session, project)
@@ -227,6 +231,7 @@ def remove_member(
         if membership is None:
             raise NotFoundError(f"{user!r} is not a member of the project {project!r}.")
         check_grant(granter, membership.role)
+        check_not_last_owner(session, account, f"remove {user}", project)
         session.delete(membership)
         payload = {"user": user, "role": membership.role}
         audit.append(session, actor, "project.member.remove", f"project:{project}", payload)

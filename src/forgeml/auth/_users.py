@@ -9,14 +9,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from forgeml.auth._passwords import Passwords
 from forgeml.core import audit
-from forgeml.core.errors import AlreadyExistsError, InvalidRequestError, NotFoundError
+from forgeml.core.errors import (
+    AlreadyExistsError,
+    InvalidRequestError,
+    LastOwnerError,
+    NotFoundError,
+)
 from forgeml.core.ids import new_id, validate_name
-from forgeml.core.store import UserRecord
+from forgeml.core.store import MembershipRecord, ProjectRecord, UserRecord
 from forgeml.core.workspace import Workspace
 
 KINDS = ("user", "service")
@@ -119,15 +124,57 @@ def set_disabled(
 
     Raises:
         NotFoundError: no such account.
+        LastOwnerError: disabling the last enabled owner of a project.
     """
     with workspace.store.session() as session:
         record = find_user(session, name)
+        if disabled and not record.disabled:
+            check_not_last_owner(session, record, f"disable {name}")
         if record.disabled != disabled:
             record.disabled = disabled
             record.updated_at = now or datetime.now(UTC)
             action = "user.disable" if disabled else "user.enable"
             audit.append(session, actor, action, f"user:{name}", {})
         return user_summary(record)
+
+
+def check_not_last_owner(
+    session: Session, user: UserRecord, change: str, project: str | None = None
+) -> None:
+    """Refuse `change` when `user` is the only enabled owner of `project` (None: of any
+    project): nobody would be left to manage it. Two changes to two owners cannot both
+    pass: the store runs one writing transaction at a time (`core.store`).
+
+    Raises:
+        LastOwnerError: `user` is the last enabled owner.
+    """
+    if user.disabled:
+        return  # a disabled owner manages nothing already: the change loses no one
+    owned = (
+        select(ProjectRecord)
+        .join(MembershipRecord, MembershipRecord.project_id == ProjectRecord.id)
+        .where(MembershipRecord.user_id == user.id, MembershipRecord.role == "owner")
+        .order_by(ProjectRecord.id)
+    )
+    if project is not None:
+        owned = owned.where(ProjectRecord.name == project)
+    for record in session.scalars(owned).all():
+        others = session.scalar(
+            select(func.count())
+            .select_from(MembershipRecord)
+            .join(UserRecord, UserRecord.id == MembershipRecord.user_id)
+            .where(
+                MembershipRecord.project_id == record.id,
+                MembershipRecord.role == "owner",
+                MembershipRecord.user_id != user.id,
+                UserRecord.disabled.is_(False),
+            )
+        )
+        if not others:
+            raise LastOwnerError(
+                f"Cannot {change}: {user.name} is the last owner of the project "
+                f"{record.name!r}; make someone else its owner first."
+            )
 
 
 def check_password(workspace: Workspace, name: str, password: str, passwords: Passwords) -> bool:

@@ -7,6 +7,7 @@ Each command's module is imported only when that command runs (see `_lazy`).
 
 from __future__ import annotations
 
+import logging
 import sys
 import traceback
 from functools import cache
@@ -156,6 +157,11 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args
     if debug:
         args.remove("--debug")
+        # every library's debug lines on stderr; nothing secret may reach them (a test
+        # greps them for every token, password, cookie and key a session issues)
+        logging.basicConfig(
+            level=logging.DEBUG, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        )
     try:
         code = command_tree().main(args=args, prog_name="forgeml", standalone_mode=False)
     except ForgemlError as error:

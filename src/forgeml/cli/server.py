@@ -24,6 +24,13 @@ if TYPE_CHECKING:
 def server(
     executor: Annotated[str, typer.Option(help="local, ray or kubernetes.")] = "local",
     address: Annotated[str | None, typer.Option(help="Ray cluster address (host:port).")] = None,
+    ray_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="File holding the Ray cluster's authentication token (Ray's token auth); "
+            "default: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, as Ray reads.",
+        ),
+    ] = None,
     interval: Annotated[
         float | None,
         typer.Option(help="Seconds between cycles (default FORGEML_SCHEDULER_INTERVAL)."),
@@ -95,6 +102,29 @@ def server(
             "Default FORGEML_AUTH_TRUSTED_PROXIES, else none.",
         ),
     ] = None,
+    access_log: Annotated[
+        bool,
+        typer.Option(
+            "--access-log",
+            help="Log each API request on stdout (client, method, path without its query "
+            "string, status).",
+        ),
+    ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Another name clients reach the API by (repeat), e.g. its DNS name or the "
+            "one a proxy forwards; a request naming any other host is refused (DNS "
+            "rebinding). The bound address, and the loopback names on loopback, always are.",
+        ),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Origin (scheme://host[:port]) of another site whose pages may send changes "
+            "to the API (repeat); by default only the API's own origin may.",
+        ),
+    ] = None,
     oidc_config: Annotated[
         Path | None,
         typer.Option(
@@ -113,6 +143,7 @@ def server(
     ] = 100_000,
 ) -> None:
     """Run the scheduler until SIGTERM/Ctrl-C; running jobs survive a restart and are re-adopted."""
+    from forgeml.core.errors import UsageError
     from forgeml.core.workspace import open_workspace
     from forgeml.gateway import GatewayOptions, gateway_in_thread
     from forgeml.monitor.alerts import serve_alerts
@@ -127,7 +158,9 @@ def server(
     workspace = open_workspace()
     registries, gauges = _registries(workspace, online_run_length)
     evaluator, alert_interval = _alert_evaluator(workspace, alert_config, registries)
-    chosen = create_executor(executor, address=address)
+    if ray_token_file is not None and executor != "ray":
+        raise UsageError("--ray-token-file is for the ray executor (--executor ray).")
+    chosen = create_executor(executor, address=address, token_file=ray_token_file)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -140,7 +173,16 @@ def server(
         hold_lease(workspace.settings, chosen.name),
         gateway as gateway_url,
         _metrics(registries, metrics_host, metrics_port) as metrics_url,
-        _api(workspace, api_host, api_port, auth, trusted_proxy, oidc_config) as api_url,
+        _api(
+            workspace,
+            api_host,
+            api_port,
+            auth,
+            trusted_proxy,
+            oidc_config,
+            (allowed_host or [], allowed_origin or []),
+            access_log,
+        ) as api_url,  # fmt: skip
     ):
         scheduler = Scheduler(
             workspace, chosen, grace_seconds=grace, policy_options=_policy_options(min_runtime)
@@ -233,8 +275,12 @@ def _api(
     auth: str,
     trusted_proxies: list[str] | None = None,
     oidc_config: Path | None = None,
+    allowed: tuple[list[str], list[str]] = ([], []),
+    access_log: bool = False,
 ) -> Iterator[str | None]:
-    """The control-plane API on `host:port` while the server runs (None: not served).
+    """The control-plane API on `host:port` while the server runs (None: not served);
+    `allowed`: the `--allowed-host` and `--allowed-origin` values; `access_log`: a line
+    per request on stdout.
 
     Without accounts it is served on a loopback interface only: anyone who could reach it
     would act as the local person (Ray CVE-2023-48022, ShadowRay: a job API open to all).
@@ -272,10 +318,30 @@ def _api(
     from forgeml.auth.oidc import load_oidc_config
 
     oidc = load_oidc_config(oidc_config) if oidc_config is not None else None
+    hosts = _served_hosts(host, *allowed)
     accounts = isinstance(authorizer, AccountsAuthorizer)
     logging.info("forgeml server: API %s", "with accounts" if accounts else "single user, no login")
-    with api_in_thread(workspace, host, port, authorizer=authorizer, oidc=oidc) as url:
+    with api_in_thread(
+        workspace, host, port, authorizer=authorizer, oidc=oidc, hosts=hosts,
+        access_log=access_log,
+    ) as url:  # fmt: skip
         yield url
+
+
+def _served_hosts(host: str, allowed_hosts: list[str], allowed_origins: list[str]) -> Any:
+    """The API's `ServedHosts` (UsageError naming the option of a malformed value)."""
+    from pydantic import ValidationError
+
+    from forgeml.api._hosts import ServedHosts
+    from forgeml.core.errors import UsageError
+
+    try:
+        return ServedHosts(bind=host, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+    except ValidationError as error:
+        first = error.errors()[0]
+        option = "--allowed-host" if first["loc"][0] == "allowed_hosts" else "--allowed-origin"
+        message = first["msg"].removeprefix("Value error, ")
+        raise UsageError(f"{option}: {message}.") from None
 
 
 @contextlib.contextmanager

@@ -130,6 +130,12 @@ class PermissionDeniedError(ForgemlError):
     http_status = 403
 
 
+class LastOwnerError(ForgemlError):
+    """A change would leave a project without an enabled owner (nobody could manage it)."""
+
+    http_status = 409
+
+
 class PayloadTooLargeError(ForgemlError):
     """A request body is over the configured size limit."""
 

@@ -27,6 +27,7 @@ import socket
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from forgeml.core.errors import ForgemlError
@@ -58,11 +59,14 @@ class RayUnavailableError(ForgemlError):
 _connection: dict[str, str] = {}  # "address": the cluster this process connected to
 
 
-def _connect(address: str) -> Any:
-    """The `ray` module, connected to the cluster at `address` (one cluster per process).
+def _connect(address: str, token_file: Path | None = None) -> Any:
+    """The `ray` module, connected to the cluster at `address` (one cluster per process),
+    with the token in `token_file` when given (else Ray's own places, see
+    `_use_token_auth_when_a_token_exists`).
 
     Raises:
-        RayUnavailableError: Ray is not installed, nothing answers at `address`, or this
+        RayUnavailableError: Ray is not installed, `token_file` is missing, nothing
+            answers at `address`, the cluster refuses this process's token, or this
             process is already connected to another cluster.
     """
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -75,6 +79,8 @@ def _connect(address: str) -> Any:
     # reuse our connection, or one the embedding program made itself
     if ray.is_initialized() and _connection.get("address", address) == address:
         return ray
+    if token_file is not None:
+        _use_token_file(token_file)
     _check_reachable(address)
     _use_token_auth_when_a_token_exists()
     if ray.is_initialized():
@@ -90,12 +96,33 @@ def _connect(address: str) -> Any:
             logging_level=logging.WARNING,
         )
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
-        raise RayUnavailableError(
-            f"Cannot reach the Ray cluster at {address} ({exc}); start one with "
-            "`ray start --head` or pass the address of a running one."
-        ) from None
+        raise _unavailable(address, exc) from None
+    except ray.exceptions.AuthenticationError as exc:
+        raise _unavailable(address, exc) from None
     _connection["address"] = address
     return ray
+
+
+def _unavailable(address: str, exc: Exception) -> RayUnavailableError:
+    """The sentence for a failed `ray.init`: a cluster that refused this process's token
+    (Ray's own words are in the cause: `Unauthenticated`, `InvalidAuthToken`), or one
+    that cannot be reached."""
+    import ray
+
+    said = f"{exc} {exc.__cause__ or ''}"
+    if isinstance(exc, ray.exceptions.AuthenticationError) or any(
+        word in said for word in ("Unauthenticated", "InvalidAuthToken")
+    ):
+        return RayUnavailableError(
+            f"The Ray cluster at {address} refused this process: it has token "
+            "authentication on and this process holds no token, or another; give the "
+            "cluster's token as the file RAY_AUTH_TOKEN_PATH names, as RAY_AUTH_TOKEN, or "
+            "in ~/.ray/auth_token."
+        )
+    return RayUnavailableError(
+        f"Cannot reach the Ray cluster at {address} ({exc}); start one with "
+        "`ray start --head` or pass the address of a running one."
+    )
 
 
 def _check_reachable(address: str) -> None:
@@ -110,6 +137,25 @@ def _check_reachable(address: str) -> None:
             f"Cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start one "
             "with `ray start --head` or pass the address of a running one."
         ) from None
+
+
+def _use_token_file(path: Path) -> None:
+    """Authenticate with the token in `path` (`forgeml server --ray-token-file`).
+
+    Ray reads the file itself from `RAY_AUTH_TOKEN_PATH`, so the token is never in this
+    process's arguments, settings or logs; it replaces a `RAY_AUTH_TOKEN`, which Ray would
+    otherwise prefer.
+
+    Raises:
+        RayUnavailableError: no file at `path`.
+    """
+    if not path.is_file():
+        raise RayUnavailableError(
+            f"The Ray token file {path} does not exist: give the file holding the cluster's "
+            "token (`ray get-auth-token` prints it on the head)."
+        )
+    os.environ.pop("RAY_AUTH_TOKEN", None)
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(path.resolve())
 
 
 def _use_token_auth_when_a_token_exists() -> None:
@@ -158,15 +204,18 @@ class RayExecutor:
 
     name = "ray"
 
-    def __init__(self, address: str) -> None:
-        """Use the Ray cluster at `address` (e.g. `127.0.0.1:6379`); connects on first use."""
+    def __init__(self, address: str, token_file: Path | None = None) -> None:
+        """Use the Ray cluster at `address` (e.g. `127.0.0.1:6379`); connects on first use,
+        authenticating with the token in `token_file` when given (else wherever Ray looks:
+        `RAY_AUTH_TOKEN`, `RAY_AUTH_TOKEN_PATH`, `~/.ray/auth_token`)."""
         self.address = address
+        self.token_file = token_file
         self._attempts: dict[str, RayAttempt] = {}
         self._final: dict[str, AttemptStatus] = {}
         self._lock = threading.Lock()
 
     def _ray(self) -> Any:
-        return _connect(self.address)
+        return _connect(self.address, self.token_file)
 
     def nodes(self) -> list[NodeState]:
         """The cluster's live nodes (named by Ray node id) with their whole capacity."""
