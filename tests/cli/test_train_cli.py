@@ -162,6 +162,11 @@ def _write_config(tmp_path: Path, **changes: Any) -> Path:
         (["max_steps=5"], "exactly one of `epochs` and `max_steps`"),
         (["data.dataset=nosuch"], "Dataset 'nosuch' does not exist"),
         (["data.dataset=adult@v99"], "v99"),
+        # this machine has no CUDA (a GPU machine without the extra names the package)
+        (["strategy=deepspeed"], "strategy deepspeed needs"),
+        (["strategy=deepspeed", "deepspeed.zero_stage=4"], "'deepspeed.zero_stage'"),
+        (["strategy=deepspeed", "deepspeed.offload=cpu"], "unknown key 'deepspeed.offload'"),
+        (["deepspeed.zero_stage=2"], "a `deepspeed` section needs `strategy: deepspeed`"),
     ],
 )
 def test_bad_configs_fail_before_any_run_is_recorded(

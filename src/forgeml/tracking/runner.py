@@ -92,6 +92,9 @@ def run_training(
     Raises:
         ForgemlError: the run failed (it is recorded FAILED in forgeml and MLflow first).
     """
+    from forgeml.train.recipe import check_workers
+
+    check_workers(config)  # a run this machine cannot do stops before it is opened
     reap_expired(workspace)
     handle = _open_run(workspace, config, resume, parent_run_id)
     run_dir = run_dir_for(workspace, handle.run_id)
@@ -196,9 +199,7 @@ def _run_distributed(
     workspace: Workspace, config: TrainConfig, handle: RunHandle, run_dir: Path, resume: bool
 ) -> dict[str, Any]:
     from forgeml.train.distributed import launch
-    from forgeml.train.recipe import check_workers
 
-    check_workers(config)
     for leftover in run_dir.glob(RANK_RESULT_FILE.format(rank="*")):
         leftover.unlink()
     args = ["--run-dir", str(run_dir), "--run-id", handle.run_id, *(["--resume"] if resume else [])]

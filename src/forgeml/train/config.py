@@ -122,6 +122,46 @@ class DistillConfig(_Strict):
     alpha: float = Field(default=0.5, ge=0, le=1, description="Weight of the soft (teacher) loss.")
 
 
+class DeepSpeedConfig(_Strict):
+    """DeepSpeed ZeRO (Rajbhandari et al. 2020) for `strategy: deepspeed` (GPU only).
+
+    `forgeml.train.deepspeed.deepspeed_json` turns it, with the run's batch size, precision
+    and clipping, into DeepSpeed's own JSON config.
+    """
+
+    zero_stage: Literal[1, 2, 3] = Field(
+        default=2,
+        description="ZeRO stage: 1 shards optimiser state, 2 also gradients, 3 also parameters.",
+    )
+    offload_optimizer: Literal["none", "cpu"] = Field(
+        default="none", description="Keep optimiser state (and its step) in CPU memory."
+    )
+    offload_param: Literal["none", "cpu"] = Field(
+        default="none", description="Keep parameters in CPU memory (zero_stage 3 only)."
+    )
+    precision: Literal["bf16", "fp16", "fp32"] | None = Field(
+        default=None,
+        description="DeepSpeed's mixed precision; null follows the run's `precision`.",
+    )
+    overlap_comm: bool = Field(
+        default=True, description="Overlap gradient reduction with the backward pass."
+    )
+    contiguous_gradients: bool = Field(
+        default=True, description="Copy gradients into one buffer as they are produced."
+    )
+    reduce_bucket_size: int = Field(
+        default=500_000_000, ge=1, description="Elements reduced at a time."
+    )
+
+    @model_validator(mode="after")
+    def _offload_param_needs_stage_3(self) -> DeepSpeedConfig:
+        if self.offload_param != "none" and self.zero_stage != 3:
+            raise ValueError(
+                "`offload_param` needs `zero_stage: 3` (only ZeRO-3 shards parameters)"
+            )
+        return self
+
+
 class TrainConfig(_Strict):
     """A training run, from a dataset version to a registered model version."""
 
@@ -151,8 +191,12 @@ class TrainConfig(_Strict):
     early_stopping: EarlyStoppingConfig | None = None
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     workers: int = Field(default=1, ge=1, description="Processes (DDP through torchrun).")
-    strategy: Literal["ddp", "fsdp"] = Field(
-        default="ddp", description="Distributed strategy when workers > 1 (fsdp: GPU only)."
+    strategy: Literal["ddp", "fsdp", "deepspeed"] = Field(
+        default="ddp",
+        description="Distributed strategy when workers > 1 (fsdp, deepspeed: GPU only).",
+    )
+    deepspeed: DeepSpeedConfig | None = Field(
+        default=None, description="DeepSpeed ZeRO settings (strategy: deepspeed)."
     )
     lora: LoraConfig | None = Field(default=None, description="LoRA fine-tuning (finetune).")
     distill: DistillConfig | None = Field(default=None, description="Distillation mode.")
@@ -166,6 +210,8 @@ class TrainConfig(_Strict):
             raise ValueError("give exactly one of `epochs` and `max_steps`")
         if self.batch_size % self.grad_accum:
             raise ValueError("`batch_size` must be a multiple of `grad_accum`")
+        if self.deepspeed is not None and self.strategy != "deepspeed":
+            raise ValueError("a `deepspeed` section needs `strategy: deepspeed`")
         return self
 
 

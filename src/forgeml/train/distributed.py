@@ -34,7 +34,7 @@ from torch import nn
 from forgeml.core.errors import ConfigError
 from forgeml.train.step import DistContext
 
-Strategy = Literal["ddp", "fsdp"]
+Strategy = Literal["ddp", "fsdp", "deepspeed"]
 
 # Set by torchrun in every worker; all four mean "this process is one rank of a job".
 _TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
@@ -97,8 +97,17 @@ def wrap_model(model: nn.Module, ctx: DistContext, strategy: Strategy = "ddp") -
     Raises:
         ConfigError: An unknown strategy, or fsdp without CUDA.
     """
-    if strategy not in ("ddp", "fsdp"):
-        raise ConfigError(f"Unknown distributed strategy '{strategy}': choose ddp or fsdp.")
+    if strategy not in ("ddp", "fsdp", "deepspeed"):
+        raise ConfigError(
+            f"Unknown distributed strategy '{strategy}': choose ddp, fsdp or deepspeed."
+        )
+    if strategy == "deepspeed":
+        # the loop steps a plain optimiser; DeepSpeed's engine owns backward and step, and
+        # the loop does not drive it, so refuse rather than train without ZeRO
+        raise ConfigError(
+            "strategy deepspeed is validated and converted but the trainer does not drive "
+            "DeepSpeed's engine yet; use strategy fsdp on GPUs."
+        )
     if strategy == "fsdp" and ctx.device.type != "cuda":
         raise ConfigError("fsdp needs GPUs; use strategy ddp on CPU.")
     model.to(ctx.device)

@@ -63,11 +63,16 @@ def prepare_model(config: TrainConfig, task: TaskData) -> nn.Module:
 
 
 def check_workers(config: TrainConfig) -> None:
-    """Refuse, before any worker starts, a distributed run the model family cannot do.
+    """Refuse, before any worker starts, a run the model family or this machine cannot do.
 
     Raises:
-        ConfigError: the family trains with its own objective and `workers` is above 1.
+        ConfigError: the family trains with its own objective and `workers` is above 1;
+            `strategy: deepspeed` without CUDA or without the deepspeed package.
     """
+    if config.strategy == "deepspeed":
+        from forgeml.train.deepspeed import check_deepspeed_runtime
+
+        check_deepspeed_runtime()
     if config.workers > 1 and get_family(config.model.name).objective is not None:
         raise own_objective_error(config.model.name)
 
@@ -89,10 +94,11 @@ def run(
     task = load_task_data(workspace, config)
     model = prepare_model(config, task)
     trained = model
-    if dist is not None and dist.world_size > 1:
+    # DeepSpeed drives its own engine even on one GPU; never train it silently without
+    if config.strategy == "deepspeed" or (dist is not None and dist.world_size > 1):
         from forgeml.train.distributed import wrap_model
 
-        trained = wrap_model(model, dist, config.strategy)
+        trained = wrap_model(model, dist or DistContext(), config.strategy)
     result = fit(
         trained,
         task,
