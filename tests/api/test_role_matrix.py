@@ -70,6 +70,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("GET", "/api/v1/prompts/{name}/versions"): {"owner", "viewer"},
     ("GET", "/api/v1/prompts/{ref}"): {"owner", "viewer"},
     ("POST", "/api/v1/prompts/{ref}/alias"): {"owner"},
+    ("GET", "/api/v1/rag/indexes"): {"owner", "viewer"},
     ("GET", "/api/v1/rag/indexes/{name}/versions"): {"owner", "viewer"},
     ("GET", "/api/v1/rag/indexes/{ref}"): {"owner", "viewer"},
     ("GET", "/api/v1/pipelines/runs"): {"owner", "viewer"},
