@@ -16,7 +16,9 @@ def test_predict_posts_instances_to_the_served_models_predict_route(
     monkeypatch.setenv("ADULT_KEY", "fml_secret")
     answer = {"predictions": [{"label": ">50K"}], "model_version": "1"}
     web.routes[ROUTE] = (200, {"Content-Type": "application/json"}, json.dumps(answer).encode())
-    tool = predict_tool(PredictOptions(url=web.url, model="adult", key_env="ADULT_KEY"))
+    tool = predict_tool(
+        PredictOptions(url=web.url, model="adult", allow_private=True, key_env="ADULT_KEY")
+    )
 
     reply = tool.function(**tool.validate('{"instances": [{"age": 39}]}'))
 
@@ -30,7 +32,7 @@ def test_predict_posts_instances_to_the_served_models_predict_route(
 def test_a_refusal_from_the_server_is_one_sentence(web: Web) -> None:
     error = {"error": "Instance 0 lacks the input 'age'."}
     web.routes[ROUTE] = (422, {"Content-Type": "application/json"}, json.dumps(error).encode())
-    tool = predict_tool(PredictOptions(url=web.url, model="adult"))
+    tool = predict_tool(PredictOptions(url=web.url, model="adult", allow_private=True))
 
     with pytest.raises(ToolRefusedError) as raised:
         tool.function(instances=[{}])
@@ -41,7 +43,9 @@ def test_a_refusal_from_the_server_is_one_sentence(web: Web) -> None:
 
 
 def test_too_many_instances_are_refused_before_any_request(web: Web) -> None:
-    tool = predict_tool(PredictOptions(url=web.url, model="adult", max_instances=2))
+    tool = predict_tool(
+        PredictOptions(url=web.url, model="adult", allow_private=True, max_instances=2)
+    )
 
     with pytest.raises(ToolRefusedError, match="predict takes 1 to 2 instances"):
         tool.function(instances=[1, 2, 3])

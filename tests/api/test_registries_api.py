@@ -116,6 +116,13 @@ def test_rag_index_versions_and_lineage(
     (listed,) = api.get("/api/v1/rag/indexes/std/versions").json()
     assert listed["ref"] == "std@v1" and listed["documents"] == 1
     assert api.get("/api/v1/rag/indexes/std@v1").json() == listed
+    assert api.get("/api/v1/rag/indexes").json() == [{"name": "std", **listed}]
+    by_age = api.get("/api/v1/rag/indexes", params={"sort": "created_at", "order": "desc"})
+    assert [item["ref"] for item in by_age.json()] == ["std@v1"]
+    build_version(workspace, "std", [str(docs)], IndexOptions(chunk_tokens=64))
+    assert [item["ref"] for item in api.get("/api/v1/rag/indexes").json()] == ["std@v2"]
+    bad_sort = api.get("/api/v1/rag/indexes", params={"sort": "color"})
+    assert bad_sort.status_code == 422 and "sort" in bad_sort.json()["error"]
     missing = api.get("/api/v1/rag/indexes/nope/versions")
     assert missing.status_code == 404 and missing.json()["error"]
 

@@ -142,7 +142,7 @@ def test_a_bad_promotion_is_a_json_error_and_moves_nothing(
 def test_traffic_moves_the_canary_weight_as_a_new_revision_keeping_the_replicas(
     api: TestClient, home: Path
 ) -> None:
-    from forgeml.serve.deployments import delete, deploy
+    from forgeml.serve.deployments import deploy
     from tests.serve.test_deployments import kill_servers, server_pids
 
     workspace = Workspace(Settings(home=home, user="tester"))
@@ -161,7 +161,10 @@ def test_traffic_moves_the_canary_weight_as_a_new_revision_keeping_the_replicas(
         assert same.status_code == 409 and "already runs this spec" in same.json()["error"]
         over = api.post("/api/v1/deployments/api-adult/traffic", json={"canary_weight": 150})
         assert over.status_code == 422 and over.json()["error"].startswith("body.canary_weight")
-        delete(workspace, "api-adult")
+        deleted = api.delete("/api/v1/deployments/api-adult")
+        assert (deleted.status_code, deleted.json()["status"]) == (200, "deleted"), deleted.text
+        assert server_pids("api-adult") == []  # delete stops them before it answers
+        assert api.delete("/api/v1/deployments/api-adult").status_code == 404
         gone = api.post("/api/v1/deployments/api-adult/traffic", json={"canary_weight": 5})
         assert gone.status_code == 422 and "has no canary" in gone.json()["error"]
         assert api.post("/api/v1/deployments/nope/traffic",

@@ -4,7 +4,11 @@ It posts to the server's TF-Serving-style route, `POST /v1/models/{name}:predict
 `{"instances": [...]}` (serve/protocols/predict.py): one JSON object per row, answered
 `{"predictions": [...]}`, which is the shape a model can write and read without the
 tensor bookkeeping KServe v2 asks for. The server URL and model come from the agent's
-spec, never from the model, so this tool reaches only the one server it was given.
+spec, never from the model, so this tool reaches only the one server it was given; that
+address still passes `forgeml.core.netguard` (an agent spec can be written over the API, and
+TorchServe CVE-2023-43654 is a model server URL turned on 169.254.169.254): a private,
+loopback or link-local server needs `allow_private`, and a redirect is a refusal, never a
+hop to somewhere unchecked.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from forgeml.agents.tools import Tool, ToolRefusedError, make_tool
+from forgeml.core import netguard
+from forgeml.core.errors import UnsafeUrlError
 
 __all__ = ["PredictOptions", "predict_tool"]
 
@@ -28,6 +34,10 @@ class PredictOptions(BaseModel):
     model: str = Field(min_length=1, description="The served model's name.")
     key_env: str | None = Field(
         default=None, description="Environment variable holding a gateway key, if any."
+    )
+    allow_private: bool = Field(
+        default=False,
+        description="Let it reach a private, loopback or link-local server (off by default).",
     )
     timeout_s: float = Field(default=30.0, gt=0, description="Seconds one request may take.")
     max_instances: int = Field(default=100, gt=0, description="Rows one call may send.")
@@ -58,10 +68,12 @@ def _post(options: PredictOptions, instances: list[Any]) -> Any:
     if options.key_env and os.environ.get(options.key_env):
         headers["Authorization"] = f"Bearer {os.environ[options.key_env]}"
     route = f"{options.url.rstrip('/')}/v1/models/{options.model}:predict"
+    policy = netguard.UrlPolicy(who="predict", allow_private=options.allow_private)
     try:
-        reply = httpx.post(
-            route, json={"instances": instances}, headers=headers, timeout=options.timeout_s
-        )
+        with netguard.guarded_client(policy, timeout=options.timeout_s) as client:
+            reply = client.post(route, json={"instances": instances}, headers=headers)
+    except UnsafeUrlError as error:
+        raise ToolRefusedError(str(error)) from None
     except httpx.HTTPError as error:
         raise ToolRefusedError(
             f"The model server did not answer: {type(error).__name__}."

@@ -1,6 +1,6 @@
-"""Deployment routes: list, show, and the canary's share of the traffic.
+"""Deployment routes: list, show, delete, and the canary's share of the traffic.
 
-Answers are what `forgeml deploy list|show --json` print. `traffic` re-applies the current
+Answers are what `forgeml deploy list|show|delete --json` print. `traffic` re-applies the current
 spec with the canary's new weight as the next revision (as `forgeml deploy` with a new
 `--weight` does): the weight is the router's, not the replicas', so they keep running.
 """
@@ -17,7 +17,13 @@ from forgeml.api._context import acting, workspace
 from forgeml.api._json import CliRouter
 from forgeml.api._pages import Page, in_memory, link, pages
 from forgeml.core.errors import InvalidRequestError
-from forgeml.serve.deployments import CanarySpec, apply_spec, get_deployment, list_deployments
+from forgeml.serve.deployments import (
+    CanarySpec,
+    apply_spec,
+    delete,
+    get_deployment,
+    list_deployments,
+)
 
 router = CliRouter(prefix="/api/v1/deployments")
 
@@ -66,3 +72,10 @@ def traffic(request: Request, name: str, body: Traffic) -> dict[str, Any]:
         update={"canary": canary.model_copy(update={"weight": body.canary_weight})}
     )
     return apply_spec(acting(request), name, spec).to_dict()
+
+
+@router.delete("/{name}", dependencies=[require("deployments:write")])
+def delete_deployment(request: Request, name: str) -> dict[str, Any]:
+    """Stop every replica of `name` and mark it deleted (as `deploy delete --json`; 404 when
+    there is no such live deployment)."""
+    return delete(acting(request), name).to_dict()

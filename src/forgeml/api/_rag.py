@@ -1,4 +1,5 @@
-"""RAG index routes: an index's versions and one version's lineage (`rag versions|show`)."""
+"""RAG index routes: every index's latest version, an index's versions and one version's
+lineage (`rag versions|show`; the CLI has no list, the API's answers `show` for each)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,23 @@ from forgeml.api._authz import require
 from forgeml.api._context import workspace
 from forgeml.api._json import CliRouter
 from forgeml.api._pages import Page, in_memory, link, pages
-from forgeml.rag.versions import describe, resolve, versions_of
+from forgeml.rag.versions import describe, latest_versions, resolve, versions_of
 
 router = CliRouter(prefix="/api/v1/rag/indexes")
+
+
+@router.get("", dependencies=[require("rag:read")])
+def list_indexes(
+    request: Request,
+    response: Response,
+    page: Annotated[Page, Depends(pages(["name", "created_at"], "name"))],
+) -> list[dict[str, Any]]:
+    """Every index with its latest version (`rag show NAME --json` and `name`), by name."""
+    with workspace(request).store.session() as session:
+        items = [{"name": name, **describe(latest)} for name, latest in latest_versions(session)]
+    kept, cursor = in_memory(items, page, lambda item, sort: (item[sort], item["name"]))
+    link(request, response, cursor)
+    return kept
 
 
 @router.get("/{name}/versions", dependencies=[require("rag:read")])

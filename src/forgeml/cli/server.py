@@ -260,6 +260,7 @@ def _alert_evaluator(
         load_rules(config.rule_files),
         registries=registries,
         targets=config.targets,
+        scrape_allow_private=config.scrape_allow_private,
         channels=build_channels(config),
         external_url=config.external_url,
         max_age_s=config.max_age_s,

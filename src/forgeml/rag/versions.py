@@ -179,6 +179,29 @@ def versions_of(session: Session, name: str) -> list[RagIndexVersionRecord]:
     return found
 
 
+def latest_versions(session: Session) -> list[tuple[str, RagIndexVersionRecord]]:
+    """(name, latest version) of every index, by name."""
+    newest = (
+        select(
+            RagIndexVersionRecord.index_id,
+            func.max(RagIndexVersionRecord.version).label("version"),
+        )
+        .group_by(RagIndexVersionRecord.index_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(RagIndexRecord.name, RagIndexVersionRecord)
+        .join(RagIndexVersionRecord, RagIndexVersionRecord.index_id == RagIndexRecord.id)
+        .join(
+            newest,
+            (newest.c.index_id == RagIndexVersionRecord.index_id)
+            & (newest.c.version == RagIndexVersionRecord.version),
+        )
+        .order_by(RagIndexRecord.name)
+    ).all()
+    return [(name, version) for name, version in rows]
+
+
 def resolve(session: Session, ref: str) -> RagIndexVersionRecord:
     """The version `ref` names: `NAME` (latest), `NAME@vN` or `NAME@<digest prefix>`.
 

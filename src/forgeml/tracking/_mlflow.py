@@ -13,16 +13,15 @@ import logging
 import math
 import os
 import re
-import urllib.error
-import urllib.request
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
+from forgeml.core import netguard
 from forgeml.core.config import Settings
 from forgeml.core.errors import ForgemlError
 
@@ -102,6 +101,27 @@ def _client_for(uri: str) -> MlflowClient:
     return client
 
 
+def _health(uri: str) -> str | None:
+    """Why `uri`'s /health does not answer, or None when it does.
+
+    The operator chose the URI, so a private address is allowed; the probe still goes
+    through `forgeml.core.netguard`: the connection to the address checked, a redirect
+    answered but never followed (it could point at 169.254.169.254)."""
+    import httpx
+
+    parts = urlsplit(uri)
+    # the guard refuses credentials in a URL: MLflow's basic auth goes in a header instead
+    auth = (unquote(parts.username), unquote(parts.password or "")) if parts.username else None
+    bare = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    policy = netguard.UrlPolicy(who="The MLflow probe", allow_private=True)
+    try:
+        with netguard.guarded_client(policy, timeout=_PROBE_TIMEOUT_S) as client:
+            status = client.get(f"{bare.rstrip('/')}/health", auth=auth).status_code
+    except (httpx.HTTPError, ForgemlError) as error:
+        return str(error) or type(error).__name__
+    return f"HTTP {status}" if status >= 400 else None
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return text[0][:200].rstrip(".") if text else type(error).__name__
@@ -111,15 +131,12 @@ def _probe(uri: str) -> None:
     """Fail fast on a dead server (MLflow itself retries for minutes) or an unusable folder."""
     scheme = urlsplit(uri).scheme
     if scheme in ("http", "https"):
-        try:
-            with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=_PROBE_TIMEOUT_S):
-                pass
-        except (urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", error)
+        reason = _health(uri)
+        if reason is not None:
             raise TrackingUnavailableError(
                 f"Cannot reach the MLflow tracking server at {redact(uri)} ({reason}); "
                 "start it or unset MLFLOW_TRACKING_URI to use the embedded store."
-            ) from None
+            )
     elif uri.startswith("sqlite:///"):
         folder = Path(uri.removeprefix("sqlite:///")).parent
         try:

@@ -47,7 +47,7 @@ def test_registries_replicas_and_targets_are_sampled_with_their_labels(
     dead = f"http://127.0.0.1:{free_port()}/metrics"
     evaluator = AlertEvaluator(
         workspace, [], registries=[own], targets=[f"http://127.0.0.1:{port}/metrics", dead],
-        samples=samples, clock=clock,
+        scrape_allow_private=True, samples=samples, clock=clock,
     )  # fmt: skip
     evaluator.cycle()
     replica = labels_of(

@@ -105,7 +105,8 @@ def test_the_server_fires_sends_survives_a_restart_and_resolves(
     )
     config = tmp_path / "alerts.yml"
     config.write_text(
-        f"interval_s: 0.2\nrule_files: [rules.yml]\ntargets: ['{url}']\nchannels:\n"
+        f"interval_s: 0.2\nrule_files: [rules.yml]\ntargets: ['{url}']\n"
+        "scrape_allow_private: true\nchannels:\n"
         "  - {name: hook, type: webhook, allow_private: true, "
         f"url: 'http://127.0.0.1:{hook.server_port}/'}}\n"
     )

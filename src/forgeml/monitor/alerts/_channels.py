@@ -6,6 +6,7 @@ external_url: http://forgeml.example:8080   # optional, put in payloads
 interval_s: 15                              # between evaluations
 rule_files: [my-rules.yml]                  # beside the shipped rules
 targets: [http://127.0.0.1:9100/metrics]    # scraped beside every deployment replica
+scrape_allow_private: true                  # the targets may be private (off by default)
 channels:
   - {name: ops-log, type: log}
   - {name: hook, type: webhook, url: http://127.0.0.1:9000/hook, allow_private: true}
@@ -96,6 +97,11 @@ class AlertConfig(BaseModel):
     rule_files: list[Path] = Field(default_factory=list)
     # extra /metrics URLs scraped each cycle, beside every ready deployment replica
     targets: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(default_factory=list)
+    scrape_allow_private: bool = Field(
+        False,
+        description="Let the targets be private, loopback or link-local addresses "
+        "(off by default: forgeml.core.netguard's SSRF rules).",
+    )
     interval_s: float = Field(15.0, gt=0, description="Seconds between evaluations.")
     # notifications older than this are not sent (a channel added later gets no backlog)
     max_age_s: float = Field(3600.0, gt=0)

@@ -7,7 +7,8 @@ exposition is parsed with prometheus_client's parser and stamped with the cycle'
 Scraped series get `instance` (host:port) and, for replicas, `deployment` labels, as a
 Prometheus scrape job would; a label the target sets itself is kept as `exported_NAME`
 (Prometheus' `honor_labels: false`). A target that does not answer within the timeout has
-its series marked stale and is tried again next cycle.
+its series marked stale and is tried again next cycle; so has one whose address
+`forgeml.core.netguard` refuses (the evaluator's clients carry the policies).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import select
 
+from forgeml.core.errors import UnsafeUrlError
 from forgeml.core.store import DeploymentRecord, DeploymentReplicaRecord
 from forgeml.core.workspace import Workspace
 from forgeml.monitor.alerts._samples import Labels, SampleStore, labels_of
@@ -80,11 +82,15 @@ def replica_targets(workspace: Workspace) -> list[Target]:
         ).all()
     return [
         Target(
-            f"http://{host}:{port}/metrics",
-            (("deployment", name), ("instance", f"{host}:{port}")),
+            f"http://{_netloc(host, port)}/metrics",
+            (("deployment", name), ("instance", _netloc(host, port))),
         )
         for name, host, port in rows
     ]
+
+
+def _netloc(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def url_target(url: str) -> Target:
@@ -103,7 +109,7 @@ def scrape(samples: SampleStore, targets: Sequence[Target], at: float, client: h
             response = client.get(target.url)
             response.raise_for_status()
             parsed = list(parse_exposition(response.text, dict(target.labels)))
-        except (httpx.HTTPError, ValueError) as error:
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError, UnsafeUrlError) as error:
             log.info("scrape of %s failed: %s", target.url, error)
             samples.mark_stale(source, at)
             continue

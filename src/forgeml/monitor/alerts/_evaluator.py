@@ -15,13 +15,12 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-import httpx
 from prometheus_client.registry import CollectorRegistry
 
+from forgeml.core import netguard
 from forgeml.core.workspace import Workspace
 from forgeml.monitor.alerts._channels import Channel, deliver
 from forgeml.monitor.alerts._collect import (
-    Target,
     collect_registries,
     replica_targets,
     scrape,
@@ -35,6 +34,9 @@ from forgeml.monitor.alerts._state import Transition, instances, record_evaluati
 log = logging.getLogger(__name__)
 
 SCRAPE_TIMEOUT_S = 2.0
+# where the supervisor starts every replica (`forgeml serve --host 127.0.0.1`): a replica row
+# naming any other address is not scraped
+REPLICA_NETWORKS = ("127.0.0.1/32",)
 WARM_UP_S = 300.0
 
 
@@ -46,6 +48,8 @@ class AlertEvaluator:
         rules: compiled rules (`load_rules`).
         registries: in-process prometheus_client registries read each cycle.
         targets: extra /metrics URLs scraped each cycle.
+        scrape_allow_private: let `targets` be private, loopback or link-local addresses
+            (off by default: `forgeml.core.netguard`'s SSRF rules).
         scrape_replicas: also scrape every ready deployment replica in the store.
         channels: where notifications go (`build_channels`).
         clock: seconds since the epoch (injected in tests).
@@ -59,6 +63,7 @@ class AlertEvaluator:
         *,
         registries: Sequence[CollectorRegistry] = (),
         targets: Sequence[str] = (),
+        scrape_allow_private: bool = False,
         scrape_replicas: bool = True,
         channels: Sequence[Channel] = (),
         clock: Callable[[], float] = time.time,
@@ -76,7 +81,15 @@ class AlertEvaluator:
         self.samples = samples if samples is not None else SampleStore()
         self.external_url = external_url
         self.max_age_s = max_age_s
-        self._client = httpx.Client(timeout=SCRAPE_TIMEOUT_S)
+        # no redirects (a 3xx is a failed scrape), each connection to the address checked
+        targets_policy = netguard.UrlPolicy(
+            who="The alert scrape", allow_private=scrape_allow_private
+        )
+        replicas_policy = netguard.UrlPolicy(
+            who="The replica scrape", allow_networks=REPLICA_NETWORKS
+        )
+        self._client = netguard.guarded_client(targets_policy, timeout=SCRAPE_TIMEOUT_S)
+        self._replica_client = netguard.guarded_client(replicas_policy, timeout=SCRAPE_TIMEOUT_S)
         self._first_at: float | None = None
 
     def add_registry(self, registry: CollectorRegistry) -> None:
@@ -85,10 +98,9 @@ class AlertEvaluator:
 
     def collect(self, at: float) -> None:
         collect_registries(self.samples, self.registries, at)
-        targets: list[Target] = list(self.targets)
+        scrape(self.samples, self.targets, at, self._client)
         if self.scrape_replicas:
-            targets += replica_targets(self.workspace)
-        scrape(self.samples, targets, at, self._client)
+            scrape(self.samples, replica_targets(self.workspace), at, self._replica_client)
 
     def evaluate(self, at: float) -> list[Transition]:
         """Evaluate every rule at `at` and record the transitions."""
@@ -120,6 +132,7 @@ class AlertEvaluator:
 
     def close(self) -> None:
         self._client.close()
+        self._replica_client.close()
 
 
 def serve_alerts(evaluator: AlertEvaluator, interval: float, stop: threading.Event) -> None:
