@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,6 +11,7 @@ import typer
 
 from forgeml.cli import _data_transforms
 from forgeml.cli._output import print_json, print_table, say, step, when
+from forgeml.cli._remote import source
 
 app = typer.Typer(help="Versioned datasets and their pipelines.", no_args_is_help=True)
 _data_transforms.register(app)
@@ -24,6 +26,35 @@ def _workspace() -> Any:
     from forgeml.core.workspace import open_workspace
 
     return open_workspace()
+
+
+Items = list[dict[str, Any]]  # named: the `list` method below would shadow the type
+
+
+class _LocalDatasets:
+    """The local dataset catalog, as `forgeml.client.Datasets` answers it remotely."""
+
+    def list(self) -> list[dict[str, Any]]:
+        from forgeml.data import catalog
+
+        with closing(_workspace()) as workspace, workspace.store.session() as session:
+            return [catalog.version_summary(v) for _, v in catalog.list_datasets(session)]
+
+    def versions(self, name: str) -> Items:
+        from forgeml.data import catalog
+
+        with closing(_workspace()) as workspace, workspace.store.session() as session:
+            return [catalog.version_summary(v) for v in catalog.versions_of(session, name)]
+
+    def show(self, ref: str) -> dict[str, Any]:
+        from forgeml.data import catalog
+
+        with closing(_workspace()) as workspace:
+            return catalog.describe(workspace, ref)
+
+
+def _datasets() -> Any:
+    return source(lambda client: client.datasets, _LocalDatasets)
 
 
 @app.command("add")
@@ -84,11 +115,7 @@ def add(
 @app.command("list")
 def list_(as_json: JsonFlag = False) -> None:
     """List datasets with their latest version."""
-    from forgeml.data import catalog
-
-    workspace = _workspace()
-    with workspace.store.session() as session:
-        items = [catalog.version_summary(v) for _, v in catalog.list_datasets(session)]
+    items = _datasets().list()
     if as_json:
         print_json(items)
         return
@@ -111,11 +138,7 @@ def versions(
     name: Annotated[str, typer.Argument(help="Dataset name.")], as_json: JsonFlag = False
 ) -> None:
     """List every version of a dataset."""
-    from forgeml.data import catalog
-
-    workspace = _workspace()
-    with workspace.store.session() as session:
-        items = [catalog.version_summary(v) for v in catalog.versions_of(session, name)]
+    items = _datasets().versions(name)
     if as_json:
         print_json(items)
         return
@@ -139,9 +162,7 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """Schema, row count, quality report and lineage of a version."""
-    from forgeml.data import catalog
-
-    detail = catalog.describe(_workspace(), ref)
+    detail = _datasets().show(ref)
     if as_json:
         print_json(detail)
         return
