@@ -3,13 +3,16 @@ local workspace, with the same errors and exit codes, on SQLite and on PostgreSQ
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from forgeml.core.config import get_settings
 from tests.client._remote_home import RemoteHome, remote_home
 from tests.conftest import PG_URL, CliResult
+from tests.data.conftest import write_table_csv
 
 # every covered read command; `{job}` is the queued job's id
 READS = [
@@ -168,6 +171,24 @@ def test_remote_mutations_print_what_local_ones_print(forgeml: Forgeml) -> None:
     assert "cancelled" in local[0].stdout and "queued again" in local[1].stdout
 
 
+@BACKENDS
+def test_data_add_uploads_the_file_and_prints_what_local_add_prints(
+    forgeml: Forgeml, tmp_path: Path
+) -> None:
+    csv = write_table_csv(tmp_path / "small.csv")
+    added = forgeml.remote("data", "add", "small", str(csv), "--label", "label", "--json")
+    # the version exists now: both sides find the identical content
+    local = forgeml("data", "add", "small", str(csv), "--label", "label")
+    remote = forgeml.remote("data", "add", "small", str(csv), "--label", "label")
+
+    summary = json.loads(added.stdout)
+    assert (summary["ref"], summary["rows"], summary["created"]) == ("small@v1", 120, True)
+    assert (remote.code, remote.stdout) == (local.code, local.stdout)
+    assert local.stdout.startswith("unchanged: identical content is small@v1 (120 rows")
+    shown = forgeml("data", "show", "small@v1", "--json")
+    assert shown.stdout == forgeml.remote("data", "show", "small@v1", "--json").stdout
+
+
 def test_a_viewer_is_refused_a_promotion_in_one_sentence(forgeml: Forgeml) -> None:
     refused = forgeml.remote("models", "promote", "adult-mlp", "1", token="victor")
 
@@ -222,6 +243,13 @@ def test_commands_that_run_beside_the_workspace_refuse_remote_mode(
         + __import__("forgeml.cli._remote").cli._remote.LOCAL_ONLY[command[0]]
         + ".\n"
     )
+
+
+def test_a_folder_cannot_be_uploaded(forgeml: Forgeml, tmp_path: Path) -> None:
+    refused = forgeml.remote("data", "add", "texts", str(tmp_path))
+
+    assert refused.code == 2
+    assert "is not a file; only a file can be uploaded" in refused.stderr
 
 
 def test_a_command_without_a_remote_mode_refuses_rather_than_run_locally(

@@ -38,7 +38,7 @@ REMOTE_COMMANDS = frozenset(
     {
         ("runs", "list"), ("runs", "show"),
         ("models", "list"), ("models", "show"), ("models", "promote"),
-        ("data", "list"), ("data", "versions"), ("data", "show"),
+        ("data", "add"), ("data", "list"), ("data", "versions"), ("data", "show"),
         ("jobs", "list"), ("jobs", "show"), ("jobs", "cancel"), ("jobs", "retry"),
         ("queues", "list"), ("queues", "show"),
         ("audit", "log"), ("audit", "verify"),

@@ -52,6 +52,16 @@ class _LocalDatasets:
         with closing(_workspace()) as workspace:
             return catalog.describe(workspace, ref)
 
+    def upload(self, name: str, path: Path, **options: Any) -> dict[str, Any]:
+        from forgeml.data import catalog
+        from forgeml.data.ingest import IngestOptions
+        from forgeml.data.pipeline import add as add_version
+
+        label = options.pop("label", None)
+        parsed = IngestOptions.model_validate(options)
+        with closing(_workspace()) as workspace:
+            return catalog.recorded_summary(add_version(workspace, name, path, parsed, label))
+
 
 def _datasets() -> Any:
     return source(lambda client: client.datasets, _LocalDatasets)
@@ -83,32 +93,27 @@ def add(
 ) -> None:
     """Ingest a file or folder as a new immutable version of NAME."""
     from forgeml.core.configfile import parse_model
-    from forgeml.data import catalog
     from forgeml.data.ingest import IngestOptions
-    from forgeml.data.pipeline import add as add_version
 
-    options = parse_model(
-        IngestOptions,
-        {
-            "format": file_format,
-            "delimiter": delimiter,
-            "header": header,
-            "names": names,
-            "on_bad_rows": on_bad_rows,
-        },
-        "options",
-    )
+    fields = {
+        "format": file_format,
+        "delimiter": delimiter,
+        "header": header,
+        "names": names,
+        "on_bad_rows": on_bad_rows,
+    }
+    parse_model(IngestOptions, fields, "options")  # the same sentence locally and remotely
+    given = {key: value for key, value in fields.items() if value is not None}
     with step(f"ingesting {path}"):
-        recorded = add_version(_workspace(), name, path, options, label)
-    summary = catalog.recorded_summary(recorded)
+        summary = _datasets().upload(name, path, **given, **({"label": label} if label else {}))
     if as_json:
         print_json(summary)
         return
-    verb = "added" if recorded.created else "unchanged: identical content is"
+    verb = "added" if summary["created"] else "unchanged: identical content is"
     say(f"{verb} {summary['ref']} ({summary['rows']} rows, digest {summary['digest'][:12]})")
-    bad = recorded.version.report.get("bad_row_count", 0)
+    bad = summary["report"].get("bad_row_count", 0)
     if bad:
-        lines = ", ".join(map(str, recorded.version.report["bad_rows"][:10]))
+        lines = ", ".join(map(str, summary["report"]["bad_rows"][:10]))
         say(f"skipped {bad} malformed rows (lines {lines}{', ...' if bad > 10 else ''})")
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from forgeml.client._transport import Transport
+from forgeml.core.errors import UsageError
 
 # a list of answers; named so the `list` methods do not shadow the type in their classes
 Items = list[dict[str, Any]]
@@ -82,7 +83,17 @@ class Datasets(_Resource):
 
     def upload(self, name: str, path: Path, **options: Any) -> dict[str, Any]:
         """Upload a file as a new version of `name` (`data add --json`); `options` are the
-        route's query (format, ...)."""
+        route's query (format, delimiter, header, names, on_bad_rows, label).
+
+        Raises:
+            UsageError: `path` is not a file (a folder of images or texts is added where
+                it lies, with `forgeml data add` beside the server).
+        """
+        if not path.is_file():
+            raise UsageError(
+                f"{path} is not a file; only a file can be uploaded (add a folder with "
+                "`forgeml data add` beside the server)."
+            )
         params = {"filename": path.name, **options}
         with path.open("rb") as body:
             return self._transport.post(
