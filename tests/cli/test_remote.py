@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from forgeml.core.config import get_settings
+from forgeml.core.config import Settings, get_settings
+from forgeml.core.workspace import Workspace
 from tests.client._remote_home import RemoteHome, remote_home
 from tests.conftest import PG_URL, CliResult
 from tests.data.conftest import write_table_csv
@@ -39,6 +41,8 @@ READS = [
     ("queues", "list"),
     ("queues", "list", "--json"),
     ("queues", "show", "default", "--json"),
+    ("keys", "list"),
+    ("keys", "list", "--json"),
     ("audit", "log", "--limit", "5"),
     ("audit", "log", "--json"),
     ("audit", "verify"),
@@ -48,6 +52,7 @@ READS = [
     ("data", "show", "adult@v99"),
     ("jobs", "show", "nosuch"),
     ("queues", "show", "nosuch"),
+    ("keys", "revoke", "nosuch"),
 ]
 
 
@@ -169,6 +174,20 @@ def test_remote_mutations_print_what_local_ones_print(forgeml: Forgeml) -> None:
     assert [(r.code, r.stdout) for r in remote] == [(r.code, r.stdout) for r in local]
     assert [r.code for r in local] == [0] * len(steps), [r.stderr for r in local]
     assert "cancelled" in local[0].stdout and "queued again" in local[1].stdout
+
+
+def test_revoking_a_key_twice_is_refused_alike(forgeml: Forgeml) -> None:
+    from forgeml.gateway import create_key
+
+    with closing(Workspace(Settings(home=forgeml.served.home, user="tester"))) as workspace:
+        prefix = create_key(workspace, "twice")[0]["prefix"]
+    revoked = forgeml.remote("keys", "revoke", prefix)
+    local = forgeml("keys", "revoke", prefix)
+    remote = forgeml.remote("keys", "revoke", prefix)
+
+    assert revoked.stdout == f"key {prefix} revoked\n"
+    assert (remote.code, remote.stderr) == (local.code, local.stderr)
+    assert local.code == 1 and local.stderr.startswith("error: ")
 
 
 @BACKENDS

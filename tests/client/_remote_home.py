@@ -1,6 +1,6 @@
 """A workspace served by the control plane with accounts, shared by the client and remote
 CLI tests: the Adult data prepared, trained model versions (one promoted), a failed run, a
-queued job, and an owner's and a viewer's token."""
+queued job, a gateway key, and an owner's and a viewer's token."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from forgeml.auth import issue_token
 from forgeml.core.config import Settings
 from forgeml.core.errors import ForgemlError
 from forgeml.core.workspace import Workspace
+from forgeml.gateway import create_key
 from tests.auth._accounts import fast_settings, person
 from tests.train.conftest import ADULT_CONFIG, ADULT_CSV, QUICK, copy_home, trained_adult_template
 
@@ -67,6 +68,7 @@ def remote_home(
                 _train(workspace)
             promote(workspace, "adult-mlp", 1, "production", "accuracy", "max", True)
             job_id = _queued_job(workspace)
+            create_key(workspace, "web", rate_per_s=5.0)
             tokens = _accounts(workspace, tmp)
             authorizer = AccountsAuthorizer(workspace, fast_settings(tmp))
             with api_in_thread(workspace, authorizer=authorizer) as url:

@@ -41,6 +41,7 @@ REMOTE_COMMANDS = frozenset(
         ("data", "add"), ("data", "list"), ("data", "versions"), ("data", "show"),
         ("jobs", "list"), ("jobs", "show"), ("jobs", "cancel"), ("jobs", "retry"),
         ("queues", "list"), ("queues", "show"),
+        ("keys", "list"), ("keys", "revoke"),
         ("audit", "log"), ("audit", "verify"),
     }
 )  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from forgeml.client._resources import Audit, Datasets, Jobs, Models, Queues, Runs
+from forgeml.client._resources import Audit, Datasets, Jobs, Keys, Models, Queues, Runs
 from forgeml.client._settings import RemoteSettings
 from forgeml.client._transport import Transport
 
@@ -28,6 +28,7 @@ class Client:
         self.datasets = Datasets(self.transport)
         self.jobs = Jobs(self.transport)
         self.queues = Queues(self.transport)
+        self.keys = Keys(self.transport)
         self.audit = Audit(self.transport)
 
     @classmethod

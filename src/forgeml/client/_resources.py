@@ -146,6 +146,18 @@ class Queues(_Resource):
         return self._transport.get(f"/queues/{_segment(name)}")
 
 
+class Keys(_Resource):
+    """The gateway's API keys (`/api/v1/keys`); never a secret or a hash."""
+
+    def list(self) -> Items:
+        """Every key, oldest first (`keys list --json`)."""
+        return self._transport.pages("/keys")
+
+    def revoke(self, key: str) -> dict[str, Any]:
+        """Revoke a key by its prefix or id (`keys revoke --json`)."""
+        return self._transport.post(f"/keys/{_segment(key)}/revoke")
+
+
 class Audit(_Resource):
     """The hash-chained audit log (`/api/v1/audit`)."""
 
