@@ -278,3 +278,23 @@ def test_a_command_without_a_remote_mode_refuses_rather_than_run_locally(
 
     assert refused.code == 2
     assert "`forgeml data head` has no remote mode" in refused.stderr
+
+
+@pytest.mark.parametrize("server", [None, "http://127.0.0.1:9"])
+def test_deciding_the_mode_does_not_import_the_http_client(server: str | None) -> None:
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from forgeml.cli._remote import check_command; "
+        "check_command(['data', 'list']); print('httpx' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("FORGEML_SERVER", "FORGEML_TOKEN")}
+    if server:
+        env["FORGEML_SERVER"] = server
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+
+    assert done.stdout == "False\n"
