@@ -2,7 +2,9 @@
 
 Errors a user can cause become one sentence and exit 1 (`ForgemlError.exit_code`); a
 command line click cannot parse becomes one line naming the `--help` to read, and exit 2.
-Each command's module is imported only when that command runs (see `_lazy`).
+Each command's module is imported only when that command runs (see `_lazy`). With
+`--server URL` (before the command) or `FORGEML_SERVER`, commands go through the
+control-plane API (`_remote`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typer._click.exceptions import UsageError as ClickUsageError
 from typer.exceptions import Abort
 
 from forgeml.cli._lazy import LazyCommand, LazyGroup
+from forgeml.cli._remote import check_command, close_remote, take_options
 from forgeml.core.errors import ForgemlError
 
 # `forgeml --help` lists these in this order; `summary` is the first paragraph of each
@@ -145,7 +148,9 @@ def command_tree() -> LazyGroup:
     """The root `forgeml` group; its commands load on first use."""
     return LazyGroup(
         name="forgeml",
-        help="forgeml: raw data to a trained, served and monitored model.",
+        help="forgeml: raw data to a trained, served and monitored model. Before a command, "
+        "--server URL and --token TOKEN (or FORGEML_SERVER, FORGEML_TOKEN) run it through a "
+        "control plane.",
         no_args_is_help=True,
         lazy_commands=COMMANDS,
     )
@@ -163,6 +168,8 @@ def main(argv: list[str] | None = None) -> None:
             level=logging.DEBUG, format="%(asctime)s %(levelname)s %(name)s %(message)s"
         )
     try:
+        args = take_options(args)
+        check_command(args)
         code = command_tree().main(args=args, prog_name="forgeml", standalone_mode=False)
     except ForgemlError as error:
         _fail(f"error: {error}", error.exit_code, debug)
@@ -178,6 +185,8 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"error: {_one_line(error.format_message())}", error.exit_code, debug)
     except Abort:
         _fail("Aborted.", _INTERRUPTED, debug)
+    finally:
+        close_remote()
     # without standalone mode click returns the code of a `typer.Exit` instead of exiting
     if code == _INTERRUPTED:
         _fail("Aborted.", _INTERRUPTED, debug=False)

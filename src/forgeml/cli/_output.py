@@ -61,5 +61,7 @@ def step(description: str) -> Iterator[None]:
     print(f"{description}: done in {time.perf_counter() - started:.2f}s", file=sys.stderr)
 
 
-def when(moment: datetime) -> str:
+def when(moment: datetime | str) -> str:
+    if isinstance(moment, str):  # remote mode prints the API's JSON, where it is ISO 8601
+        moment = datetime.fromisoformat(moment)
     return moment.strftime("%Y-%m-%d %H:%M:%S")

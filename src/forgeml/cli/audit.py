@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from contextlib import closing
+from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
+from forgeml.cli._remote import source
 
 app = typer.Typer(help="The hash-chained audit log of every change.", no_args_is_help=True)
+
+
+class _LocalAudit:
+    """The local audit log, as `forgeml.client.Audit` answers it remotely."""
+
+    def latest(self, limit: int) -> list[dict[str, Any]]:
+        from sqlalchemy import select
+
+        from forgeml.core import audit
+        from forgeml.core.store import AuditEvent
+        from forgeml.core.workspace import open_workspace
+
+        newest = select(AuditEvent).order_by(AuditEvent.seq.desc()).limit(limit)
+        with closing(open_workspace()) as workspace, workspace.store.session() as session:
+            return [audit.event_summary(e) for e in session.scalars(newest)][::-1]
+
+    def verify(self) -> dict[str, Any]:
+        from forgeml.core.workspace import open_workspace
+
+        with closing(open_workspace()) as workspace:
+            result = workspace.verify_audit()
+        return {"intact": True, "events": result.events, "head": result.head}
+
+
+def _audit() -> Any:
+    return source(lambda client: client.audit, _LocalAudit)
 
 
 @app.command("log")
@@ -17,21 +45,14 @@ def log(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
     """List audit events, newest last."""
-    from sqlalchemy import select
-
-    from forgeml.core import audit
-    from forgeml.core.store import AuditEvent
-    from forgeml.core.workspace import open_workspace
-
-    workspace = open_workspace()
-    with workspace.store.session() as session:
-        events = list(
-            session.scalars(select(AuditEvent).order_by(AuditEvent.seq.desc()).limit(limit))
-        )[::-1]
+    events = _audit().latest(limit)
     if as_json:
-        print_json([audit.event_summary(e) for e in events])
+        print_json(events)
         return
-    rows = [(e.seq, when(e.at), e.actor, e.action, e.object_ref, e.hash[:12]) for e in events]
+    rows = [
+        (e["seq"], when(e["at"]), e["actor"], e["action"], e["object"], e["hash"][:12])
+        for e in events
+    ]
     print_table("audit log", ["#", "at", "actor", "action", "object", "hash"], rows)
 
 
@@ -39,7 +60,5 @@ def log(
 def verify() -> None:
     """Check the hash chain and its signed checkpoint; exit 1 naming what is broken or
     missing. An intact chain's head is then checkpointed."""
-    from forgeml.core.workspace import open_workspace
-
-    result = open_workspace().verify_audit()
-    say(f"audit log intact: {result.events} events, head {result.head[:12]}")
+    result = _audit().verify()
+    say(f"audit log intact: {result['events']} events, head {result['head'][:12]}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,6 +11,7 @@ import typer
 
 from forgeml.cli import _data_transforms
 from forgeml.cli._output import print_json, print_table, say, step, when
+from forgeml.cli._remote import source
 
 app = typer.Typer(help="Versioned datasets and their pipelines.", no_args_is_help=True)
 _data_transforms.register(app)
@@ -24,6 +26,45 @@ def _workspace() -> Any:
     from forgeml.core.workspace import open_workspace
 
     return open_workspace()
+
+
+Items = list[dict[str, Any]]  # named: the `list` method below would shadow the type
+
+
+class _LocalDatasets:
+    """The local dataset catalog, as `forgeml.client.Datasets` answers it remotely."""
+
+    def list(self) -> list[dict[str, Any]]:
+        from forgeml.data import catalog
+
+        with closing(_workspace()) as workspace, workspace.store.session() as session:
+            return [catalog.version_summary(v) for _, v in catalog.list_datasets(session)]
+
+    def versions(self, name: str) -> Items:
+        from forgeml.data import catalog
+
+        with closing(_workspace()) as workspace, workspace.store.session() as session:
+            return [catalog.version_summary(v) for v in catalog.versions_of(session, name)]
+
+    def show(self, ref: str) -> dict[str, Any]:
+        from forgeml.data import catalog
+
+        with closing(_workspace()) as workspace:
+            return catalog.describe(workspace, ref)
+
+    def upload(self, name: str, path: Path, **options: Any) -> dict[str, Any]:
+        from forgeml.data import catalog
+        from forgeml.data.ingest import IngestOptions
+        from forgeml.data.pipeline import add as add_version
+
+        label = options.pop("label", None)
+        parsed = IngestOptions.model_validate(options)
+        with closing(_workspace()) as workspace:
+            return catalog.recorded_summary(add_version(workspace, name, path, parsed, label))
+
+
+def _datasets() -> Any:
+    return source(lambda client: client.datasets, _LocalDatasets)
 
 
 @app.command("add")
@@ -52,43 +93,34 @@ def add(
 ) -> None:
     """Ingest a file or folder as a new immutable version of NAME."""
     from forgeml.core.configfile import parse_model
-    from forgeml.data import catalog
     from forgeml.data.ingest import IngestOptions
-    from forgeml.data.pipeline import add as add_version
 
-    options = parse_model(
-        IngestOptions,
-        {
-            "format": file_format,
-            "delimiter": delimiter,
-            "header": header,
-            "names": names,
-            "on_bad_rows": on_bad_rows,
-        },
-        "options",
-    )
+    fields = {
+        "format": file_format,
+        "delimiter": delimiter,
+        "header": header,
+        "names": names,
+        "on_bad_rows": on_bad_rows,
+    }
+    parse_model(IngestOptions, fields, "options")  # the same sentence locally and remotely
+    given = {key: value for key, value in fields.items() if value is not None}
     with step(f"ingesting {path}"):
-        recorded = add_version(_workspace(), name, path, options, label)
-    summary = catalog.recorded_summary(recorded)
+        summary = _datasets().upload(name, path, **given, **({"label": label} if label else {}))
     if as_json:
         print_json(summary)
         return
-    verb = "added" if recorded.created else "unchanged: identical content is"
+    verb = "added" if summary["created"] else "unchanged: identical content is"
     say(f"{verb} {summary['ref']} ({summary['rows']} rows, digest {summary['digest'][:12]})")
-    bad = recorded.version.report.get("bad_row_count", 0)
+    bad = summary["report"].get("bad_row_count", 0)
     if bad:
-        lines = ", ".join(map(str, recorded.version.report["bad_rows"][:10]))
+        lines = ", ".join(map(str, summary["report"]["bad_rows"][:10]))
         say(f"skipped {bad} malformed rows (lines {lines}{', ...' if bad > 10 else ''})")
 
 
 @app.command("list")
 def list_(as_json: JsonFlag = False) -> None:
     """List datasets with their latest version."""
-    from forgeml.data import catalog
-
-    workspace = _workspace()
-    with workspace.store.session() as session:
-        items = [catalog.version_summary(v) for _, v in catalog.list_datasets(session)]
+    items = _datasets().list()
     if as_json:
         print_json(items)
         return
@@ -111,11 +143,7 @@ def versions(
     name: Annotated[str, typer.Argument(help="Dataset name.")], as_json: JsonFlag = False
 ) -> None:
     """List every version of a dataset."""
-    from forgeml.data import catalog
-
-    workspace = _workspace()
-    with workspace.store.session() as session:
-        items = [catalog.version_summary(v) for v in catalog.versions_of(session, name)]
+    items = _datasets().versions(name)
     if as_json:
         print_json(items)
         return
@@ -139,9 +167,7 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """Schema, row count, quality report and lineage of a version."""
-    from forgeml.data import catalog
-
-    detail = catalog.describe(_workspace(), ref)
+    detail = _datasets().show(ref)
     if as_json:
         print_json(detail)
         return

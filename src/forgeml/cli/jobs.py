@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
+from forgeml.cli._remote import source
 
 if TYPE_CHECKING:
     from forgeml.core.store import JobRecord
@@ -25,6 +27,39 @@ def _workspace() -> Workspace:
     from forgeml.core.workspace import open_workspace
 
     return open_workspace()
+
+
+class _LocalJobs:
+    """The local scheduler's jobs, as `forgeml.client.Jobs` answers them remotely."""
+
+    def list(self, states: list[str], queue: str | None, limit: int) -> list[dict[str, Any]]:
+        from forgeml.scheduler.jobs import list_jobs
+
+        with closing(_workspace()) as workspace:
+            found = list_jobs(workspace, states=states, queue=queue, limit=limit)
+            return [_summary(job) for job in found]
+
+    def show(self, ref: str) -> dict[str, Any]:
+        from forgeml.scheduler.jobs import job_detail
+
+        with closing(_workspace()) as workspace:
+            return job_detail(workspace, ref)
+
+    def cancel(self, ref: str) -> dict[str, Any]:
+        from forgeml.scheduler.jobs import cancel
+
+        with closing(_workspace()) as workspace:
+            return _summary(cancel(workspace, ref))
+
+    def retry(self, ref: str) -> dict[str, Any]:
+        from forgeml.scheduler.jobs import retry
+
+        with closing(_workspace()) as workspace:
+            return _summary(retry(workspace, ref))
+
+
+def _jobs() -> Any:
+    return source(lambda client: client.jobs, _LocalJobs)
 
 
 def _write(data: bytes) -> None:
@@ -108,12 +143,15 @@ def list_(
     as_json: JsonFlag = False,
 ) -> None:
     """List jobs, newest first."""
-    from forgeml.scheduler.jobs import list_jobs
+    from forgeml.core.errors import UsageError
+    from forgeml.scheduler.model import JobState
 
     states = [s.upper() for s in state or []]
-    jobs = [
-        _summary(job) for job in list_jobs(_workspace(), states=states, queue=queue, limit=limit)
-    ]
+    unknown = [s for s in states if s not in JobState.__members__]
+    if unknown:  # checked here, so the local store and the API refuse it alike
+        known = ", ".join(JobState.__members__).lower()
+        raise UsageError(f"--state: unknown state '{unknown[0].lower()}' (one of {known}).")
+    jobs = _jobs().list(states, queue, limit)
     if as_json:
         print_json(jobs)
         return
@@ -137,9 +175,7 @@ def list_(
 @app.command("show")
 def show(job: JobArg, as_json: JsonFlag = False) -> None:
     """A job's state, attempts (usage and cost), events and, if it failed, its log tail."""
-    from forgeml.scheduler.jobs import job_detail
-
-    detail = job_detail(_workspace(), job)
+    detail = _jobs().show(job)
     if as_json:
         print_json(detail)
         return
@@ -196,26 +232,22 @@ def logs(
 @app.command("cancel")
 def cancel_command(job: JobArg, as_json: JsonFlag = False) -> None:
     """Cancel a job: at once when it waits; a running one gets SIGTERM from the scheduler."""
-    from forgeml.scheduler.jobs import cancel
-
-    record = cancel(_workspace(), job)
+    summary = _jobs().cancel(job)
     if as_json:
-        print_json(_summary(record))
+        print_json(summary)
         return
-    done = record.state == "CANCELLED"
-    say(f"job {record.id} " + ("cancelled" if done else "will be stopped and cancelled"))
+    done = summary["state"] == "CANCELLED"
+    say(f"job {summary['job_id']} " + ("cancelled" if done else "will be stopped and cancelled"))
 
 
 @app.command("retry")
 def retry_command(job: JobArg, as_json: JsonFlag = False) -> None:
     """Queue a FAILED or CANCELLED job again (a server, or `--detach`ed runs, pick it up)."""
-    from forgeml.scheduler.jobs import retry
-
-    record = retry(_workspace(), job)
+    summary = _jobs().retry(job)
     if as_json:
-        print_json(_summary(record))
+        print_json(summary)
         return
-    say(f"job {record.id} queued again")
+    say(f"job {summary['job_id']} queued again")
 
 
 @app.command("export")

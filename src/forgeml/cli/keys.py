@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say
+from forgeml.cli._remote import source
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -53,12 +55,30 @@ def create(
     typer.echo(secret)
 
 
+class _LocalKeys:
+    """The local workspace's keys, as `forgeml.client.Keys` answers them remotely."""
+
+    def list(self) -> list[dict[str, Any]]:
+        from forgeml.gateway import list_keys
+
+        with closing(_workspace()) as workspace:
+            return list_keys(workspace)
+
+    def revoke(self, key: str) -> dict[str, Any]:
+        from forgeml.gateway import revoke_key
+
+        with closing(_workspace()) as workspace:
+            return revoke_key(workspace, key)
+
+
+def _keys() -> Any:
+    return source(lambda client: client.keys, _LocalKeys)
+
+
 @app.command("list")
 def list_(as_json: JsonFlag = False) -> None:
     """Every key (prefix, scopes, limits, state); never a secret or hash."""
-    from forgeml.gateway import list_keys
-
-    keys = list_keys(_workspace())
+    keys = _keys().list()
     if as_json:
         print_json(keys)
         return
@@ -84,9 +104,7 @@ def revoke(
     as_json: JsonFlag = False,
 ) -> None:
     """Revoke a key; running gateways refuse it within their key-cache TTL (5 s)."""
-    from forgeml.gateway import revoke_key
-
-    summary = revoke_key(_workspace(), key)
+    summary = _keys().revoke(key)
     if as_json:
         print_json(summary)
         return

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
+from forgeml.cli._remote import source
 
 app = typer.Typer(help="Registered model versions, aliases and promotion.", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
@@ -19,18 +21,47 @@ def _workspace() -> Any:
     return open_workspace()
 
 
+class _LocalModels:
+    """The local model registry, as `forgeml.client.Models` answers it remotely."""
+
+    def list(self, name: str | None = None) -> list[dict[str, Any]]:
+        from forgeml.tracking import list_models, model_aliases, version_summary
+
+        with closing(_workspace()) as workspace:
+            records = list_models(workspace, name)
+            aliases = {n: model_aliases(workspace, n) for n in {r.name for r in records}}
+            return [version_summary(r, aliases[r.name]) for r in records]
+
+    def show(self, ref: str) -> dict[str, Any]:
+        from forgeml.tracking import get_model_version, model_aliases, version_summary
+
+        with closing(_workspace()) as workspace:
+            record = get_model_version(workspace, ref)
+            return version_summary(record, model_aliases(workspace, record.name))
+
+    def promote(
+        self, name: str, version: int, alias: str, metric: str, mode: str, force: bool
+    ) -> dict[str, Any]:
+        from forgeml.tracking import promote as promote_version
+        from forgeml.tracking import promotion_summary
+
+        direction: Literal["max", "min"] = "max" if mode == "max" else "min"
+        with closing(_workspace()) as workspace:
+            result = promote_version(workspace, name, version, alias, metric, direction, force)
+            return promotion_summary(result)
+
+
+def _models() -> Any:
+    return source(lambda client: client.models, _LocalModels)
+
+
 @app.command("list")
 def list_(
     name: Annotated[str | None, typer.Argument(help="Only versions of this model.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Registered model versions with their aliases."""
-    from forgeml.tracking import list_models, model_aliases, version_summary
-
-    workspace = _workspace()
-    records = list_models(workspace, name)
-    aliases = {n: model_aliases(workspace, n) for n in {r.name for r in records}}
-    items = [version_summary(r, aliases[r.name]) for r in records]
+    items = _models().list(name)
     if as_json:
         print_json(items)
         return
@@ -47,11 +78,7 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """A model version's lineage (dataset, run, parent) and metrics."""
-    from forgeml.tracking import get_model_version, model_aliases, version_summary
-
-    workspace = _workspace()
-    record = get_model_version(workspace, ref)
-    detail = version_summary(record, model_aliases(workspace, record.name))
+    detail = _models().show(ref)
     if as_json:
         print_json(detail)
         return
@@ -81,22 +108,18 @@ def promote(
 ) -> None:
     """Point ALIAS at a version if it beats the current holder on the metric."""
     from forgeml.core.errors import UsageError
-    from forgeml.tracking import promote as promote_version
-    from forgeml.tracking import promotion_summary
 
     if mode not in ("max", "min"):
         raise UsageError(f"--mode must be max or min, not '{mode}'.")
-    result = promote_version(
-        _workspace(), name, version, alias, metric, "max" if mode == "max" else "min", force
-    )
-    payload = promotion_summary(result)
+    payload = _models().promote(name, version, alias, metric, mode, force)
     if as_json:
         print_json(payload)
         return
-    was = f" (was {result.previous}: {result.previous_value})" if result.previous else ""
+    previous = payload["previous"]
+    was = f" (was {previous}: {payload['previous_value']})" if previous else ""
     say(
-        f"@{alias} -> {payload['model']} ({metric} {result.value}){was}"
-        + (" [forced]" if result.forced else "")
+        f"@{alias} -> {payload['model']} ({metric} {payload['value']}){was}"
+        + (" [forced]" if payload["forced"] else "")
     )
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say
+from forgeml.cli._remote import source
 
 app = typer.Typer(help="Queues: weights, capabilities, reclaimable, budgets.", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
@@ -16,6 +18,26 @@ def _workspace() -> Any:
     from forgeml.core.workspace import open_workspace
 
     return open_workspace()
+
+
+class _LocalQueues:
+    """The local scheduler's queues, as `forgeml.client.Queues` answers them remotely."""
+
+    def list(self) -> list[dict[str, Any]]:
+        from forgeml.scheduler.queues import list_queues, queue_summary
+
+        with closing(_workspace()) as workspace:
+            return [queue_summary(q) for q in list_queues(workspace)]
+
+    def show(self, name: str) -> dict[str, Any]:
+        from forgeml.scheduler.queues import queue_detail
+
+        with closing(_workspace()) as workspace:
+            return queue_detail(workspace, name)
+
+
+def _queues() -> Any:
+    return source(lambda client: client.queues, _LocalQueues)
 
 
 @app.command("create")
@@ -61,9 +83,7 @@ def _cap(capability: dict[str, Any] | None) -> str:
 @app.command("list")
 def list_(as_json: JsonFlag = False) -> None:
     """Every queue, with what its jobs are doing."""
-    from forgeml.scheduler.queues import list_queues, queue_summary
-
-    queues = [queue_summary(q) for q in list_queues(_workspace())]
+    queues = _queues().list()
     if as_json:
         print_json(queues)
         return
@@ -79,9 +99,7 @@ def show(
     name: Annotated[str, typer.Argument(help="Queue name.")], as_json: JsonFlag = False
 ) -> None:
     """A queue's settings and how many of its jobs are in each state."""
-    from forgeml.scheduler.queues import queue_detail
-
-    detail = queue_detail(_workspace(), name)
+    detail = _queues().show(name)
     if as_json:
         print_json(detail)
         return

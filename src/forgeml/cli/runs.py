@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
+from forgeml.cli._remote import source
 
 app = typer.Typer(help="Tracked training runs (MLflow).", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
@@ -19,17 +21,35 @@ def _workspace() -> Any:
     return open_workspace()
 
 
+class _LocalRuns:
+    """The runs of the local workspace, as `forgeml.client.Runs` answers them remotely."""
+
+    def list(self, name: str | None = None) -> list[dict[str, Any]]:
+        from forgeml.tracking import list_runs, reap_expired, run_summary
+
+        with closing(_workspace()) as workspace:
+            reap_expired(workspace)
+            return [run_summary(run) for run in list_runs(workspace, name=name)]
+
+    def show(self, ref: str) -> dict[str, Any]:
+        from forgeml.tracking import get_run, reap_expired, run_detail
+
+        with closing(_workspace()) as workspace:
+            reap_expired(workspace)
+            return run_detail(get_run(workspace, ref))
+
+
+def _runs() -> Any:
+    return source(lambda client: client.runs, _LocalRuns)
+
+
 @app.command("list")
 def list_(
     name: Annotated[str | None, typer.Option(help="Only runs of this name.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """List runs, newest first (runs whose process died are marked KILLED first)."""
-    from forgeml.tracking import list_runs, reap_expired, run_summary
-
-    workspace = _workspace()
-    reap_expired(workspace)
-    runs = [run_summary(run) for run in list_runs(workspace, name=name)]
+    runs = _runs().list(name)
     if as_json:
         print_json(runs)
         return
@@ -51,25 +71,21 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """A run's status, config, lineage and final metrics."""
-    from forgeml.tracking import get_run, reap_expired, run_detail
-
-    workspace = _workspace()
-    reap_expired(workspace)
-    record = get_run(workspace, run)
-    detail = run_detail(record)
+    detail = _runs().show(run)
     if as_json:
         print_json(detail)
         return
-    say(f"[bold]{record.name}[/bold] run {record.id}: {record.status}")
-    say(f"dataset {detail['dataset']}; started {when(record.started_at)}")
-    if record.error:
-        say(f"error: {record.error}")
-    metrics = record.metrics or {}
+    run_id = detail["run_id"]
+    say(f"[bold]{detail['name']}[/bold] run {run_id}: {detail['status']}")
+    say(f"dataset {detail['dataset']}; started {when(detail['started_at'])}")
+    if detail["error"]:
+        say(f"error: {detail['error']}")
+    metrics = detail["metrics"]
     rows = [(k, f"{v:.4f}") for k, v in metrics.items() if _is_number(v) and "/" not in k]
     print_table("final metrics", ["metric", "value"], rows)
     slices = [k for k in metrics if "/" in k]
     if slices:
-        say(f"{len(slices)} per-slice metrics: `forgeml runs show {record.id[:12]} --json`")
+        say(f"{len(slices)} per-slice metrics: `forgeml runs show {run_id[:12]} --json`")
 
 
 @app.command("compare")

@@ -1,0 +1,126 @@
+"""Remote mode: with `FORGEML_SERVER` (or `forgeml --server URL`) commands go through the
+control-plane API (`forgeml.client`) instead of the local workspace.
+
+Each command group takes its data through one seam, `source(local)`: the `Client`'s
+resource in remote mode, else the group's local functions; both answer what `--json`
+prints, so the printing code is one. `check_command` refuses, before anything runs, a
+command that has no remote mode: the ones that must run beside their workspace say what to
+use instead; the rest name the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from forgeml.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from forgeml.client import Client
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Given:
+    """`--server` / `--token` from the command line (they win over the environment)."""
+
+    server: str | None = None
+    token: str | None = None
+    client: Client | None = None  # opened on first use, closed when the command ends
+
+
+_given = _Given()
+
+# (group, command) pairs that go through the API in remote mode
+REMOTE_COMMANDS = frozenset(
+    {
+        ("runs", "list"), ("runs", "show"),
+        ("models", "list"), ("models", "show"), ("models", "promote"),
+        ("data", "add"), ("data", "list"), ("data", "versions"), ("data", "show"),
+        ("jobs", "list"), ("jobs", "show"), ("jobs", "cancel"), ("jobs", "retry"),
+        ("queues", "list"), ("queues", "show"),
+        ("keys", "list"), ("keys", "revoke"),
+        ("audit", "log"), ("audit", "verify"),
+    }
+)  # fmt: skip
+
+# commands that run beside their workspace: why, and what to use in remote mode instead
+LOCAL_ONLY = {
+    "init": "creates a workspace on this machine; run it where the server runs",
+    "demo": "runs on the embedded default of this machine",
+    "server": "serves a workspace of this machine; unset FORGEML_SERVER to start one",
+    "serve": "serves models from a workspace of this machine; run it beside the server",
+    "gateway": "fronts deployments of a workspace of this machine; run it beside the server",
+    "train": "trains on this machine; submit it to the server with `forgeml jobs submit`",
+    "finetune": "trains on this machine; submit it to the server with `forgeml jobs submit`",
+    "tune": "trains on this machine; submit it to the server with `forgeml jobs submit`",
+    "optimize": "runs on this machine; submit it to the server with `forgeml jobs submit`",
+}
+
+
+def take_options(args: list[str]) -> list[str]:
+    """`args` without the leading global `--server URL` / `--token TOKEN`, which are kept
+    for this invocation (each `main` call starts without them)."""
+    _given.server = _given.token = None
+    rest = list(args)
+    while rest and rest[0].split("=", 1)[0] in ("--server", "--token"):
+        flag, _, value = rest.pop(0).partition("=")
+        if not value:
+            if not rest:
+                raise UsageError(f"{flag} needs a value. See 'forgeml --help'.")
+            value = rest.pop(0)
+        setattr(_given, flag.removeprefix("--"), value)
+    return rest
+
+
+def remote_client() -> Client | None:
+    """The client of remote mode, or None for the local workspace."""
+    from forgeml.client import Client, RemoteSettings
+
+    if _given.client is not None:
+        return _given.client
+    settings = RemoteSettings()
+    server = _given.server or settings.server
+    if not server:
+        return None
+    _given.client = Client(server, _given.token or settings.token)
+    return _given.client
+
+
+def close_remote() -> None:
+    """Close the connections of remote mode (when a command ends)."""
+    client, _given.client = _given.client, None
+    if client is not None:
+        client.close()
+
+
+def is_remote() -> bool:
+    from forgeml.client._settings import RemoteSettings
+
+    return bool(_given.server or RemoteSettings().server)
+
+
+def check_command(args: Sequence[str]) -> None:
+    """Refuse (exit 2) a command that cannot run in remote mode; nothing when local."""
+    if "--help" in args or not args or not is_remote():
+        return
+    group = args[0]
+    if group in LOCAL_ONLY:
+        raise UsageError(f"`forgeml {group}` cannot run in remote mode: it {LOCAL_ONLY[group]}.")
+    command = args[1] if len(args) > 1 and not args[1].startswith("-") else None
+    if command is None or (group, command) in REMOTE_COMMANDS:
+        return
+    raise UsageError(
+        f"`forgeml {group} {command}` has no remote mode; unset FORGEML_SERVER to run it "
+        "on this machine, or call the API (/api/v1) directly."
+    )
+
+
+def source(remote: Callable[[Client], T], local: Callable[[], Any]) -> Any:
+    """The seam of a command group: `remote(client)` in remote mode, else `local()`."""
+    client = remote_client()
+    if client is None:
+        return local()
+    return remote(client)

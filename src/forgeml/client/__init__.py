@@ -1,0 +1,33 @@
+"""The Python SDK over the control-plane API: `Client(server, token)`.
+
+`Client.from_env()` reads `FORGEML_SERVER` and `FORGEML_TOKEN`, as the CLI's remote mode
+does. Every answer is what the matching `forgeml ... --json` command prints.
+
+`Client` and its resources load on first use (PEP 562): httpx costs ~150 ms to import, and
+the CLI asks `RemoteSettings` on every start.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from forgeml.client._settings import RemoteSettings
+
+if TYPE_CHECKING:
+    from forgeml.client._client import Client
+    from forgeml.client._resources import Audit, Datasets, Jobs, Keys, Models, Queues, Runs
+
+__all__ = [
+    "Audit", "Client", "Datasets", "Jobs", "Keys", "Models", "Queues", "RemoteSettings", "Runs",
+]  # fmt: skip
+
+_LAZY = {"Client": "forgeml.client._client"} | dict.fromkeys(
+    ("Audit", "Datasets", "Jobs", "Keys", "Models", "Queues", "Runs"), "forgeml.client._resources"
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'forgeml.client' has no attribute {name!r}")
+    return getattr(import_module(_LAZY[name]), name)

@@ -1,0 +1,54 @@
+"""`Client`: the control-plane API as Python objects, one attribute per resource."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from forgeml.client._resources import Audit, Datasets, Jobs, Keys, Models, Queues, Runs
+from forgeml.client._settings import RemoteSettings
+from forgeml.client._transport import Transport
+
+
+class Client:
+    """The forgeml control plane at `server`, called with `token` (None: no login, as the
+    embedded single-user server allows).
+
+    Each method answers what the matching CLI command prints with `--json`; lists follow
+    the API's keyset pages to their end. Errors are the `ForgemlError`s the local code
+    raises, with the server's sentence.
+
+    Raises:
+        ConfigError: `server` is not an http(s) URL.
+    """
+
+    def __init__(self, server: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+        self.transport = Transport(server, token, timeout=timeout)
+        self.runs = Runs(self.transport)
+        self.models = Models(self.transport)
+        self.datasets = Datasets(self.transport)
+        self.jobs = Jobs(self.transport)
+        self.queues = Queues(self.transport)
+        self.keys = Keys(self.transport)
+        self.audit = Audit(self.transport)
+
+    @classmethod
+    def from_env(cls) -> Client | None:
+        """A client for `FORGEML_SERVER` with `FORGEML_TOKEN`, or None when no server is set."""
+        settings = RemoteSettings()
+        if not settings.server:
+            return None
+        return cls(settings.server, settings.token)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()

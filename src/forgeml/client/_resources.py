@@ -1,0 +1,171 @@
+"""One small class per API resource; each method answers what the CLI's `--json` prints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from forgeml.client._transport import Transport
+from forgeml.core.errors import UsageError
+
+# a list of answers; named so the `list` methods do not shadow the type in their classes
+Items = list[dict[str, Any]]
+
+
+def _segment(value: str) -> str:
+    # a name or ref is one path segment: a `/` in it must not reach another route
+    return quote(value, safe="@")
+
+
+class _Resource:
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+
+
+class Runs(_Resource):
+    """Tracked training runs (`/api/v1/runs`)."""
+
+    def list(self, name: str | None = None) -> Items:
+        """Runs, newest first (`runs list --json`)."""
+        return self._transport.pages("/runs", {"name": name} if name else None)
+
+    def show(self, ref: str) -> dict[str, Any]:
+        """A run by id, id prefix or name (`runs show --json`)."""
+        return self._transport.get(f"/runs/{_segment(ref)}")
+
+    def metrics(self, ref: str, keys: Sequence[str] | None = None) -> dict[str, Any]:
+        """Every logged value of the run's metrics, as [step, value] pairs by step."""
+        params = {"key": list(keys)} if keys else None
+        return self._transport.get(f"/runs/{_segment(ref)}/metrics", params)
+
+
+class Models(_Resource):
+    """Registered model versions and promotion (`/api/v1/models`)."""
+
+    def list(self, name: str | None = None) -> Items:
+        """Versions with their aliases, by name then version (`models list --json`)."""
+        return self._transport.pages("/models", {"name": name} if name else None)
+
+    def show(self, ref: str) -> dict[str, Any]:
+        """A version by `NAME`, `NAME@vN` or `NAME@ALIAS` (`models show --json`)."""
+        return self._transport.get(f"/models/{_segment(ref)}")
+
+    def promote(
+        self,
+        name: str,
+        version: int,
+        alias: str = "production",
+        metric: str = "accuracy",
+        mode: str = "max",
+        force: bool = False,
+    ) -> dict[str, Any]:
+        """Point `alias` at the version if it wins on `metric` (`models promote --json`)."""
+        body = {"version": version, "alias": alias, "metric": metric, "mode": mode}
+        return self._transport.post(f"/models/{_segment(name)}/promote", body | {"force": force})
+
+
+class Datasets(_Resource):
+    """Versioned datasets (`/api/v1/datasets`)."""
+
+    def list(self) -> Items:
+        """Every dataset with its latest version, by name (`data list --json`)."""
+        return self._transport.pages("/datasets")
+
+    def versions(self, name: str) -> Items:
+        """Every version of a dataset, oldest first (`data versions --json`)."""
+        return self._transport.pages(f"/datasets/{_segment(name)}/versions")
+
+    def show(self, ref: str) -> dict[str, Any]:
+        """Schema, rows, quality report and lineage of a version (`data show --json`)."""
+        return self._transport.get(f"/datasets/{_segment(ref)}")
+
+    def upload(self, name: str, path: Path, **options: Any) -> dict[str, Any]:
+        """Upload a file as a new version of `name` (`data add --json`); `options` are the
+        route's query (format, delimiter, header, names, on_bad_rows, label).
+
+        Raises:
+            UsageError: `path` is not a file (a folder of images or texts is added where
+                it lies, with `forgeml data add` beside the server).
+        """
+        if not path.is_file():
+            raise UsageError(
+                f"{path} is not a file; only a file can be uploaded (add a folder with "
+                "`forgeml data add` beside the server)."
+            )
+        params = {"filename": path.name, **options}
+        with path.open("rb") as body:
+            return self._transport.post(
+                f"/datasets/{_segment(name)}/versions", params=params, content=body
+            )
+
+
+class Jobs(_Resource):
+    """Scheduler jobs (`/api/v1/jobs`)."""
+
+    def submit(self, command: list[str], **fields: Any) -> dict[str, Any]:
+        """Queue a command job (`jobs submit --detach --json`); `fields` as the API takes
+        them (name, queue, priority, resources, ...)."""
+        return self._transport.post("/jobs", {"command": command, **fields})
+
+    def list(
+        self, states: Sequence[str] | None = None, queue: str | None = None, limit: int = 100
+    ) -> Items:
+        """At most `limit` jobs, newest first (`jobs list --json`)."""
+        params: dict[str, Any] = {"limit": limit}
+        if states:
+            params["state"] = list(states)
+        if queue:
+            params["queue"] = queue
+        # one page: `limit` is the CLI's "at most this many"
+        return self._transport.get("/jobs", params)
+
+    def show(self, ref: str) -> dict[str, Any]:
+        """A job's state, attempts and events (`jobs show --json`)."""
+        return self._transport.get(f"/jobs/{_segment(ref)}")
+
+    def cancel(self, ref: str) -> dict[str, Any]:
+        """Cancel a job (`jobs cancel --json`)."""
+        return self._transport.post(f"/jobs/{_segment(ref)}/cancel")
+
+    def retry(self, ref: str) -> dict[str, Any]:
+        """Queue a FAILED or CANCELLED job again (`jobs retry --json`)."""
+        return self._transport.post(f"/jobs/{_segment(ref)}/retry")
+
+
+class Queues(_Resource):
+    """Scheduler queues (`/api/v1/queues`)."""
+
+    def list(self) -> Items:
+        """Every queue (`queues list --json`)."""
+        return self._transport.pages("/queues")
+
+    def show(self, name: str) -> dict[str, Any]:
+        """A queue and its jobs counted by state (`queues show --json`)."""
+        return self._transport.get(f"/queues/{_segment(name)}")
+
+
+class Keys(_Resource):
+    """The gateway's API keys (`/api/v1/keys`); never a secret or a hash."""
+
+    def list(self) -> Items:
+        """Every key, oldest first (`keys list --json`)."""
+        return self._transport.pages("/keys")
+
+    def revoke(self, key: str) -> dict[str, Any]:
+        """Revoke a key by its prefix or id (`keys revoke --json`)."""
+        return self._transport.post(f"/keys/{_segment(key)}/revoke")
+
+
+class Audit(_Resource):
+    """The hash-chained audit log (`/api/v1/audit`)."""
+
+    def latest(self, limit: int = 50) -> Items:
+        """The latest `limit` events, oldest of them first (`audit log --json`)."""
+        newest = self._transport.get("/audit", {"limit": limit, "order": "desc"})
+        return list(reversed(newest))
+
+    def verify(self) -> dict[str, Any]:
+        """The chain checked against its checkpoint: `{"intact", "events", "head"}`."""
+        return self._transport.get("/audit/verify")
