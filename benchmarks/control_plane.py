@@ -24,7 +24,7 @@ with `--pg URL` (or FORGEML_TEST_PG_URL), on fresh PostgreSQL databases:
 Target: forgeml's list p95 under 200 ms at 100k runs. Run from the repository root:
 
     PYTHONPATH=src .venv/bin/python benchmarks/control_plane.py            # 100k runs
-    PYTHONPATH=src .venv/bin/python benchmarks/control_plane.py --quick    # 2k runs
+    PYTHONPATH=src .venv/bin/python benchmarks/control_plane.py --quick    # 1k runs
     PYTHONPATH=src .venv/bin/python benchmarks/control_plane.py --pg postgresql+psycopg://...
 """
 
@@ -331,7 +331,7 @@ def print_table(figures: dict[str, Any]) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
-    parser = make_parser(__doc__, "2,000 runs and 3 rounds instead of 100,000 and 25")
+    parser = make_parser(__doc__, "1,000 runs and 2 rounds instead of 100,000 and 25")
     parser.add_argument("--runs", type=int, default=100_000, help="runs seeded")
     parser.add_argument("--rounds", type=int, default=25, help="first pages (each + next)")
     parser.add_argument(
@@ -346,7 +346,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Seed, measure, print the table (and JSON)."""
     args = parse_args(argv)
-    runs, rounds = (2_000, 3) if args.quick else (args.runs, args.rounds)
+    runs, rounds = (1_000, 2) if args.quick else (args.runs, args.rounds)
     figures = measure(runs, rounds, args.pg)
     print_table(figures)
     print_json(args, figures)

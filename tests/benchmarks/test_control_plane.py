@@ -48,7 +48,7 @@ def test_quick_run_prints_both_servers_figures_as_json() -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     figures = json.loads(result.stdout.strip().splitlines()[-1])
-    assert figures["runs"] == 2000 and "postgresql" not in figures
+    assert figures["runs"] == 1000 and "postgresql" not in figures
     sqlite = figures["sqlite"]
     for server, queries in (("forgeml", {"status", "name_status"}),
                             ("mlflow", {"filter_sort", "list"})):  # fmt: skip
