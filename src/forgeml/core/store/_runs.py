@@ -9,7 +9,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from forgeml.core.store._models import Base, DatasetVersion, utcnow
@@ -19,6 +28,12 @@ class RunRecord(Base):
     """One training run; `id` is the MLflow run id, `status` mirrors MLflow's."""
 
     __tablename__ = "runs"
+    # the API's run list is newest first by (started_at, id) in keyset pages, most often
+    # filtered by status: without these every page sorted all matching runs (0013)
+    __table_args__ = (
+        Index("ix_runs_started_at_id", "started_at", "id"),
+        Index("ix_runs_status_started_at_id", "status", "started_at", "id"),
+    )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), index=True)
