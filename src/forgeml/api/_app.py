@@ -23,7 +23,7 @@ from forgeml.api._agents import agent_service
 from forgeml.api._agents import router as agents_router
 from forgeml.api._alerts import router as alerts_router
 from forgeml.api._audit import router as audit_router
-from forgeml.api._authz import Authorizer
+from forgeml.api._authz import Authorizer, api_routes
 from forgeml.api._cost import router as cost_router
 from forgeml.api._datasets import router as datasets_router
 from forgeml.api._deployments import router as deployments_router
@@ -108,6 +108,7 @@ def create_app(
         app.include_router(oidc_router(oidc, oidc_sign_in(app.state.authorizer, secure=secure)))
     for router in ROUTERS:
         app.include_router(router)
+    _declare_errors(app)
     return app
 
 
@@ -145,3 +146,24 @@ def _map_errors(app: FastAPI) -> None:
         return JSONResponse(
             {"error": "The server failed; its log says why."}, status_code=500, headers=NOSNIFF
         )
+
+
+# what every 4xx answer carries (the handlers above); FastAPI would otherwise document a
+# 422 of its own shape ({"detail": [...]}) that this app never sends, and no other 4xx
+_ERROR = {
+    "description": "The request was refused; `error` says why in one sentence.",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {"error": {"type": "string"}},
+                "required": ["error"],
+            }
+        }
+    },
+}
+
+
+def _declare_errors(app: FastAPI) -> None:
+    for route in api_routes(app.routes):
+        route.responses.setdefault("4XX", _ERROR)

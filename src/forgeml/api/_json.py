@@ -14,13 +14,15 @@ from typing import Any
 import orjson
 from fastapi import APIRouter
 from fastapi.datastructures import DefaultPlaceholder
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse
 
 
-class CliJSONResponse(Response):
-    """A JSON response encoded as `forgeml ... --json` encodes its output (without indent)."""
+class CliJSONResponse(JSONResponse):
+    """A JSON response encoded as `forgeml ... --json` encodes its output (without indent).
 
-    media_type = "application/json"
+    A JSONResponse so that OpenAPI documents the answer as JSON; FastAPI documents any
+    other Response class as a string.
+    """
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
