@@ -53,10 +53,10 @@ LOCAL_ONLY = {
     "server": "serves a workspace of this machine; unset FORGEML_SERVER to start one",
     "serve": "serves models from a workspace of this machine; run it beside the server",
     "gateway": "fronts deployments of a workspace of this machine; run it beside the server",
-    "train": "trains on this machine; submit it to the server with `forgeml jobs submit`",
-    "finetune": "trains on this machine; submit it to the server with `forgeml jobs submit`",
-    "tune": "trains on this machine; submit it to the server with `forgeml jobs submit`",
-    "optimize": "runs on this machine; submit it to the server with `forgeml jobs submit`",
+    "train": "trains on this machine; submit it to the server as a job (POST /api/v1/jobs)",
+    "finetune": "trains on this machine; submit it to the server as a job (POST /api/v1/jobs)",
+    "tune": "trains on this machine; submit it to the server as a job (POST /api/v1/jobs)",
+    "optimize": "runs on this machine; submit it to the server as a job (POST /api/v1/jobs)",
 }
 
 
