@@ -40,7 +40,7 @@ def requested(monkeypatch: pytest.MonkeyPatch) -> list[list[dict[str, float]]]:
     from ray.autoscaler._private import commands
 
     monkeypatch.setattr(commands, "request_resources", send)
-    monkeypatch.setattr(ray_executor, "_connect", lambda address: ray)
+    monkeypatch.setattr(ray_executor, "_connect", lambda address, token_file=None: ray)
     return calls
 
 

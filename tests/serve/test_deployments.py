@@ -48,11 +48,16 @@ def adult_records(count: int = 3) -> list[dict[str, Any]]:
 
 
 def server_pids(name: str) -> list[int]:
-    """Live `forgeml serve ... --name NAME` processes on this machine."""
+    """Live `forgeml serve ... --name NAME` processes on this machine started under this
+    pytest worker (servers inherit its environment; with `make test`'s two workers the other
+    worker serves deployments of the same names at the same time)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
     found = []
-    for process in psutil.process_iter(["cmdline", "status"]):
+    for process in psutil.process_iter(["cmdline", "status", "environ"]):
         command = process.info["cmdline"] or []
         if process.info["status"] == psutil.STATUS_ZOMBIE or "serve" not in command:
+            continue
+        if worker and (process.info["environ"] or {}).get("PYTEST_XDIST_WORKER") != worker:
             continue
         if "--name" in command and command[command.index("--name") + 1] == name:
             found.append(process.pid)
