@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,11 +67,10 @@ def adult_csv(shared_data: Path) -> Path:
     return shared_data / "adult" / "adult.data"
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
-    if not PG_URL:
-        pytest.skip("FORGEML_TEST_PG_URL is not set (no PostgreSQL server for this run)")
+@contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """The URL of a fresh, empty database on FORGEML_TEST_PG_URL's server, dropped after."""
+    assert PG_URL, "FORGEML_TEST_PG_URL is not set"
     from sqlalchemy import create_engine, text
 
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
@@ -83,6 +83,15 @@ def postgres_url() -> Iterator[str]:
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    if not PG_URL:
+        pytest.skip("FORGEML_TEST_PG_URL is not set (no PostgreSQL server for this run)")
+    with fresh_postgres_database() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

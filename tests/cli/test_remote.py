@@ -13,7 +13,7 @@ import pytest
 from forgeml.core.config import Settings, get_settings
 from forgeml.core.workspace import Workspace
 from tests.client._remote_home import RemoteHome, remote_home
-from tests.conftest import PG_URL, CliResult
+from tests.conftest import PG_URL, CliResult, fresh_postgres_database
 from tests.data.conftest import write_table_csv
 
 # every covered read command; `{job}` is the queued job's id
@@ -83,21 +83,8 @@ def served(request: pytest.FixtureRequest) -> RemoteHome:
 @pytest.fixture(scope="module")
 def module_postgres_url() -> Iterator[str]:
     """A fresh PostgreSQL database for this module, dropped afterwards."""
-    import uuid
-
-    from sqlalchemy import create_engine, text
-
-    assert PG_URL
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    name = f"forgeml_test_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield PG_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_postgres_database() as url:
+        yield url
 
 
 class Forgeml:

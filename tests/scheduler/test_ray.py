@@ -409,11 +409,12 @@ def test_cve_2023_48022_a_client_without_the_cluster_s_token_is_refused(
 
 
 RUN_ONE_JOB = """
-import sys, time
+import sys
 from pathlib import Path
 from forgeml.scheduler.executors.base import LaunchRequest
 from forgeml.scheduler.executors.ray import RayExecutor
 from forgeml.scheduler.model import Resources
+from tests._wait import wait_until
 
 address, token_file, log = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 executor = RayExecutor(address, token_file=Path(token_file) if token_file else None)
@@ -425,9 +426,8 @@ handle = executor.launch(
         log_path=log,
     )
 )
-while (status := executor.poll(handle)).running:
-    time.sleep(0.2)
-print(status.exit_code)
+wait_until(lambda: not executor.poll(handle).running, timeout=180, what="the job's end")
+print(executor.poll(handle).exit_code)
 """
 
 
@@ -445,7 +445,8 @@ def test_a_client_holding_the_cluster_s_token_runs_a_job(
         token_file = str(tmp_path / "cluster.token")
         Path(token_file).write_text(token)
     env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_AUTH_")}
-    env |= {"HOME": str(home), "PYTHONPATH": str(SRC), "RAY_USAGE_STATS_ENABLED": "0"}
+    env |= {"HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0"}
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(SRC.parent)])  # forgeml, tests._wait
     log = tmp_path / "job.log"
     done = subprocess.run(
         [sys.executable, "-c", RUN_ONE_JOB, ray_address, token_file, str(log)],
