@@ -9,12 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
-from forgeml.cli import _data_transforms
+from forgeml.cli import _data_sources, _data_transforms
 from forgeml.cli._output import print_json, print_table, say, step, when
 from forgeml.cli._remote import source
 
 app = typer.Typer(help="Versioned datasets and their pipelines.", no_args_is_help=True)
 _data_transforms.register(app)
+_data_sources.register(app)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 SplitOption = Annotated[
@@ -70,7 +71,14 @@ def _datasets() -> Any:
 @app.command("add")
 def add(
     name: Annotated[str, typer.Argument(help="Dataset name.")],
-    path: Annotated[Path, typer.Argument(help="CSV/TSV/JSONL/Parquet file, or a folder.")],
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="PATH_OR_URL",
+            help="CSV/TSV/JSONL/Parquet file, or a folder; or a source URL: "
+            "postgresql+psycopg://, mysql+pymysql://, http(s)://, s3:// or another fsspec URL.",
+        ),
+    ],
     file_format: Annotated[
         str, typer.Option("--format", help="auto, csv, tsv, jsonl, parquet, images, text.")
     ] = "auto",
@@ -89,11 +97,42 @@ def add(
         str, typer.Option(help="fail: stop at malformed rows; skip: drop and report them.")
     ] = "fail",
     label: Annotated[str | None, typer.Option(help="Label column, for the quality report.")] = None,
+    table: _data_sources.Table = None,
+    query: _data_sources.Query = None,
+    chunk_rows: _data_sources.ChunkRows = None,
+    json_path: _data_sources.JsonPath = None,
+    next_link: _data_sources.Next = None,
+    cursor: _data_sources.Cursor = None,
+    max_pages: _data_sources.MaxPages = None,
+    allow_private: _data_sources.AllowPrivate = False,
+    timeout: _data_sources.Timeout = None,
+    retries: _data_sources.Retries = None,
+    max_bytes: _data_sources.MaxBytes = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Ingest a file or folder as a new immutable version of NAME."""
+    """Ingest a file, folder or source URL as a new immutable version of NAME."""
     from forgeml.core.configfile import parse_model
+    from forgeml.core.errors import UsageError
     from forgeml.data.ingest import IngestOptions
+    from forgeml.data.sources import is_url
+
+    source_fields = {
+        "table": table,
+        "query": query,
+        "chunk_rows": chunk_rows,
+        "json_path": json_path,
+        "next": next_link,
+        "cursor": cursor,
+        "max_pages": max_pages,
+        "allow_private": allow_private,
+        "timeout": timeout,
+        "retries": retries,
+        "max_bytes": max_bytes,
+    }
+    options = _data_sources.source_options(source_fields)
+    if not is_url(path) and options.model_fields_set:
+        flags = ", ".join("--" + key.replace("_", "-") for key in sorted(options.model_fields_set))
+        raise UsageError(f"{flags} apply to a source URL only, not to the file {path}.")
 
     fields = {
         "format": file_format,
@@ -104,8 +143,12 @@ def add(
     }
     parse_model(IngestOptions, fields, "options")  # the same sentence locally and remotely
     given = {key: value for key, value in fields.items() if value is not None}
-    with step(f"ingesting {path}"):
-        summary = _datasets().upload(name, path, **given, **({"label": label} if label else {}))
+    with step(f"ingesting {_shown(path)}"):
+        if is_url(path):
+            summary = _data_sources.add_url(name, path, given, options, label)
+        else:
+            extra = {"label": label} if label else {}
+            summary = _datasets().upload(name, Path(path), **given, **extra)
     if as_json:
         print_json(summary)
         return
@@ -115,6 +158,12 @@ def add(
     if bad:
         lines = ", ".join(map(str, summary["report"]["bad_rows"][:10]))
         say(f"skipped {bad} malformed rows (lines {lines}{', ...' if bad > 10 else ''})")
+
+
+def _shown(path: str) -> str:
+    from forgeml.data.sources.database import redact_url
+
+    return redact_url(path) if "://" in path else path
 
 
 @app.command("list")

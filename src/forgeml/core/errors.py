@@ -66,6 +66,13 @@ class UnsafeUrlError(ForgemlError):
     http_status = 400
 
 
+class SourceError(ForgemlError):
+    """A data source cannot be read: an unreachable host, a refused login, a missing table,
+    bucket or page, an answer over the size limit, a robots.txt that forbids the URL."""
+
+    http_status = 502
+
+
 class QueryNotAllowedError(ForgemlError):
     """A `data query` tried to write, or to read outside the store."""
 

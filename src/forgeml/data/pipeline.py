@@ -19,7 +19,7 @@ from forgeml.core.errors import IntegrityError, NotFoundError
 from forgeml.core.ids import canonical_json, validate_name
 from forgeml.core.store import DatasetVersion, FeatureSpecVersion
 from forgeml.core.workspace import Workspace
-from forgeml.data import catalog
+from forgeml.data import catalog, fetching
 from forgeml.data._parquet import write_frame
 from forgeml.data.ingest import IngestOptions, ingest
 from forgeml.data.transforms import get_transform
@@ -158,7 +158,9 @@ def rebuild(workspace: Workspace, ref: str) -> Rebuilt:
         version = catalog.resolve(session, ref)
         parents = [edge.parent for edge in version.parent_edges]
     with workspace.artifacts.local_tempfile(suffix=".parquet") as temp:
-        if version.recipe["op"] == "ingest":
+        if fetching.is_fetched(version):
+            fetching.replay(workspace, version, temp)
+        elif version.recipe["op"] == "ingest":
             _replay_ingest(version, temp)
         else:
             _replay_transform(workspace, version, parents, temp)
