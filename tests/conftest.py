@@ -19,6 +19,7 @@ from tests._wait import Gate
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SHARED_DATA = SHARED / "data"
 PG_URL = os.environ.get("FORGEML_TEST_PG_URL")
+MYSQL_URL = os.environ.get("FORGEML_TEST_MYSQL_URL")
 
 
 @pytest.fixture(scope="session")
@@ -82,6 +83,24 @@ def fresh_postgres_database() -> Iterator[str]:
     finally:
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@contextmanager
+def fresh_mysql_database() -> Iterator[str]:
+    """The URL of a fresh, empty database on FORGEML_TEST_MYSQL_URL's server, dropped after."""
+    assert MYSQL_URL, "FORGEML_TEST_MYSQL_URL is not set"
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(MYSQL_URL, isolation_level="AUTOCOMMIT")
+    name = f"forgeml_test_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as connection:
+        connection.execute(text(f"CREATE DATABASE `{name}`"))
+    try:
+        yield MYSQL_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
         admin.dispose()
 
 

@@ -96,6 +96,14 @@ def _check_select(sql: str) -> None:
         raise QueryNotAllowedError(
             f"--query must be a SELECT, and this is {kind.lower()}: sources are read-only."
         )
+    # SELECT ... INTO writes a table (PostgreSQL) or a server-side file (MySQL's OUTFILE)
+    if any(
+        token.ttype in sqlparse.tokens.Keyword and token.normalized == "INTO"
+        for token in statements[0].flatten()
+    ):
+        raise QueryNotAllowedError(
+            "--query must not SELECT ... INTO a table, variable or file: sources are read-only."
+        )
 
 
 def _engine(url: str) -> Any:
@@ -137,10 +145,15 @@ def _select_table(connection: Any, table: str) -> Any:
 
 def _stream_to_parquet(engine: Any, url: str, options: SourceOptions, out: Path) -> int:
     from sqlalchemy import text
-    from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
+    from sqlalchemy.exc import DBAPIError
 
     try:
-        with engine.connect() as connection:
+        connection = engine.connect()
+    except DBAPIError as exc:
+        raise SourceError(f"Cannot read {redact_url(url)}: {_scrub(str(exc.orig), url)}.") from None
+    # never committed: whatever a statement might write is rolled back when it closes
+    with connection:
+        try:
             statement = (
                 _select_table(connection, options.table)
                 if options.table is not None
@@ -150,20 +163,13 @@ def _stream_to_parquet(engine: Any, url: str, options: SourceOptions, out: Path)
                 stream_results=True, max_row_buffer=options.chunk_rows
             ).execute(statement)
             return _write_chunks(list(result.keys()), result.partitions(options.chunk_rows), out)
-    except OperationalError as exc:
-        detail = _scrub(str(exc.orig), url)
-        if "read-only" in detail or "READ ONLY" in detail:
-            raise QueryNotAllowedError(
-                f"The query tried to write ({detail}); sources are read-only."
-            ) from None
-        raise SourceError(f"Cannot read {redact_url(url)}: {detail}.") from None
-    except (ProgrammingError, DBAPIError) as exc:
-        detail = _scrub(str(exc.orig), url)
-        if "read-only" in detail.lower() or "read only" in detail.lower():
-            raise QueryNotAllowedError(
-                f"The query tried to write ({detail}); sources are read-only."
-            ) from None
-        raise SourceError(f"The database refused the query: {detail}.") from None
+        except DBAPIError as exc:
+            detail = _scrub(str(exc.orig), url)
+            if "read-only" in detail.lower() or "read only" in detail.lower():
+                raise QueryNotAllowedError(
+                    f"The query tried to write ({detail}); sources are read-only."
+                ) from None
+            raise SourceError(f"The database refused the query: {detail}.") from None
 
 
 def _write_chunks(names: list[str], chunks: Any, out: Path) -> int:
