@@ -129,7 +129,7 @@ def refuse_options(kind: str, options: SourceOptions, names: tuple[str, ...]) ->
     for name in names:
         if getattr(options, name) not in (None, False):
             flag = "--" + name.replace("_", "-")
-            raise UsageError(f"{flag} does not apply to a {kind} source; leave it out.")
+            raise UsageError(f"{flag} does not apply to {kind} sources; leave it out.")
 
 
 def dotted(document: Any, path: str | None) -> Any:
