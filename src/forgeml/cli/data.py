@@ -161,9 +161,9 @@ def add(
 
 
 def _shown(path: str) -> str:
-    from forgeml.data.sources.database import redact_url
+    from forgeml.data.sources import is_url, source_for
 
-    return redact_url(path) if "://" in path else path
+    return source_for(path).recorded_url(path) if is_url(path) else path
 
 
 @app.command("list")

@@ -22,7 +22,6 @@ from forgeml.core.workspace import Workspace
 from forgeml.data import catalog
 from forgeml.data.ingest import IngestOptions, ingest
 from forgeml.data.sources import Fetched, Source, SourceOptions, get_source, source_for
-from forgeml.data.sources.database import redact_url
 
 
 def add_from_url(
@@ -59,7 +58,7 @@ def add_from_url(
                 source.readable(fetched, Path(tmp)), temp, _with_format(options, fetched)
             )
             params: dict[str, Any] = {
-                "source": redact_url(url) if source.kind == "database" else url,
+                "source": source.recorded_url(url),  # never a password or token
                 "source_kind": source.kind,
                 "source_options": _recorded_options(source_options),
                 "fetched": fetched.params,
@@ -77,7 +76,10 @@ def add_from_url(
             prepared = catalog.prepare(
                 workspace, catalog.NewVersion(name, temp, recipe, report=report, label=label)
             )
-        if fetched.live:
+        recorded_url = source.recorded_url(url)
+        # a URL whose secrets are not recorded cannot be read again: keep its bytes
+        if fetched.live or (recorded_url != url and fetched.raw.is_file()):
+            params["live"] = True
             # kept only once the rows are good: a live source cannot be asked again
             params["raw"] = {
                 "digest": workspace.artifacts.put_file(fetched.raw),

@@ -210,3 +210,20 @@ def test_rebuild_notices_kept_bytes_that_no_longer_match(
     assert pipeline.rebuild(workspace, recorded.version.ref).actual == recorded.version.digest
     frame = pl.read_parquet(catalog.parquet_path(workspace, recorded.version))
     assert frame.height == 3
+
+
+def test_a_token_in_the_url_is_used_but_never_recorded_or_printed(
+    cli: Cli, site: Site, home_workspace: Workspace
+) -> None:
+    site.page("/private.csv", CSV, "text/csv")
+
+    added = cli("data", "add", "p", site.url("/private.csv?api_key=tok-123&v=2"), "--allow-private")
+    missing = cli("data", "add", "p", site.url("/gone.csv?token=tok-123"), "--allow-private")
+    shown = json_out(cli("data", "show", "p", "--json"))
+
+    assert site.hits[0] == "/private.csv?api_key=tok-123&v=2"
+    assert shown["recipe"]["params"]["source"] == site.url("/private.csv?api_key=***&v=2")
+    assert_cli_error(missing, "gone.csv?token=*** answered 404")
+    for result in (added, missing):
+        assert "tok-123" not in result.stdout + result.stderr
+    assert "tok-123" not in str(snapshot_store(home_workspace).tables)

@@ -14,10 +14,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from forgeml.core import netguard
 from forgeml.core.errors import SourceError, UnsafeUrlError
+from forgeml.data.sources.base import redact_secrets
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _MAX_REDIRECTS = 5
@@ -69,8 +70,13 @@ class HttpGetter:
     def close(self) -> None:
         self._client.close()
 
-    def get(self, url: str, params: dict[str, str] | None = None) -> Reply:
+    def get(
+        self, url: str, params: dict[str, str] | None = None, sink: BinaryIO | None = None
+    ) -> Reply:
         """The answer to GET `url`, whatever its status, after retries of transient ones.
+
+        With `sink`, a 2xx body is streamed into it (from its start on each attempt) and
+        `Reply.body` is empty; other bodies are read into `Reply.body` as without it.
 
         Raises:
             UnsafeUrlError: a hop fails the SSRF guard.
@@ -81,12 +87,14 @@ class HttpGetter:
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
             try:
-                reply, retry_after = self._get_once(url, params)
+                reply, retry_after = self._get_once(url, params, sink)
             except UnsafeUrlError:
                 raise
             except (httpx.TransportError, httpx.TooManyRedirects) as exc:
                 if last or isinstance(exc, httpx.TooManyRedirects):
-                    raise SourceError(f"GET {url} failed: {_describe(exc)}.") from None
+                    raise SourceError(
+                        f"GET {redact_secrets(url)} failed: {_describe(exc)}."
+                    ) from None
                 self.sleep(_backoff(attempt, None))
                 continue
             if reply.status in _RETRY_STATUSES and not last:
@@ -95,24 +103,38 @@ class HttpGetter:
             return reply
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def get_ok(self, url: str, params: dict[str, str] | None = None) -> Reply:
+    def get_ok(
+        self, url: str, params: dict[str, str] | None = None, sink: BinaryIO | None = None
+    ) -> Reply:
         """`get`, raising SourceError unless the final answer is 2xx."""
-        reply = self.get(url, params)
+        reply = self.get(url, params, sink)
         if not 200 <= reply.status < 300:
-            raise SourceError(f"GET {reply.url} answered {reply.status} {_reason(reply.status)}.")
+            raise SourceError(
+                f"GET {redact_secrets(reply.url)} answered {reply.status} {_reason(reply.status)}."
+            )
         return reply
 
-    def _get_once(self, url: str, params: dict[str, str] | None) -> tuple[Reply, str | None]:
+    def _get_once(
+        self, url: str, params: dict[str, str] | None, sink: BinaryIO | None
+    ) -> tuple[Reply, str | None]:
         with self._client.stream("GET", url, params=params) as response:
             declared = response.headers.get("content-length")
             if declared is not None and declared.isdigit() and int(declared) > self.left:
                 raise self._oversize(url)
-            body = bytearray()
+            streamed = sink is not None and response.is_success
+            if streamed:
+                sink.seek(0)
+                sink.truncate()
+            body, size = bytearray(), 0
             for chunk in response.iter_bytes():
-                body.extend(chunk)
-                if len(body) > self.left:
+                size += len(chunk)
+                if size > self.left:
                     raise self._oversize(url)
-            self.left -= len(body)
+                if streamed:
+                    sink.write(chunk)
+                else:
+                    body.extend(chunk)
+            self.left -= size
             reply = Reply(
                 url=str(response.url),
                 status=response.status_code,
@@ -123,7 +145,7 @@ class HttpGetter:
 
     def _oversize(self, url: str) -> SourceError:
         return SourceError(
-            f"GET {url} is over the size limit of {self.max_bytes:,} bytes; raise --max-bytes "
+            f"GET {redact_secrets(url)} is over the size limit of {self.max_bytes:,} bytes; raise --max-bytes "
             "if it is expected."
         )
 

@@ -10,15 +10,18 @@ rebuild and its digest compared, as a local file is.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from forgeml.core.errors import UsageError
 
 MiB = 1024 * 1024
+_SECRET_PARAM = re.compile(r"key|token|secret|passw|signature|^sig$|credential|auth", re.I)
 
 
 class SourceOptions(BaseModel):
@@ -122,6 +125,25 @@ class Source(Protocol):
     def readable(self, fetched: Fetched, workdir: Path) -> Path:
         """The file `ingest` reads from the raw bytes (usually `fetched.raw` itself)."""
         ...
+
+    def recorded_url(self, url: str) -> str:
+        """`url` as the recipe records it and messages show it: no password, token or key."""
+        ...
+
+
+def redact_secrets(url: str) -> str:
+    """`url` with the password of its user part and the values of query parameters that
+    look secret (`api_key`, `token`, `X-Amz-Signature`, ...) replaced by `***`."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:***@{host}" if ":" in user else netloc
+    query = "&".join(
+        f"{name}=***" if _SECRET_PARAM.search(name) else f"{name}={value}" if sep else name
+        for name, sep, value in (item.partition("=") for item in parts.query.split("&") if item)
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def refuse_options(kind: str, options: SourceOptions, names: tuple[str, ...]) -> None:

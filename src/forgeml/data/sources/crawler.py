@@ -24,7 +24,7 @@ from forgeml.core import netguard
 from forgeml.core.errors import SourceError, UsageError
 from forgeml.data.sources._html import extract
 from forgeml.data.sources._http import HttpGetter, Reply, Sleeper
-from forgeml.data.sources.base import Fetched, SourceOptions, refuse_options
+from forgeml.data.sources.base import Fetched, SourceOptions, redact_secrets, refuse_options
 
 AGENT = "forgeml"
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -70,6 +70,9 @@ class CrawlSource:
         params: dict[str, Any] = {"max_pages": options.max_pages, "same_host": options.same_host}
         params |= {"rate": options.rate, "pages": pages, "skipped": crawl.skipped}
         return Fetched(raw, "jsonl", live=True, params=params)
+
+    def recorded_url(self, url: str) -> str:
+        return redact_secrets(url)
 
     def readable(self, fetched: Fetched, workdir: Path) -> Path:
         import orjson

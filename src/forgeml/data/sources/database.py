@@ -64,6 +64,9 @@ class DatabaseSource:
         params = {"table": options.table, "query": options.query, "rows": rows}
         return Fetched(raw=raw, format="parquet", live=True, params=params)
 
+    def recorded_url(self, url: str) -> str:
+        return redact_url(url)
+
     def readable(self, fetched: Fetched, workdir: Path) -> Path:
         return fetched.raw
 

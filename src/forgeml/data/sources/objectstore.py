@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from forgeml.core.errors import NotFoundError, SourceError
-from forgeml.data.sources.base import Fetched, SourceOptions, refuse_options
+from forgeml.data.sources.base import Fetched, SourceOptions, redact_secrets, refuse_options
 
 # handled elsewhere: local paths by `data add` itself, web URLs by the web source (which
 # checks every address against the SSRF guard)
@@ -53,6 +53,9 @@ class ObjectStoreSource:
         except OSError as exc:
             raise SourceError(f"Cannot read {url} ({_first_line(exc)}).") from None
         return Fetched(raw=local, format="auto", live=False, params={})
+
+    def recorded_url(self, url: str) -> str:
+        return redact_secrets(url)
 
     def readable(self, fetched: Fetched, workdir: Path) -> Path:
         return fetched.raw

@@ -19,7 +19,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 from forgeml.core import netguard
 from forgeml.core.errors import SourceError, UsageError
 from forgeml.data.sources._http import HttpGetter, Reply, Sleeper
-from forgeml.data.sources.base import Fetched, SourceOptions, dotted, refuse_options
+from forgeml.data.sources.base import Fetched, SourceOptions, dotted, redact_secrets, refuse_options
 
 _CONTENT_SUFFIXES = {
     "text/csv": ".csv",
@@ -53,12 +53,18 @@ class WebSource:
         if options.next is not None and options.cursor is not None:
             raise UsageError("Give --next or --cursor, not both: a JSON API pages one way.")
         with self.getter(options) as getter:
-            api = options.json_path is not None or options.next or options.cursor
-            first = None if api else getter.get_ok(url)
-            if first is not None and first.content_type not in _JSON_TYPES:
-                raw = workdir / _file_name(first)
-                raw.write_bytes(first.body)
-                return Fetched(raw, "auto", live=True, params={"bytes": len(first.body)})
+            first = None
+            if options.json_path is None and not options.next and not options.cursor:
+                download = workdir / "download"
+                with download.open("w+b") as sink:
+                    first = getter.get_ok(url, sink=sink)
+                    if first.content_type in _JSON_TYPES:  # a JSON document: its records
+                        sink.seek(0)
+                        first.body = sink.read()
+                if first.content_type not in _JSON_TYPES:
+                    raw = download.rename(workdir / _file_name(first))
+                    params = {"bytes": raw.stat().st_size}
+                    return Fetched(raw, "auto", live=True, params=params)
             raw = workdir / "records.jsonl"
             with raw.open("wb") as out:
                 pages, records = _read_pages(getter, url, options, first, out)
@@ -69,6 +75,9 @@ class WebSource:
         }
         params |= {"pages": pages, "records": records}
         return Fetched(raw, "jsonl", live=True, params=params)
+
+    def recorded_url(self, url: str) -> str:
+        return redact_secrets(url)
 
     def readable(self, fetched: Fetched, workdir: Path) -> Path:
         return fetched.raw
