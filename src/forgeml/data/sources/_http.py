@@ -121,17 +121,17 @@ class HttpGetter:
             declared = response.headers.get("content-length")
             if declared is not None and declared.isdigit() and int(declared) > self.left:
                 raise self._oversize(url)
-            streamed = sink is not None and response.is_success
-            if streamed:
-                sink.seek(0)
-                sink.truncate()
+            streamed = sink if response.is_success else None
+            if streamed is not None:
+                streamed.seek(0)
+                streamed.truncate()
             body, size = bytearray(), 0
             for chunk in response.iter_bytes():
                 size += len(chunk)
                 if size > self.left:
                     raise self._oversize(url)
-                if streamed:
-                    sink.write(chunk)
+                if streamed is not None:
+                    streamed.write(chunk)
                 else:
                     body.extend(chunk)
             self.left -= size
@@ -145,8 +145,8 @@ class HttpGetter:
 
     def _oversize(self, url: str) -> SourceError:
         return SourceError(
-            f"GET {redact_secrets(url)} is over the size limit of {self.max_bytes:,} bytes; raise --max-bytes "
-            "if it is expected."
+            f"GET {redact_secrets(url)} is over the size limit of {self.max_bytes:,} bytes; "
+            "raise --max-bytes if it is expected."
         )
 
 

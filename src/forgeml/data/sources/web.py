@@ -63,8 +63,8 @@ class WebSource:
                         first.body = sink.read()
                 if first.content_type not in _JSON_TYPES:
                     raw = download.rename(workdir / _file_name(first))
-                    params = {"bytes": raw.stat().st_size}
-                    return Fetched(raw, "auto", live=True, params=params)
+                    size = {"bytes": raw.stat().st_size}
+                    return Fetched(raw, "auto", live=True, params=size)
             raw = workdir / "records.jsonl"
             with raw.open("wb") as out:
                 pages, records = _read_pages(getter, url, options, first, out)
