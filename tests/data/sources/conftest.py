@@ -24,6 +24,8 @@ class Site:
     routes: dict[str, Route] = field(default_factory=dict)
     hits: list[str] = field(default_factory=list)
     failures: dict[str, int] = field(default_factory=dict)  # path -> 503s before its answer
+    stalled: set[str] = field(default_factory=set)  # paths that answer only once released
+    release: threading.Event = field(default_factory=threading.Event)
 
     def url(self, path: str) -> str:
         return self.base + path
@@ -41,6 +43,8 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             site.hits.append(self.path)
             key = self.path if self.path in site.routes else urlsplit(self.path).path
+            if key in site.stalled:
+                site.release.wait(timeout=30)
             if site.failures.get(key, 0) > 0:
                 site.failures[key] -= 1
                 status, headers, body = 503, {"Retry-After": "0"}, b"busy"
@@ -69,6 +73,7 @@ def site_server() -> Iterator[Site]:
     try:
         yield site
     finally:
+        site.release.set()
         server.shutdown()
         server.server_close()
         thread.join()
@@ -80,6 +85,7 @@ def site(site_server: Site) -> Site:
     site_server.routes.clear()
     site_server.hits.clear()
     site_server.failures.clear()
+    site_server.stalled.clear()
     return site_server
 
 

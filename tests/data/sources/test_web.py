@@ -227,3 +227,18 @@ def test_a_token_in_the_url_is_used_but_never_recorded_or_printed(
     for result in (added, missing):
         assert "tok-123" not in result.stdout + result.stderr
     assert "tok-123" not in str(snapshot_store(home_workspace).tables)
+
+
+def test_a_server_that_does_not_answer_times_out(workspace: Workspace, site: Site) -> None:
+    site.page("/slow.csv", CSV, "text/csv")
+    site.stalled.add("/slow.csv")
+
+    with pytest.raises(SourceError, match=r"GET .*/slow.csv failed: ReadTimeout"):
+        fetching.add_from_url(
+            workspace,
+            "slow",
+            site.url("/slow.csv"),
+            IngestOptions(),
+            SourceOptions(timeout=0.3, retries=0),
+            source=WebSource(allow_networks=LOOPBACK),
+        )
