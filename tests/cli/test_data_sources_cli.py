@@ -23,6 +23,8 @@ def test_source_flags_on_a_local_file_are_a_usage_error(cli: Cli, small_csv: Pat
         ("gopher://example.com/x", [], "No source reads gopher:// URLs"),
         ("https://example.com/a", ["--next", "a", "--cursor", "p=b"], "Give --next or --cursor"),
         ("postgresql+psycopg://u@127.0.0.1/db", [], "exactly one of --table or --query"),
+        ("postgresql+nodriver://u:pw@h/db", ["--table", "t"], "Cannot use the database URL"),
+        ("mysql+pymysql://u:pw@h:notaport/db", ["--table", "t"], "Cannot use the database URL"),
         ("https://example.com/a", ["--table", "t"], "--table does not apply to web sources"),
     ],
 )

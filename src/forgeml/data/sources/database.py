@@ -18,7 +18,7 @@ from typing import Any
 from forgeml.core.errors import NotFoundError, QueryNotAllowedError, SourceError, UsageError
 from forgeml.data.sources.base import Fetched, SourceOptions, refuse_options
 
-_BACKENDS = ("postgresql", "postgres", "mysql", "mariadb")
+_BACKENDS = ("postgresql", "mysql", "mariadb")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?")
 _WEB_OPTIONS = ("json_path", "next", "cursor", "allow_private")
 
@@ -34,10 +34,14 @@ def redact_url(url: str) -> str:
 
 
 def _scrub(message: str, url: str) -> str:
+    """The first line of a driver's message, the URL's password replaced by `***`."""
     from sqlalchemy.engine import make_url
 
-    password = make_url(url).password
     first = message.strip().splitlines()[0] if message.strip() else "no detail"
+    try:
+        password = make_url(url).password
+    except Exception:
+        return "the URL does not parse"
     return first.replace(str(password), "***") if password else first
 
 
@@ -123,7 +127,7 @@ def _engine(url: str) -> Any:
             else {"init_command": "SET SESSION TRANSACTION READ ONLY"}
         )
         return create_engine(parsed, connect_args=read_only, poolclass=_null_pool())
-    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+    except (ArgumentError, NoSuchModuleError, ImportError, ValueError) as exc:
         raise UsageError(
             f"Cannot use the database URL {redact_url(url)} ({_scrub(str(exc), url)}); "
             "write it as postgresql+psycopg://USER@HOST/DB or mysql+pymysql://USER@HOST/DB."
