@@ -40,7 +40,8 @@ def serve_site(site: Site) -> None:
         ),
     )
     site.page("/a", html("Page A", '<p>About A.</p><a href="/c">C</a><a href="/">home</a>'))
-    site.page("/c", html("Page C", "<div>Deep <b>C</b></div>"))
+    latin = html("Page Ç", "<div>Déjà <b>C</b></div>").encode("latin-1")
+    site.page("/c", latin, "text/html; charset=iso-8859-1")
     site.page("/b.pdf", b"%PDF-1.4", "application/pdf")
     site.page("/private/secret", html("Secret", "<p>do not crawl</p>"))
 
@@ -90,6 +91,7 @@ def test_a_crawl_honours_robots_txt_same_host_and_its_rate(
         "Welcome\nStart & read.\nA secret out pdf mail",
         "2026-01-02T03:04:05.000+00:00",
     )
+    assert frame.row(2)[1:3] == ("Page Ç", "Déjà C")  # decoded by its declared charset
     assert "/private/secret" not in site.hits
     assert site.hits == ["/robots.txt", "/", "/a", "/b.pdf", "/c"]
     assert fake.sleeps == [3.0] * 4  # robots.txt's Crawl-delay beats --rate 1

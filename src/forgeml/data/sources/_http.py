@@ -34,6 +34,14 @@ class Reply:
     status: int
     content_type: str
     body: bytes
+    charset: str | None = None
+
+    def text(self) -> str:
+        """The body decoded by its declared charset (UTF-8 when none or unknown)."""
+        try:
+            return self.body.decode(self.charset or "utf-8", errors="replace")
+        except LookupError:
+            return self.body.decode("utf-8", errors="replace")
 
 
 class HttpGetter:
@@ -140,6 +148,7 @@ class HttpGetter:
                 status=response.status_code,
                 content_type=response.headers.get("content-type", "").split(";")[0].strip(),
                 body=bytes(body),
+                charset=response.charset_encoding,
             )
             return reply, response.headers.get("retry-after")
 

@@ -135,7 +135,7 @@ class _Crawl:
                     f"The start URL {url} is not an HTML page ({reply.content_type})."
                 )
             return None
-        html = reply.body.decode("utf-8", errors="replace")
+        html = reply.text()
         fetched_at = self.source.now().astimezone(UTC).isoformat(timespec="milliseconds")
         self.out.write(orjson.dumps({"url": reply.url, "fetched_at": fetched_at, "html": html}))
         self.out.write(b"\n")
@@ -143,7 +143,7 @@ class _Crawl:
 
     def _links(self, reply: Reply, start: str) -> Iterator[str]:
         host = urlsplit(start).netloc.lower()
-        for href in extract(reply.body.decode("utf-8", errors="replace")).links:
+        for href in extract(reply.text()).links:
             link = urldefrag(urljoin(reply.url, href)).url
             parts = urlsplit(link)
             if parts.scheme not in ("http", "https"):
@@ -168,7 +168,7 @@ class _Crawl:
             _set(rules, "disallow_all")  # RFC 9309 2.3.1.4: unreachable means disallow all
             return rules
         if 200 <= reply.status < 300:
-            rules.parse(reply.body.decode("utf-8", errors="replace").splitlines())
+            rules.parse(reply.text().splitlines())
         elif 400 <= reply.status < 500:
             _set(rules, "allow_all")  # RFC 9309 2.3.1.3: "unavailable" means no rules
         else:
