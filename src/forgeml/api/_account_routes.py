@@ -280,8 +280,9 @@ def new_user(request: Request, body: NewUser, project: ProjectQuery = None) -> d
 
 @router.get("/users/{name}", dependencies=[require("users:read")])
 def user(request: Request, name: str) -> dict[str, Any]:
-    """One account (404 when unknown)."""
-    return auth.get_user(_workspace(request), name)
+    """One account (404 when unknown) and its role in each project (`users show --json`)."""
+    workspace = _workspace(request)
+    return auth.get_user(workspace, name) | {"roles": auth.roles_of(workspace, name)}
 
 
 @router.patch("/users/{name}", dependencies=[require("users:manage")])
