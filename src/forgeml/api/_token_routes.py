@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 
 from forgeml import auth
 from forgeml.api._account_routes import _over, _workspace
 from forgeml.api._authz import Principal, require
+from forgeml.api._json import CliRouter
 from forgeml.core.errors import NotFoundError, PermissionDeniedError
 
-router = APIRouter(prefix="/api/v1/tokens")
+# answers in the CLI's JSON, so `forgeml users|projects|tokens` print them unchanged
+router = CliRouter(prefix="/api/v1/tokens")
 
 
 @router.get("/all", dependencies=[require("tokens:manage")])

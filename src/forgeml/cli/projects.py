@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from forgeml.cli._output import print_json, print_table, say
+from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def list_(as_json: JsonFlag = False) -> None:
     if as_json:
         print_json(projects)
         return
-    rows = [(p["name"], p["members"], p["created_by"], p["created_at"]) for p in projects]
+    rows = [(p["name"], p["members"], p["created_by"], when(p["created_at"])) for p in projects]
     print_table("Projects", ["name", "members", "created by", "created at"], rows)
 
 

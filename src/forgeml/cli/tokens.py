@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from forgeml.cli._output import print_json, print_table, say
+from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
 
 if TYPE_CHECKING:
@@ -86,6 +86,11 @@ def create(
     typer.echo(token)
 
 
+def _moment(value: Any) -> str:
+    # a datetime locally, its ISO 8601 string in remote mode: printed alike
+    return when(value) if value else "never"
+
+
 @app.command("list")
 def list_(
     user: Annotated[str | None, typer.Option("--user", help="Only this account's.")] = None,
@@ -100,7 +105,7 @@ def list_(
         (
             t["prefix"], t["user"], t["name"],
             ", ".join(t["scopes"]) if t["scopes"] else "all",
-            t["expires_at"] or "never", t["last_used_at"] or "never",
+            _moment(t["expires_at"]), _moment(t["last_used_at"]),
             "revoked" if t["revoked_at"] else "active",
         )
         for t in tokens
