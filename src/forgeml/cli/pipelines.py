@@ -90,7 +90,7 @@ def run(
 
 @app.command("list")
 def list_(
-    limit: Annotated[int, typer.Option(help="At most this many (newest first).")] = 100,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many (newest first).")] = 100,
     as_json: JsonFlag = False,
 ) -> None:
     """List pipeline runs, newest first."""

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from forgeml.client._resources import Items, _Resource, _segment
+from forgeml.client._transport import PAGE_LIMIT
 
 
 class Prompts(_Resource):
@@ -86,8 +87,10 @@ class Pipelines(_Resource):
 
     def list(self, limit: int = 100) -> Items:
         """At most `limit` runs without their steps, newest first (`pipelines list --json`)."""
-        answer: Items = self._transport.get("/pipelines/runs", {"limit": limit})
-        return answer
+        if limit <= PAGE_LIMIT:  # one page
+            answer: Items = self._transport.get("/pipelines/runs", {"limit": limit})
+            return answer
+        return self._transport.pages("/pipelines/runs")[:limit]
 
     def show(self, ref: str) -> dict[str, Any]:
         """A run with its steps (`pipelines show --json`)."""
