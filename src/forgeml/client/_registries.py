@@ -3,7 +3,8 @@ method answers what the matching CLI command prints with `--json`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from forgeml.client._resources import Items, _Resource, _segment
@@ -110,6 +111,21 @@ class Agents(_Resource):
     def show(self, run_id: str) -> dict[str, Any]:
         """A run with its transcript (`agent show --json`); `stop_reason` null while it runs."""
         return self._transport.get(f"/agents/runs/{_segment(run_id)}")
+
+    def wait(
+        self,
+        run_id: str,
+        *,
+        poll_s: float = 0.2,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> dict[str, Any]:
+        """The run once it has stopped (answered, waiting for approval, or out of budget):
+        shown every `poll_s` until then; its own budgets bound how long that is."""
+        while True:
+            shown = self.show(run_id)
+            if shown["stop_reason"] is not None:
+                return shown
+            sleep(poll_s)
 
     def approve(
         self,
