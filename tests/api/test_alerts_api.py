@@ -107,10 +107,10 @@ def test_a_malformed_webhook_is_refused_and_records_nothing(
 def test_a_body_that_is_not_json_and_unknown_ids_are_json_errors(api: httpx.Client) -> None:
     answer = api.post("/api/v1/alertmanager", content=b"{not json")
     assert answer.status_code == 422
-    assert answer.json() == {"error": "The body is not JSON."}
+    assert answer.json() == {"error": "The body is not JSON.", "code": "invalid_data"}
     missing = api.get("/api/v1/alerts/nope")
     assert missing.status_code == 404
-    assert missing.json() == {"error": "No alert has the id 'nope'."}
+    assert missing.json() == {"error": "No alert has the id 'nope'.", "code": "not_found"}
     assert api.post("/api/v1/alerts/nope/ack").status_code == 404
     wrong = api.get("/api/v1/alerts", params={"state": "on-fire"})
     assert wrong.status_code == 422

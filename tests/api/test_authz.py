@@ -75,7 +75,10 @@ def test_the_app_asks_its_authorizer_for_each_route(tmp_path) -> None:
             assert client.get("/api/v1/alerts").status_code == 200
             refused = client.post("/api/v1/alerts/x/ack")
             assert refused.status_code == 403
-            assert refused.json() == {"error": "You may not alerts:ack."}
+            assert refused.json() == {
+                "error": "You may not alerts:ack.",
+                "code": "permission_denied",
+            }
         assert authorizer.asked == ["alerts:read", "alerts:ack"]
     finally:
         workspace.close()

@@ -30,7 +30,10 @@ def test_a_key_is_created_once_listed_without_secret_and_revoked(
         assert revoked.status_code == 200 and revoked.json()["revoked_at"] is not None
         again = client.post(f"/api/v1/keys/{key['prefix']}/revoke")
         assert again.status_code == 409
-        assert again.json() == {"error": f"API key {key['prefix']} was revoked already."}
+        assert again.json() == {
+            "error": f"API key {key['prefix']} was revoked already.",
+            "code": "key_state",
+        }
         assert client.post("/api/v1/keys/nope/revoke").status_code == 404
         for bad in ({"name": "x", "secret": "s"}, {"name": "x", "burst": 0}, {}):
             assert client.post("/api/v1/keys", json=bad).status_code == 422

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from forgeml import auth
@@ -23,12 +23,14 @@ from forgeml.api._accounts import (
     request_scheme,
 )
 from forgeml.api._authz import Principal, public, require
+from forgeml.api._json import CliRouter
 from forgeml.auth import Caller
 from forgeml.auth.roles import check_role
 from forgeml.core.errors import AuthenticationError, InvalidRequestError, PermissionDeniedError
 from forgeml.core.workspace import Workspace
 
-router = APIRouter(prefix="/api/v1")
+# answers in the CLI's JSON, so `forgeml users|projects|tokens` print them unchanged
+router = CliRouter(prefix="/api/v1")
 Name = Annotated[str, Field(min_length=1, max_length=128)]
 Password = Annotated[str, Field(min_length=1, max_length=1024)]
 
@@ -280,8 +282,9 @@ def new_user(request: Request, body: NewUser, project: ProjectQuery = None) -> d
 
 @router.get("/users/{name}", dependencies=[require("users:read")])
 def user(request: Request, name: str) -> dict[str, Any]:
-    """One account (404 when unknown)."""
-    return auth.get_user(_workspace(request), name)
+    """One account (404 when unknown) and its role in each project (`users show --json`)."""
+    workspace = _workspace(request)
+    return auth.get_user(workspace, name) | {"roles": auth.roles_of(workspace, name)}
 
 
 @router.patch("/users/{name}", dependencies=[require("users:manage")])

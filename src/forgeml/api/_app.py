@@ -39,8 +39,9 @@ from forgeml.api._prompts import router as prompts_router
 from forgeml.api._queues import router as queues_router
 from forgeml.api._rag import router as rag_router
 from forgeml.api._runs import router as runs_router
+from forgeml.api._token_routes import router as token_router
 from forgeml.auth.oidc import OidcConfig
-from forgeml.core.errors import ForgemlError, RateLimitedError, UsageError
+from forgeml.core.errors import ForgemlError, RateLimitedError, UsageError, error_code
 from forgeml.core.workspace import Workspace
 
 # one router per concern, in the order the OpenAPI document lists them
@@ -102,6 +103,7 @@ def create_app(
 
     app.include_router(alerts_router)
     app.include_router(agents_router)
+    app.include_router(token_router)  # before /tokens/{token_id} of the accounts' routes
     app.include_router(accounts_router)
     if oidc is not None:
         secure = oidc.redirect_uri.startswith("https://")
@@ -113,14 +115,17 @@ def create_app(
 
 
 def _map_errors(app: FastAPI) -> None:
-    """Every error answered as JSON: `{"error": SENTENCE}` with its status."""
+    """Every error answered as JSON: `{"error": SENTENCE}` with its status, and for a
+    `ForgemlError` its `code` (`forgeml.core.errors.ERROR_CODES`), which the client raises
+    again as the same class."""
 
     @app.exception_handler(ForgemlError)
     async def _forgeml_error(request: Request, error: ForgemlError) -> JSONResponse:
         headers = None
         if isinstance(error, RateLimitedError):  # login limits, log streams
             headers = {"Retry-After": str(max(1, math.ceil(error.retry_after)))}
-        return JSONResponse({"error": str(error)}, status_code=error.http_status, headers=headers)
+        body = {"error": str(error), "code": error_code(error)}
+        return JSONResponse(body, status_code=error.http_status, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -156,7 +161,13 @@ _ERROR = {
         "application/json": {
             "schema": {
                 "type": "object",
-                "properties": {"error": {"type": "string"}},
+                "properties": {
+                    "error": {"type": "string"},
+                    "code": {
+                        "type": "string",
+                        "description": "What kind of error (a ForgemlError's).",
+                    },
+                },
                 "required": ["error"],
             }
         }

@@ -1,7 +1,9 @@
-"""Prompt routes: the registry's prompts and versions, a version's content, and aliases.
+"""Prompt routes: the registry's prompts and versions, a version's content, new versions,
+aliases, traffic splits and rendering.
 
-Answers are what `forgeml prompts list|versions|show|alias --json` print; moving an alias
-is audited as the caller.
+Answers are what `forgeml prompts create|list|versions|show|alias|split|render --json`
+print; every change is audited as the caller. `prompts eval` calls a model endpoint and is
+submitted as a job (`POST /api/v1/jobs`), not served here.
 """
 
 from __future__ import annotations
@@ -16,11 +18,16 @@ from forgeml.api._context import acting, workspace
 from forgeml.api._json import CliRouter
 from forgeml.api._pages import Page, in_memory, link, pages
 from forgeml.prompts import (
+    PromptSpec,
+    clear_split,
+    create_prompt,
     list_prompts,
     prompt_detail,
     prompt_summary,
     prompt_versions,
+    render_prompt,
     set_alias,
+    set_split,
 )
 
 router = CliRouter(prefix="/api/v1/prompts")
@@ -32,6 +39,27 @@ class Alias(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     alias: str = Field(max_length=64, description="e.g. production.")
+
+
+class Split(BaseModel):
+    """`PUT /api/v1/prompts/{name}/split`: aliases and their weights in whole percent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weights: dict[str, int] = Field(
+        max_length=64, description="Alias -> percent; two or more, summing to 100."
+    )
+
+
+class Render(BaseModel):
+    """`POST /api/v1/prompts/{ref}/render`: the variables, and whether to render as text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    variables: dict[str, Any] = Field(default_factory=dict, max_length=256)
+    as_text: bool = Field(
+        default=False, description="Values are strings to convert as `--var k=v` does."
+    )
 
 
 def _position(item: dict[str, Any], sort: str) -> tuple[Any, Any]:
@@ -75,3 +103,31 @@ def show(request: Request, ref: str) -> dict[str, Any]:
 def alias(request: Request, ref: str, body: Alias) -> dict[str, Any]:
     """Point `NAME@ALIAS` at the version `ref` names (as `prompts alias --json`)."""
     return prompt_summary(set_alias(acting(request), ref, body.alias))
+
+
+@router.post("/{name}/versions", dependencies=[require("prompts:write")])
+def create(request: Request, name: str, body: PromptSpec) -> dict[str, Any]:
+    """Store `body` as the next version of `name` (identical content: the same version,
+    `created` false), as `prompts create --json` prints it."""
+    version, created = create_prompt(acting(request), name, body)
+    return {**prompt_summary(version), "created": created}
+
+
+@router.put("/{name}/split", dependencies=[require("prompts:write")])
+def split(request: Request, name: str, body: Split) -> dict[str, Any]:
+    """Split the traffic of callers who name only the prompt between aliases."""
+    return {"name": name, "split": set_split(acting(request), name, body.weights).as_dict()}
+
+
+@router.delete("/{name}/split", dependencies=[require("prompts:write")])
+def remove_split(request: Request, name: str) -> dict[str, Any]:
+    """Remove the prompt's split (`removed` null: it had none)."""
+    removed = clear_split(acting(request), name)
+    return {"name": name, "split": None, "removed": removed and removed.as_dict()}
+
+
+@router.post("/{ref}/render", dependencies=[require("prompts:read")])
+def render(request: Request, ref: str, body: Render) -> dict[str, Any]:
+    """The version's text or chat messages for the variables (`prompts render --json`)."""
+    version, rendered = render_prompt(workspace(request), ref, body.variables, as_text=body.as_text)
+    return {"ref": version.ref, "rendered": rendered}

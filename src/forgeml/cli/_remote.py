@@ -43,10 +43,22 @@ REMOTE_COMMANDS = frozenset(
         ("queues", "list"), ("queues", "show"),
         ("keys", "list"), ("keys", "revoke"),
         ("audit", "log"), ("audit", "verify"),
+        ("prompts", "create"), ("prompts", "list"), ("prompts", "versions"),
+        ("prompts", "show"), ("prompts", "alias"), ("prompts", "split"),
+        ("prompts", "render"),
+        ("rag", "show"), ("rag", "versions"), ("rag", "query"),
+        ("pipelines", "list"), ("pipelines", "show"),
+        ("agent", "run"), ("agent", "show"), ("agent", "approve"),
+        ("users", "create"), ("users", "list"), ("users", "show"), ("users", "disable"),
+        ("users", "enable"), ("users", "password"),
+        ("projects", "create"), ("projects", "list"), ("projects", "members"),
+        ("projects", "add-member"), ("projects", "remove-member"),
+        ("tokens", "create"), ("tokens", "list"), ("tokens", "revoke"),
     }
 )  # fmt: skip
 
-# commands that run beside their workspace: why, and what to use in remote mode instead
+# groups ("group") and commands ("group command") that run beside their workspace: why,
+# and what to use in remote mode instead
 LOCAL_ONLY = {
     "init": "creates a workspace on this machine; run it where the server runs",
     "demo": "runs on the embedded default of this machine",
@@ -57,6 +69,19 @@ LOCAL_ONLY = {
     "finetune": "trains on this machine; submit it to the server as a job (POST /api/v1/jobs)",
     "tune": "trains on this machine; submit it to the server as a job (POST /api/v1/jobs)",
     "optimize": "runs on this machine; submit it to the server as a job (POST /api/v1/jobs)",
+    "prompts eval": "calls a model endpoint from this machine and records the run in its "
+    "workspace; submit it to the server as a job (POST /api/v1/jobs)",
+    "rag index": "reads source files on this machine; submit it to the server as a job "
+    "(POST /api/v1/jobs)",
+    "rag rebuild": "reads the index's sources on this machine; submit it to the server as a "
+    "job (POST /api/v1/jobs)",
+    "rag eval": "runs the index and a model on this machine; submit it to the server as a job "
+    "(POST /api/v1/jobs)",
+    "rag answer": "runs a language model on this machine; run it beside the server",
+    "pipelines run": "runs a pipeline YAML of this machine; submit `forgeml pipelines run` "
+    "to the server as a job (POST /api/v1/jobs)",
+    "pipelines graph": "reads a pipeline YAML of this machine; run it where the file is",
+    "pipelines export": "reads a pipeline YAML of this machine; run it where the file is",
 }
 
 
@@ -112,6 +137,11 @@ def check_command(args: Sequence[str]) -> None:
     command = args[1] if len(args) > 1 and not args[1].startswith("-") else None
     if command is None or (group, command) in REMOTE_COMMANDS:
         return
+    if f"{group} {command}" in LOCAL_ONLY:
+        raise UsageError(
+            f"`forgeml {group} {command}` cannot run in remote mode: it "
+            f"{LOCAL_ONLY[f'{group} {command}']}."
+        )
     raise UsageError(
         f"`forgeml {group} {command}` has no remote mode; unset FORGEML_SERVER to run it "
         "on this machine, or call the API (/api/v1) directly."

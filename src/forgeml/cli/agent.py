@@ -8,15 +8,19 @@ run is saved under FORGEML_HOME and traced into MLflow (experiment `forgeml-agen
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from forgeml.cli._output import print_json, say
+from forgeml.cli._remote import remote_client
 
 if TYPE_CHECKING:
     from forgeml.agents import RunState
+
+# a run as `agent show --json` prints it: `run_summary` and the transcript
+Shown = dict[str, Any]
 
 app = typer.Typer(
     help="Agents that call tools, within budgets, with approval.", no_args_is_help=True
@@ -46,8 +50,13 @@ def run(
     data = load_yaml(spec_path) or {}
     if max_steps is not None and isinstance(data, dict):
         data = {**data, "budgets": {**(data.get("budgets") or {}), "max_steps": max_steps}}
-    spec = parse_spec(data, str(spec_path))
-    _report(run_agent(spec, task, approve_tools=approve or ()), as_json)
+    spec = parse_spec(data, str(spec_path))  # checked here in remote mode too
+    client = remote_client()
+    if client is not None:  # driven by the server; followed here until it stops
+        started = client.agents.start(data, task, approve or ())
+        _report(client.agents.wait(started["run_id"]), as_json)
+        return
+    _report(_shown(run_agent(spec, task, approve_tools=approve or ())), as_json)
 
 
 @app.command("approve")
@@ -69,8 +78,13 @@ def approve_(
 
     if not (call_ids or approve or deny):
         raise UsageError("Name a CALL_ID to approve, --approve TOOL or --deny CALL_ID.")
+    client = remote_client()
+    if client is not None:
+        client.agents.approve(run_id, call_ids or (), deny or (), approve or ())
+        _report(client.agents.wait(run_id), as_json)
+        return
     state = approve_run(run_id, call_ids or (), deny=deny or (), tools=approve or ())
-    _report(state, as_json)
+    _report(_shown(state), as_json)
 
 
 @app.command("show")
@@ -80,40 +94,47 @@ def show(
 ) -> None:
     """A saved run: how it stopped, its answer, the calls it waits on, its transcript."""
     from forgeml.agents.runs import show as show_run
-    from forgeml.agents.state import run_summary
 
-    state = show_run(run_id)
+    client = remote_client()
+    shown = client.agents.show(run_id) if client is not None else _shown(show_run(run_id))
     if as_json:
-        print_json(run_summary(state) | {"messages": state.messages})
+        print_json(shown)
         return
-    _say_summary(state)
-    for message in state.messages:
+    _say_summary(shown)
+    for message in shown["messages"]:
         text = message.get("content") or message.get("tool_calls")
         say(f"[bold]{message['role']}[/bold]: {escape(str(text))}")
 
 
-def _say_summary(state: RunState) -> None:
-    reason = state.stop_reason.value if state.stop_reason else "running"
-    say(f"run {state.run_id}: {reason} after {state.steps} steps, {state.tokens} tokens")
-    if state.answer is not None:
-        say(escape(state.answer))  # the model's text is not Rich markup
-    for call in state.awaiting():
-        say(f"waiting: {escape(call.name)}({escape(call.arguments)}) call {escape(call.id)}")
-        say(f"  approve with: forgeml agent approve {state.run_id} {call.id}")
-
-
-def _report(state: RunState, as_json: bool) -> None:
+def _shown(state: RunState) -> Shown:
     from forgeml.agents.state import run_summary
 
-    summary = run_summary(state)
-    if as_json:
-        print_json(summary | {"messages": state.messages})
-    else:
-        _say_summary(state)
-    if state.stop_reason is not None and state.stop_reason.failed:
-        from forgeml.agents import AgentStoppedError
+    return run_summary(state) | {"messages": state.messages}
 
-        detail = f": {state.error}" if state.error else "."
+
+def _say_summary(shown: Shown) -> None:
+    reason = shown["stop_reason"] or "running"
+    run_id = shown["run_id"]
+    say(f"run {run_id}: {reason} after {shown['steps']} steps, {shown['tokens']} tokens")
+    if shown["answer"] is not None:
+        say(escape(shown["answer"]))  # the model's text is not Rich markup
+    for call in shown["awaiting"]:
+        name, arguments, call_id = call["tool"], call["arguments"], call["call_id"]
+        say(f"waiting: {escape(name)}({escape(arguments)}) call {escape(call_id)}")
+        say(f"  approve with: forgeml agent approve {run_id} {call_id}")
+
+
+def _report(shown: Shown, as_json: bool) -> None:
+    from forgeml.agents import AgentStoppedError
+    from forgeml.agents.state import StopReason
+
+    if as_json:
+        print_json(shown)
+    else:
+        _say_summary(shown)
+    reason = shown["stop_reason"]
+    if reason is not None and StopReason(reason).failed:
+        detail = f": {shown['error']}" if shown["error"] else "."
         raise AgentStoppedError(
-            f"Agent run {state.run_id} stopped ({summary['stop_reason']}) without an answer{detail}"
+            f"Agent run {shown['run_id']} stopped ({reason}) without an answer{detail}"
         )

@@ -4,6 +4,7 @@ job, run by hand or by a trigger."""
 from __future__ import annotations
 
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -11,6 +12,7 @@ import typer
 
 from forgeml.cli import _triggers
 from forgeml.cli._output import print_json, print_table, say, when
+from forgeml.cli._remote import source
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -19,6 +21,8 @@ app = typer.Typer(
     help="Pipelines: YAML DAGs of steps run as jobs, cached by content.", no_args_is_help=True
 )
 app.add_typer(_triggers.app, name="trigger")
+# a list of answers; named so the `list` methods do not shadow the type in their classes
+Items = list[dict[str, Any]]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 FileArg = Annotated[Path, typer.Argument(help="The pipeline file (YAML).")]
 SetOption = Annotated[
@@ -33,6 +37,26 @@ def _workspace() -> Workspace:
     from forgeml.core.workspace import open_workspace
 
     return open_workspace()
+
+
+class _LocalPipelines:
+    """The local workspace's pipeline runs, as `forgeml.client.Pipelines` answers them."""
+
+    def list(self, limit: int = 100) -> Items:
+        from forgeml.pipelines import list_runs, run_summary
+
+        with closing(_workspace()) as workspace:
+            return [run_summary(run, steps=False) for run in list_runs(workspace, limit)]
+
+    def show(self, ref: str) -> dict[str, Any]:
+        from forgeml.pipelines import find_run, run_summary
+
+        with closing(_workspace()) as workspace:
+            return run_summary(find_run(workspace, ref))
+
+
+def _pipelines() -> Any:
+    return source(lambda client: client.pipelines, _LocalPipelines)
 
 
 @app.command("run")
@@ -66,13 +90,11 @@ def run(
 
 @app.command("list")
 def list_(
-    limit: Annotated[int, typer.Option(help="At most this many (newest first).")] = 100,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many (newest first).")] = 100,
     as_json: JsonFlag = False,
 ) -> None:
     """List pipeline runs, newest first."""
-    from forgeml.pipelines import list_runs, run_summary
-
-    runs = [run_summary(run, steps=False) for run in list_runs(_workspace(), limit)]
+    runs = _pipelines().list(limit)
     if as_json:
         print_json(runs)
         return
@@ -90,9 +112,7 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """A run's steps: state, cached or not, times, outputs and errors."""
-    from forgeml.pipelines import find_run, run_summary
-
-    summary = run_summary(find_run(_workspace(), run_ref))
+    summary = _pipelines().show(run_ref)
     if as_json:
         print_json(summary)
         return

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from contextlib import closing
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from forgeml.cli._output import print_json, print_table, say
+from forgeml.cli._output import print_json, print_table, say, when
+from forgeml.cli._remote import source
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
 
 app = typer.Typer(help="Projects and the role each account holds in them.", no_args_is_help=True)
+# a list of answers; named so the `list` methods do not shadow the type in their classes
+Items = list[dict[str, Any]]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 Project = Annotated[str, typer.Argument(help="The project's name.")]
 User = Annotated[str, typer.Argument(help="The account's name.")]
@@ -23,17 +27,52 @@ def _workspace() -> Workspace:
     return open_workspace()
 
 
+class _LocalProjects:
+    """The local workspace's projects, as `forgeml.client.Projects` answers them remotely."""
+
+    def create(self, name: str, owner: str | None = None) -> dict[str, Any]:
+        from forgeml.auth import create_project
+
+        with closing(_workspace()) as workspace:
+            return create_project(workspace, name, actor=workspace.actor, owner=owner)
+
+    def list(self) -> Items:
+        from forgeml.auth import list_projects
+
+        with closing(_workspace()) as workspace:
+            return list_projects(workspace)
+
+    def members(self, project: str) -> Items:
+        from forgeml.auth import list_members
+
+        with closing(_workspace()) as workspace:
+            return list_members(workspace, project)
+
+    def add_member(self, project: str, user: str, role: str) -> dict[str, Any]:
+        from forgeml.auth import add_member
+
+        with closing(_workspace()) as workspace:
+            return add_member(workspace, project, user, role, actor=workspace.actor)
+
+    def remove_member(self, project: str, user: str) -> dict[str, Any]:
+        from forgeml.auth import remove_member
+
+        with closing(_workspace()) as workspace:
+            return remove_member(workspace, project, user, actor=workspace.actor)
+
+
+def _projects() -> Any:
+    return source(lambda client: client.projects, _LocalProjects)
+
+
 @app.command("create")
 def create(
     name: Project,
     owner: Annotated[str | None, typer.Option(help="An account to make its owner.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Create a project."""
-    from forgeml.auth import create_project
-
-    workspace = _workspace()
-    summary = create_project(workspace, name, actor=workspace.actor, owner=owner)
+    """Create a project (in remote mode the caller becomes an owner of it too)."""
+    summary = _projects().create(name, owner)
     if as_json:
         print_json(summary)
         return
@@ -43,22 +82,18 @@ def create(
 @app.command("list")
 def list_(as_json: JsonFlag = False) -> None:
     """Every project and its number of members."""
-    from forgeml.auth import list_projects
-
-    projects = list_projects(_workspace())
+    projects = _projects().list()
     if as_json:
         print_json(projects)
         return
-    rows = [(p["name"], p["members"], p["created_by"], p["created_at"]) for p in projects]
+    rows = [(p["name"], p["members"], p["created_by"], when(p["created_at"])) for p in projects]
     print_table("Projects", ["name", "members", "created by", "created at"], rows)
 
 
 @app.command("members")
 def members(project: Project, as_json: JsonFlag = False) -> None:
     """A project's members and their roles."""
-    from forgeml.auth import list_members
-
-    found = list_members(_workspace(), project)
+    found = _projects().members(project)
     if as_json:
         print_json(found)
         return
@@ -74,10 +109,7 @@ def add_member(
     as_json: JsonFlag = False,
 ) -> None:
     """Give an account a role in a project (replacing the one it held there)."""
-    from forgeml.auth import add_member as grant
-
-    workspace = _workspace()
-    summary = grant(workspace, project, user, role, actor=workspace.actor)
+    summary = _projects().add_member(project, user, role)
     if as_json:
         print_json(summary)
         return
@@ -87,10 +119,7 @@ def add_member(
 @app.command("remove-member")
 def remove_member(project: Project, user: User, as_json: JsonFlag = False) -> None:
     """Take an account's role in a project away."""
-    from forgeml.auth import remove_member as take
-
-    workspace = _workspace()
-    summary = take(workspace, project, user, actor=workspace.actor)
+    summary = _projects().remove_member(project, user)
     if as_json:
         print_json(summary)
         return

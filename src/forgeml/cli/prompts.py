@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
-
-if TYPE_CHECKING:
-    from forgeml.prompts import PromptVersion
+from forgeml.cli._remote import source
 
 app = typer.Typer(
     help="Versioned prompt templates (sandboxed Jinja2), aliases, rendering and evaluation.",
     no_args_is_help=True,
 )
+# a list of answers; named so the `list` methods do not shadow the type in their classes
+Items = list[dict[str, Any]]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 RefArg = Annotated[str, typer.Argument(help="NAME, NAME@vN, NAME@ALIAS or NAME@<digest>.")]
 
@@ -26,10 +27,66 @@ def _workspace() -> Any:
     return open_workspace()
 
 
-def _print_versions(title: str, versions: list[PromptVersion], as_json: bool) -> None:
-    from forgeml.prompts import prompt_summary
+class _LocalPrompts:
+    """The local workspace's prompts, as `forgeml.client.Prompts` answers them remotely."""
 
-    items = [prompt_summary(version) for version in versions]
+    def create(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        from forgeml.prompts import PromptSpec, create_prompt, prompt_summary
+
+        with closing(_workspace()) as workspace:
+            version, created = create_prompt(workspace, name, PromptSpec.model_validate(spec))
+            return {**prompt_summary(version), "created": created}
+
+    def list(self) -> Items:
+        from forgeml.prompts import list_prompts, prompt_summary
+
+        with closing(_workspace()) as workspace:
+            return [prompt_summary(version) for version in list_prompts(workspace)]
+
+    def versions(self, name: str) -> Items:
+        from forgeml.prompts import prompt_summary, prompt_versions
+
+        with closing(_workspace()) as workspace:
+            return [prompt_summary(version) for version in prompt_versions(workspace, name)]
+
+    def show(self, ref: str) -> dict[str, Any]:
+        from forgeml.prompts import prompt_detail
+
+        with closing(_workspace()) as workspace:
+            return prompt_detail(workspace, ref)
+
+    def alias(self, ref: str, alias: str) -> dict[str, Any]:
+        from forgeml.prompts import prompt_summary, set_alias
+
+        with closing(_workspace()) as workspace:
+            return prompt_summary(set_alias(workspace, ref, alias))
+
+    def split(self, name: str, weights: dict[str, int]) -> dict[str, Any]:
+        from forgeml.prompts import set_split
+
+        with closing(_workspace()) as workspace:
+            return {"name": name, "split": set_split(workspace, name, weights).as_dict()}
+
+    def clear_split(self, name: str) -> dict[str, Any]:
+        from forgeml.prompts import clear_split
+
+        with closing(_workspace()) as workspace:
+            removed = clear_split(workspace, name)
+        return {"name": name, "split": None, "removed": removed and removed.as_dict()}
+
+    def render(self, ref: str, variables: dict[str, Any], as_text: bool = False) -> dict[str, Any]:
+        from forgeml.prompts import render_prompt
+
+        with closing(_workspace()) as workspace:
+            version, rendered = render_prompt(workspace, ref, variables, as_text=as_text)
+            return {"ref": version.ref, "rendered": rendered}
+
+
+def _prompts() -> Any:
+    return source(lambda client: client.prompts, _LocalPrompts)
+
+
+def _print_versions(title: str, items: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         print_json(items)
         return
@@ -40,6 +97,10 @@ def _print_versions(title: str, versions: list[PromptVersion], as_json: bool) ->
     print_table(title, ["version", "kind", "aliases", "digest", "created"], rows)
 
 
+def _weights(split: dict[str, int]) -> str:
+    return " ".join(f"{alias}={weight}" for alias, weight in split.items())
+
+
 @app.command("create")
 def create(
     name: Annotated[str, typer.Argument(help="Prompt name.")],
@@ -48,43 +109,40 @@ def create(
 ) -> None:
     """Store PROMPT.yaml as the next version of NAME (identical content: the same version)."""
     from forgeml.core.configfile import load_yaml_model
-    from forgeml.prompts import PromptSpec, create_prompt, prompt_summary
+    from forgeml.prompts import PromptSpec
 
-    spec = load_yaml_model(file, PromptSpec)
-    version, created = create_prompt(_workspace(), name, spec)
+    # read and checked here, so a bad file is refused alike in remote mode
+    spec = load_yaml_model(file, PromptSpec).model_dump(mode="json", exclude_unset=True)
+    summary = _prompts().create(name, spec)
     if as_json:
-        print_json({**prompt_summary(version), "created": created})
+        print_json(summary)
         return
-    if created:
-        say(f"created {version.ref} ({version.record.kind})")
+    if summary["created"]:
+        say(f"created {summary['ref']} ({summary['kind']})")
     else:
-        say(f"{version.ref} already holds this content; nothing was written")
+        say(f"{summary['ref']} already holds this content; nothing was written")
 
 
 @app.command("show")
 def show(ref: RefArg, as_json: JsonFlag = False) -> None:
     """A prompt version: its template or messages, variables, examples, model defaults, and
     the prompt's traffic split."""
-    from forgeml.prompts import get_prompt, get_split, prompt_detail
-
-    workspace = _workspace()
-    detail = prompt_detail(workspace, ref)
+    detail = _prompts().show(ref)
     if as_json:
         print_json(detail)
         return
-    version = get_prompt(workspace, ref)
-    split = get_split(workspace, version.record.name)
-    aliases = " ".join("@" + alias for alias in version.aliases)
-    say(f"[bold]{version.ref}[/bold] {aliases} {version.spec.description}".rstrip())
-    if split is not None:
-        say(f"split: {split}")
-    for message in version.spec.messages or []:
-        say(f"[{message.role}] {message.template}")
-    if version.spec.template is not None:
-        say(version.spec.template)
+    content = detail["content"]
+    aliases = " ".join("@" + alias for alias in detail["aliases"])
+    say(f"[bold]{detail['ref']}[/bold] {aliases} {content['description']}".rstrip())
+    if detail["split"] is not None:
+        say(f"split: {_weights(detail['split'])}")
+    for message in content["messages"] or []:
+        say(f"[{message['role']}] {message['template']}")
+    if content["template"] is not None:
+        say(content["template"])
     rows = [
-        (v.name, v.type, "yes" if v.required else "no", v.default, v.description)
-        for v in version.spec.variables
+        (v["name"], v["type"], "yes" if v["required"] else "no", v["default"], v["description"])
+        for v in content["variables"]
     ]
     print_table("variables", ["name", "type", "required", "default", "description"], rows)
 
@@ -92,9 +150,7 @@ def show(ref: RefArg, as_json: JsonFlag = False) -> None:
 @app.command("list")
 def list_(as_json: JsonFlag = False) -> None:
     """Every prompt, at its latest version."""
-    from forgeml.prompts import list_prompts
-
-    _print_versions("prompts", list_prompts(_workspace()), as_json)
+    _print_versions("prompts", _prompts().list(), as_json)
 
 
 @app.command("versions")
@@ -102,9 +158,7 @@ def versions(
     name: Annotated[str, typer.Argument(help="Prompt name.")], as_json: JsonFlag = False
 ) -> None:
     """Every version of a prompt, oldest first, with its aliases."""
-    from forgeml.prompts import prompt_versions
-
-    _print_versions(name, prompt_versions(_workspace(), name), as_json)
+    _print_versions(name, _prompts().versions(name), as_json)
 
 
 @app.command("alias")
@@ -114,13 +168,11 @@ def alias(
     as_json: JsonFlag = False,
 ) -> None:
     """Point NAME@ALIAS at the version REF names (audited)."""
-    from forgeml.prompts import prompt_summary, set_alias
-
-    version = set_alias(_workspace(), ref, alias_name)
+    summary = _prompts().alias(ref, alias_name)
     if as_json:
-        print_json(prompt_summary(version))
+        print_json(summary)
         return
-    say(f"{version.record.name}@{alias_name} -> {version.ref}")
+    say(f"{summary['name']}@{alias_name} -> {summary['ref']}")
 
 
 @app.command("split")
@@ -138,23 +190,27 @@ def split(
 ) -> None:
     """Split the traffic of callers who name only the prompt between aliases (audited)."""
     from forgeml.core.errors import UsageError
-    from forgeml.prompts import clear_split, parse_weights, set_split
+    from forgeml.prompts import parse_weights
 
     if clear == bool(weights):
         raise UsageError("Give ALIAS=WEIGHT pairs or --clear, not both and not neither.")
-    workspace = _workspace()
     if clear:
-        removed = clear_split(workspace, name)
+        cleared = _prompts().clear_split(name)
+        removed = cleared["removed"]
         if as_json:
-            print_json({"name": name, "split": None, "removed": removed and removed.as_dict()})
+            print_json(cleared)
         else:
-            say(f"{name}: split removed ({removed})" if removed else f"{name} had no split")
+            say(
+                f"{name}: split removed ({_weights(removed)})"
+                if removed
+                else f"{name} had no split"
+            )
         return
-    result = set_split(workspace, name, parse_weights(weights or []))
+    result = _prompts().split(name, parse_weights(weights or []))
     if as_json:
-        print_json({"name": name, "split": result.as_dict()})
+        print_json(result)
         return
-    say(f"{name}: split {result}")
+    say(f"{name}: split {_weights(result['split'])}")
 
 
 @app.command("render")
@@ -169,12 +225,11 @@ def render(
     as_json: JsonFlag = False,
 ) -> None:
     """Render a prompt version with variables: text, or chat messages."""
-    from forgeml.prompts import render_prompt
-
     values, as_text = _values(var or [], vars_file)
-    version, rendered = render_prompt(_workspace(), ref, values, as_text=as_text)
+    answer = _prompts().render(ref, values, as_text)
+    rendered = answer["rendered"]
     if as_json:
-        print_json({"ref": version.ref, "rendered": rendered})
+        print_json(answer)
     elif isinstance(rendered, str):
         typer.echo(rendered)
     else:

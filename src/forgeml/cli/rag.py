@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from forgeml.cli import _rag_eval
 from forgeml.cli._output import print_json, print_table, say, step
+from forgeml.cli._remote import source
 from forgeml.core.errors import UsageError
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
 
 app = typer.Typer(help="RAG indexes: build, version, rebuild and search.", no_args_is_help=True)
+# a list of answers; named so the `list` methods do not shadow the type in their classes
+Items = list[dict[str, Any]]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 
 
@@ -33,6 +37,39 @@ def _default(name: str) -> Any:
     from forgeml.rag.options import IndexOptions
 
     return IndexOptions.model_fields[name].default
+
+
+class _LocalRag:
+    """The local workspace's indexes, as `forgeml.client.Rag` answers them remotely."""
+
+    def query(
+        self, ref: str, text: str, k: int, mode: str, filters: dict[str, str],
+        weight: float | None,
+    ) -> Items:  # fmt: skip
+        from forgeml.rag.versions import open_index
+
+        with closing(_workspace()) as workspace:
+            opened = open_index(workspace, ref)
+            try:
+                return [hit.__dict__ for hit in opened.search(text, k, mode, filters, weight)]
+            finally:
+                opened.close()
+
+    def show(self, ref: str) -> dict[str, Any]:
+        from forgeml.rag.versions import describe, resolve
+
+        with closing(_workspace()) as workspace, workspace.store.session() as session:
+            return describe(resolve(session, ref))
+
+    def versions(self, name: str) -> Items:
+        from forgeml.rag.versions import describe, versions_of
+
+        with closing(_workspace()) as workspace, workspace.store.session() as session:
+            return [describe(version) for version in versions_of(session, name)]
+
+
+def _rag() -> Any:
+    return source(lambda client: client.rag, _LocalRag)
 
 
 @app.command("index")
@@ -103,23 +140,17 @@ def query(
     as_json: JsonFlag = False,
 ) -> None:
     """Search an index version."""
-    from forgeml.rag.versions import open_index
-
-    opened = open_index(_workspace(), ref)
-    try:
-        hits = opened.search(text, k, mode, _filters(filters or []), weight)
-    finally:
-        opened.close()
+    hits = _rag().query(ref, text, k, mode, _filters(filters or []), weight)
     if as_json:
-        print_json([hit.__dict__ for hit in hits])
+        print_json(hits)
         return
     rows = [
         (
             n,
-            f"{h.score:.4f}",
-            h.source,
-            h.metadata.get("section", ""),
-            " ".join(h.text.split())[:80],
+            f"{h['score']:.4f}",
+            h["source"],
+            h["metadata"].get("section", ""),
+            " ".join(h["text"].split())[:80],
         )
         for n, h in enumerate(hits, start=1)
     ]
@@ -132,10 +163,7 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """An index version: digest, config, and lineage to its sources and embedder."""
-    from forgeml.rag.versions import describe, resolve
-
-    with _workspace().store.session() as session:
-        detail = describe(resolve(session, ref))
+    detail = _rag().show(ref)
     if as_json:
         print_json(detail)
         return
@@ -152,10 +180,7 @@ def versions(
     as_json: JsonFlag = False,
 ) -> None:
     """Every version of an index, oldest first."""
-    from forgeml.rag.versions import describe, versions_of
-
-    with _workspace().store.session() as session:
-        items = [describe(version) for version in versions_of(session, name)]
+    items = _rag().versions(name)
     if as_json:
         print_json(items)
         return

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from datetime import timedelta
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from forgeml.cli._output import print_json, print_table, say
+from forgeml.cli._output import print_json, print_table, say, when
+from forgeml.cli._remote import source
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -16,6 +18,8 @@ app = typer.Typer(
     help="API tokens: prefixed, stored hashed, scoped, expiring, revocable.",
     no_args_is_help=True,
 )
+# a list of answers; named so the `list` methods do not shadow the type in their classes
+Items = list[dict[str, Any]]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 
 
@@ -23,6 +27,38 @@ def _workspace() -> Workspace:
     from forgeml.core.workspace import open_workspace
 
     return open_workspace()
+
+
+class _LocalTokens:
+    """The local workspace's tokens, as `forgeml.client.Tokens` answers them remotely."""
+
+    def create(
+        self, user: str, name: str, scopes: list[str] | None, expires_days: float | None
+    ) -> dict[str, Any]:
+        from forgeml.auth import issue_token
+
+        with closing(_workspace()) as workspace:
+            expires = timedelta(days=expires_days) if expires_days is not None else None
+            summary, token = issue_token(
+                workspace, user, name, actor=workspace.actor, scopes=scopes, expires_in=expires
+            )
+            return summary | {"token": token}
+
+    def list(self, user: str | None = None) -> Items:
+        from forgeml.auth import list_tokens
+
+        with closing(_workspace()) as workspace:
+            return list_tokens(workspace, user)
+
+    def revoke(self, token: str) -> dict[str, Any]:
+        from forgeml.auth import revoke_token
+
+        with closing(_workspace()) as workspace:
+            return revoke_token(workspace, token, actor=workspace.actor)
+
+
+def _tokens() -> Any:
+    return source(lambda client: client.tokens, _LocalTokens)
 
 
 @app.command("create")
@@ -39,20 +75,20 @@ def create(
     as_json: JsonFlag = False,
 ) -> None:
     """Create a token and print it ONCE: only a hash of it is kept."""
-    from forgeml.auth import issue_token
-
-    workspace = _workspace()
-    expires = timedelta(days=expires_days) if expires_days is not None else None
-    summary, token = issue_token(
-        workspace, user, name, actor=workspace.actor, scopes=scope, expires_in=expires
-    )
+    summary = _tokens().create(user, name, scope, expires_days)
+    token = summary["token"]
     if as_json:
-        print_json({**summary, "token": token})
+        print_json(summary)
         return
     scopes = ", ".join(summary["scopes"]) if summary["scopes"] else f"all of {user}'s roles"
     say(f"token {summary['prefix']} created for {user} ({scopes})")
     say("Store it now; it is not shown again:")
     typer.echo(token)
+
+
+def _moment(value: Any) -> str:
+    # a datetime locally, its ISO 8601 string in remote mode: printed alike
+    return when(value) if value else "never"
 
 
 @app.command("list")
@@ -61,9 +97,7 @@ def list_(
     as_json: JsonFlag = False,
 ) -> None:
     """API tokens (prefix, account, scope, expiry, last use, state); never a secret."""
-    from forgeml.auth import list_tokens
-
-    tokens = list_tokens(_workspace(), user)
+    tokens = _tokens().list(user)
     if as_json:
         print_json(tokens)
         return
@@ -71,7 +105,7 @@ def list_(
         (
             t["prefix"], t["user"], t["name"],
             ", ".join(t["scopes"]) if t["scopes"] else "all",
-            t["expires_at"] or "never", t["last_used_at"] or "never",
+            _moment(t["expires_at"]), _moment(t["last_used_at"]),
             "revoked" if t["revoked_at"] else "active",
         )
         for t in tokens
@@ -86,10 +120,7 @@ def revoke(
     as_json: JsonFlag = False,
 ) -> None:
     """Revoke a token: it is refused from the next request on."""
-    from forgeml.auth import revoke_token
-
-    workspace = _workspace()
-    summary = revoke_token(workspace, token, actor=workspace.actor)
+    summary = _tokens().revoke(token)
     if as_json:
         print_json(summary)
         return

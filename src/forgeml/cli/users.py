@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from contextlib import closing
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say
+from forgeml.cli._remote import source
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -16,6 +18,8 @@ app = typer.Typer(
     help="Accounts: people (password or OIDC) and service accounts (tokens).",
     no_args_is_help=True,
 )
+# a list of answers; named so the `list` methods do not shadow the type in their classes
+Items = list[dict[str, Any]]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 
 
@@ -23,6 +27,53 @@ def _workspace() -> Workspace:
     from forgeml.core.workspace import open_workspace
 
     return open_workspace()
+
+
+class _LocalUsers:
+    """The local workspace's accounts, as `forgeml.client.Users` answers them remotely."""
+
+    def create(
+        self, name: str, *, kind: str, email: str | None, password: str | None,
+        role: str | None, project: str,
+    ) -> dict[str, Any]:  # fmt: skip
+        from forgeml.auth import Passwords, add_member, create_user, get_auth_settings
+
+        with closing(_workspace()) as workspace:
+            passwords = Passwords(get_auth_settings()) if password is not None else None
+            summary = create_user(
+                workspace, name, actor=workspace.actor, kind=kind, email=email,
+                password=password, passwords=passwords,
+            )  # fmt: skip
+            if role is not None:
+                add_member(workspace, project, name, role, actor=workspace.actor)
+            return summary | {"roles": {project: role} if role else {}}
+
+    def list(self) -> Items:
+        from forgeml.auth import list_users
+
+        with closing(_workspace()) as workspace:
+            return list_users(workspace)
+
+    def show(self, name: str) -> dict[str, Any]:
+        from forgeml.auth import get_user, roles_of
+
+        with closing(_workspace()) as workspace:
+            return get_user(workspace, name) | {"roles": roles_of(workspace, name)}
+
+    def update(
+        self, name: str, disabled: bool | None = None, password: str | None = None
+    ) -> dict[str, Any]:
+        from forgeml.auth import Passwords, get_auth_settings, set_disabled, set_password
+
+        with closing(_workspace()) as workspace:
+            if password is not None:
+                passwords = Passwords(get_auth_settings())
+                return set_password(workspace, name, password, passwords, actor=workspace.actor)
+            return set_disabled(workspace, name, bool(disabled), actor=workspace.actor)
+
+
+def _users() -> Any:
+    return source(lambda client: client.users, _LocalUsers)
 
 
 def _read_password(from_stdin: bool) -> str | None:
@@ -59,7 +110,6 @@ def create(
 ) -> None:
     """Create an account; a person's password is asked for (or read with --password-stdin)
     and only its Argon2id hash is kept."""
-    from forgeml.auth import Passwords, add_member, create_user, get_auth_settings
     from forgeml.auth.roles import check_role
     from forgeml.core.errors import UsageError
 
@@ -68,15 +118,10 @@ def create(
     if service and password_stdin:
         raise UsageError("A service account has no password: drop --password-stdin.")
     password = None if service else _read_password(password_stdin)
-    workspace = _workspace()
-    passwords = Passwords(get_auth_settings()) if password is not None else None
-    summary = create_user(
-        workspace, name, actor=workspace.actor, kind="service" if service else "user",
-        email=email, password=password, passwords=passwords,
+    summary = _users().create(
+        name, kind="service" if service else "user", email=email, password=password,
+        role=role, project=project,
     )  # fmt: skip
-    if role is not None:
-        add_member(workspace, project, name, role, actor=workspace.actor)
-    summary["roles"] = {project: role} if role else {}
     if as_json:
         print_json(summary)
         return
@@ -87,9 +132,7 @@ def create(
 @app.command("list")
 def list_(as_json: JsonFlag = False) -> None:
     """Every account (never a password or its hash)."""
-    from forgeml.auth import list_users
-
-    users = list_users(_workspace())
+    users = _users().list()
     if as_json:
         print_json(users)
         return
@@ -109,10 +152,7 @@ def show(
     name: Annotated[str, typer.Argument(help="The account's name.")], as_json: JsonFlag = False
 ) -> None:
     """One account and its role in each project."""
-    from forgeml.auth import get_user, roles_of
-
-    workspace = _workspace()
-    summary = get_user(workspace, name) | {"roles": roles_of(workspace, name)}
+    summary = _users().show(name)
     if as_json:
         print_json(summary)
         return
@@ -123,10 +163,7 @@ def show(
 
 
 def _set_disabled(name: str, disabled: bool, as_json: bool) -> None:
-    from forgeml.auth import set_disabled
-
-    workspace = _workspace()
-    summary = set_disabled(workspace, name, disabled, actor=workspace.actor)
+    summary = _users().update(name, disabled=disabled)
     if as_json:
         print_json(summary)
         return
@@ -158,12 +195,10 @@ def password(
 ) -> None:
     """Set a person's password (asked for, or read with --password-stdin); only its hash
     is kept."""
-    from forgeml.auth import Passwords, get_auth_settings, set_password
     from forgeml.core.errors import UsageError
 
     chosen = _read_password(password_stdin)
     if chosen is None:
         raise UsageError("No password given: type it on a terminal or use --password-stdin.")
-    workspace = _workspace()
-    set_password(workspace, name, chosen, Passwords(get_auth_settings()), actor=workspace.actor)
+    _users().update(name, password=chosen)
     say(f"password of {name} set")

@@ -15,15 +15,24 @@ from typing import TYPE_CHECKING, Any
 from forgeml.client._settings import RemoteSettings
 
 if TYPE_CHECKING:
+    from forgeml.client._accounts import Projects, Tokens, Users
     from forgeml.client._client import Client
+    from forgeml.client._registries import Agents, Pipelines, Prompts, Rag
     from forgeml.client._resources import Audit, Datasets, Jobs, Keys, Models, Queues, Runs
 
 __all__ = [
-    "Audit", "Client", "Datasets", "Jobs", "Keys", "Models", "Queues", "RemoteSettings", "Runs",
+    "Agents", "Audit", "Client", "Datasets", "Jobs", "Keys", "Models", "Pipelines", "Projects",
+    "Prompts", "Queues", "Rag", "RemoteSettings", "Runs", "Tokens", "Users",
 ]  # fmt: skip
 
-_LAZY = {"Client": "forgeml.client._client"} | dict.fromkeys(
-    ("Audit", "Datasets", "Jobs", "Keys", "Models", "Queues", "Runs"), "forgeml.client._resources"
+_LAZY = (
+    {"Client": "forgeml.client._client"}
+    | dict.fromkeys(
+        ("Audit", "Datasets", "Jobs", "Keys", "Models", "Queues", "Runs"),
+        "forgeml.client._resources",
+    )
+    | dict.fromkeys(("Agents", "Pipelines", "Prompts", "Rag"), "forgeml.client._registries")
+    | dict.fromkeys(("Projects", "Tokens", "Users"), "forgeml.client._accounts")
 )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from forgeml.client._accounts import Projects, Tokens, Users
+from forgeml.client._registries import Agents, Pipelines, Prompts, Rag
 from forgeml.client._resources import Audit, Datasets, Jobs, Keys, Models, Queues, Runs
 from forgeml.client._settings import RemoteSettings
 from forgeml.client._transport import Transport
@@ -30,6 +32,13 @@ class Client:
         self.queues = Queues(self.transport)
         self.keys = Keys(self.transport)
         self.audit = Audit(self.transport)
+        self.prompts = Prompts(self.transport)
+        self.rag = Rag(self.transport)
+        self.pipelines = Pipelines(self.transport)
+        self.agents = Agents(self.transport)
+        self.users = Users(self.transport)
+        self.projects = Projects(self.transport)
+        self.tokens = Tokens(self.transport)
 
     @classmethod
     def from_env(cls) -> Client | None:

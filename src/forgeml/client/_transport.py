@@ -53,6 +53,11 @@ class Transport:
             request["json"] = body
         return self._json(self.send("POST", path, **request))
 
+    def send_json(self, method: str, path: str, body: Any = None) -> Any:
+        """A PUT, PATCH or DELETE (with a JSON `body`, if given), its JSON answer."""
+        request = {} if body is None else {"json": body}
+        return self._json(self.send(method, path, **request))
+
     def pages(self, path: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         """Every item of a list route, its keyset pages followed to the end."""
         return [item for page in self._pages(path, dict(params or {})) for item in page]

@@ -224,3 +224,27 @@ class PromptRequestError(ForgemlError):
 
 class PromptTemplateError(ConfigError):
     """A prompt template does not parse, reaches for Python internals, or renders too much."""
+
+
+def _code_of(cls: type[ForgemlError]) -> str:
+    name = cls.__name__.removesuffix("Error")
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+# the one table of machine-readable codes: the API's `{"error", "code"}` answers carry one,
+# and the client raises its class again (409 alone could be a name taken, a job's or key's
+# state, or the last owner), so the CLI's remote mode exits as the local one does
+ERROR_CODES: dict[str, type[ForgemlError]] = {
+    _code_of(cls): cls
+    for cls in list(globals().values())
+    if isinstance(cls, type) and issubclass(cls, ForgemlError)
+}
+
+
+def error_code(error: ForgemlError) -> str:
+    """The code of `error`: that of its nearest class in this module (`usage`,
+    `last_owner`, ...); a domain package's own subclass answers as its base here."""
+    for cls in type(error).__mro__:
+        if cls.__module__ == __name__ and issubclass(cls, ForgemlError):
+            return _code_of(cls)
+    return "forgeml"  # unreachable: every ForgemlError has ForgemlError in its MRO

@@ -1,0 +1,112 @@
+"""A small workspace served by the control plane with accounts, for the remote-mode parity
+tests of one command group each (tests/cli/test_remote_<group>.py): no trained model, an
+owner's (olivia) and a viewer's (victor) token, on SQLite or on a PostgreSQL database.
+
+`Forgeml` runs `forgeml ...` in-process as olivia: locally on the served workspace, or
+through the server with olivia's token, so both sides write the same actor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from forgeml.api._accounts import AccountsAuthorizer
+from forgeml.api._thread import api_in_thread
+from forgeml.auth import issue_token
+from forgeml.core.config import Settings, get_settings
+from forgeml.core.workspace import Workspace
+from tests.auth._accounts import fast_settings, person
+from tests.conftest import PG_URL, CliResult, fresh_postgres_database
+
+ACTOR = "olivia"
+
+
+@dataclass(frozen=True)
+class Served:
+    home: Path
+    db_url: str | None
+    url: str
+    tokens: dict[str, str]
+    workspace: Workspace
+
+
+@contextmanager
+def served(tmp: Path, db_url: str | None = None) -> Iterator[Served]:
+    """A fresh workspace under `tmp` (its database at `db_url` if given), with accounts,
+    served on loopback until the block ends."""
+    home = tmp / "home"
+    workspace = Workspace(Settings(home=home, db_url=db_url, user=ACTOR))
+    try:
+        settings = fast_settings(tmp)
+        tokens = {}
+        for name, role in ((ACTOR, "owner"), ("victor", "viewer")):
+            person(workspace, settings, name, role)
+            tokens[name] = issue_token(workspace, name, "cli", actor="tester")[1]
+        authorizer = AccountsAuthorizer(workspace, settings)
+        with api_in_thread(workspace, authorizer=authorizer) as url:
+            yield Served(home, db_url, url, tokens, workspace)
+    finally:
+        workspace.close()
+
+
+@contextmanager
+def served_on(backend: str, factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`served` on `sqlite` or on a fresh `postgresql` database (skipped without one)."""
+    tmp = factory.mktemp(f"served-{backend}")
+    if backend == "sqlite":
+        with served(tmp) as home:
+            yield home
+        return
+    if not PG_URL:
+        pytest.skip("FORGEML_TEST_PG_URL is not set (no PostgreSQL server for this run)")
+    with fresh_postgres_database() as url, served(tmp, url) as home:
+        yield home
+
+
+class Forgeml:
+    """`forgeml ...` in-process on the served workspace, locally or through its server."""
+
+    def __init__(self, served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+        self.served = served
+        self.capsys = capsys
+
+    def __call__(self, *args: str) -> CliResult:
+        from forgeml.cli import main
+
+        self.capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as done:
+            code = int(done.code or 0)
+        out = self.capsys.readouterr()
+        return CliResult(code, out.out, out.err)
+
+    def remote(self, *args: str, token: str | None = ACTOR) -> CliResult:
+        login = ["--token", self.served.tokens[token]] if token else []
+        return self("--server", self.served.url, *login, *args)
+
+
+@contextmanager
+def forgeml_on(
+    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Forgeml]:
+    """The environment of the local side set to the served workspace, acting as olivia."""
+    monkeypatch.setenv("FORGEML_HOME", str(served.home))
+    monkeypatch.setenv("FORGEML_USER", ACTOR)
+    for name in ("FORGEML_SERVER", "FORGEML_TOKEN", "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("FORGEML_ARTIFACTS_URL", raising=False)
+    if served.db_url:
+        monkeypatch.setenv("FORGEML_DB_URL", served.db_url)
+    else:
+        monkeypatch.delenv("FORGEML_DB_URL", raising=False)
+    get_settings.cache_clear()
+    try:
+        yield Forgeml(served, capsys)
+    finally:
+        get_settings.cache_clear()

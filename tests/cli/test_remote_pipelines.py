@@ -1,0 +1,87 @@
+"""`forgeml pipelines list|show` in remote mode print what they print locally, on SQLite
+and PostgreSQL; the commands that read a pipeline file of this machine refuse remote mode."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tests.cli._served import Forgeml, Served, forgeml_on, served_on
+
+PIPELINE = f"""
+name: hello
+steps:
+  - name: write
+    kind: command
+    argv: [{sys.executable}, -c, "open('hello.txt', 'w').write('hi')"]
+    outputs: {{out: hello.txt}}
+"""
+
+READS = [
+    ("pipelines", "list"),
+    ("pipelines", "list", "--json"),
+    ("pipelines", "list", "--limit", "1", "--json"),
+    ("pipelines", "show", "hello"),
+    ("pipelines", "show", "{run}", "--json"),
+    # the same sentence and exit code
+    ("pipelines", "show", "nosuch"),
+    ("pipelines", "list", "--limit", "0"),
+]
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    from forgeml.pipelines import load_pipeline, run_pipeline
+
+    with served_on(request.param, tmp_path_factory) as home:
+        spec = tmp_path_factory.mktemp("pipeline") / "hello.yaml"
+        spec.write_text(PIPELINE)
+        for _ in range(2):  # the second run is served from the cache
+            run_pipeline(home.workspace, load_pipeline(spec, []))
+        yield home
+
+
+@pytest.fixture
+def forgeml(
+    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Forgeml]:
+    with forgeml_on(served, capsys, monkeypatch) as run:
+        yield run
+
+
+@pytest.mark.parametrize("command", READS, ids=" ".join)
+def test_remote_pipelines_print_what_local_prints(
+    forgeml: Forgeml, command: tuple[str, ...]
+) -> None:
+    import json
+
+    run = json.loads(forgeml("pipelines", "list", "--json").stdout)[-1]["id"]
+    args = [arg.replace("{run}", run[:12]) for arg in command]
+    local, remote = forgeml(*args), forgeml.remote(*args)
+
+    assert (remote.code, remote.stdout, remote.stderr) == (local.code, local.stdout, local.stderr)
+    if local.code:
+        assert local.stderr.startswith("error: ") and local.stderr.count("\n") == 1
+    else:
+        assert local.stdout and not local.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("pipelines", "run", "p.yaml"),
+        ("pipelines", "graph", "p.yaml"),
+        ("pipelines", "export", "p.yaml"),
+    ],
+)
+def test_pipeline_files_are_read_where_they_are(forgeml: Forgeml, command: tuple[str, ...]) -> None:
+    refused = forgeml.remote(*command)
+
+    assert refused.code == 2
+    assert refused.stderr.startswith(
+        f"error: `forgeml pipelines {command[1]}` cannot run in remote"
+    )
