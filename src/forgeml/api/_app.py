@@ -25,6 +25,7 @@ from forgeml.api._alerts import router as alerts_router
 from forgeml.api._audit import router as audit_router
 from forgeml.api._authz import Authorizer, api_routes
 from forgeml.api._cost import router as cost_router
+from forgeml.api._dataset_ops import router as dataset_ops_router
 from forgeml.api._datasets import router as datasets_router
 from forgeml.api._deployments import router as deployments_router
 from forgeml.api._hosts import NOSNIFF, HostGuard, ServedHosts
@@ -45,7 +46,7 @@ from forgeml.core.workspace import Workspace
 
 # one router per concern, in the order the OpenAPI document lists them
 ROUTERS = [
-    datasets_router, jobs_router, queues_router, runs_router, models_router,
+    datasets_router, dataset_ops_router, jobs_router, queues_router, runs_router, models_router,
     deployments_router, keys_router, prompts_router, rag_router, pipelines_router,
     cost_router, audit_router,
 ]  # fmt: skip

@@ -100,6 +100,40 @@ class Datasets(_Resource):
                 f"/datasets/{_segment(name)}/versions", params=params, content=body
             )
 
+    def frame(self, ref: str, split: str | None = None, limit: int | None = None) -> Any:
+        """`(ref resolved, polars DataFrame)` of a version's rows (`data head|export`)."""
+        import polars as pl
+
+        params: dict[str, Any] = {"split": split} if split else {}
+        if limit is not None:
+            params["limit"] = limit
+        answer = self._transport.send("GET", f"/datasets/{_segment(ref)}/frame", params=params)
+        return answer.headers["X-Dataset-Ref"], pl.read_ipc_stream(answer.content)
+
+    def diff(self, ref: str, to: str) -> dict[str, Any]:
+        """Changes from `ref` to `to` (`data diff --json`)."""
+        return self._transport.get(f"/datasets/{_segment(ref)}/diff", {"to": to})
+
+    def query(self, sql: str, limit: int = 100) -> dict[str, Any]:
+        """`{"columns", "rows"}` of one read-only SQL statement (`data query`)."""
+        return self._transport.post("/datasets/query", {"sql": sql, "limit": limit})
+
+    def rebuild(self, ref: str) -> dict[str, Any]:
+        """Re-derive a version and compare digests: `{"ref", "digest", "actual"}`."""
+        return self._transport.post(f"/datasets/{_segment(ref)}/rebuild")
+
+    def derive(
+        self,
+        ref: str,
+        op: str,
+        params: dict[str, Any],
+        name: str | None = None,
+        spec_name: str | None = None,
+    ) -> dict[str, Any]:
+        """Apply transform `op` to a version (`data clean|validate|... --json`)."""
+        body = {"op": op, "params": params, "name": name, "spec_name": spec_name}
+        return self._transport.post(f"/datasets/{_segment(ref)}/derive", body)
+
 
 class Jobs(_Resource):
     """Scheduler jobs (`/api/v1/jobs`)."""
