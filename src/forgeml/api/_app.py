@@ -29,6 +29,7 @@ from forgeml.api._dataset_ops import router as dataset_ops_router
 from forgeml.api._datasets import router as datasets_router
 from forgeml.api._deployments import router as deployments_router
 from forgeml.api._hosts import NOSNIFF, HostGuard, ServedHosts
+from forgeml.api._job_logs import router as job_logs_router
 from forgeml.api._jobs import router as jobs_router
 from forgeml.api._keys import router as keys_router
 from forgeml.api._limits import ApiLimits, StreamSlots
@@ -46,9 +47,9 @@ from forgeml.core.workspace import Workspace
 
 # one router per concern, in the order the OpenAPI document lists them
 ROUTERS = [
-    datasets_router, dataset_ops_router, jobs_router, queues_router, runs_router, models_router,
-    deployments_router, keys_router, prompts_router, rag_router, pipelines_router,
-    cost_router, audit_router,
+    datasets_router, dataset_ops_router, jobs_router, job_logs_router, queues_router,
+    runs_router, models_router, deployments_router, keys_router, prompts_router, rag_router,
+    pipelines_router, cost_router, audit_router,
 ]  # fmt: skip
 
 

@@ -43,6 +43,11 @@ REMOTE_COMMANDS = frozenset(
         ("data", "rebuild"), ("data", "clean"), ("data", "validate"), ("data", "redact"),
         ("data", "split"), ("data", "augment"), ("data", "features"),
         ("jobs", "list"), ("jobs", "show"), ("jobs", "cancel"), ("jobs", "retry"),
+        ("jobs", "logs"),
+        ("cost", "report"), ("cost", "budgets"),
+        ("alerts", "list"), ("alerts", "show"), ("alerts", "ack"),
+        # they print forgeml's own rule file and dashboard: nothing of a workspace
+        ("monitor", "rules"), ("monitor", "dashboard"),
         ("queues", "list"), ("queues", "show"),
         ("keys", "list"), ("keys", "revoke"),
         ("audit", "log"), ("audit", "verify"),
@@ -60,6 +65,33 @@ LOCAL_ONLY = {
     "finetune": "trains on this machine; submit it to the server as a job (POST /api/v1/jobs)",
     "tune": "trains on this machine; submit it to the server as a job (POST /api/v1/jobs)",
     "optimize": "runs on this machine; submit it to the server as a job (POST /api/v1/jobs)",
+}
+
+
+_BESIDE = "run it beside the server (unset FORGEML_SERVER)"
+# commands of a group that has a remote mode, which run beside their workspace: why
+LOCAL_COMMANDS = {
+    ("jobs", "submit"): "starts the command from this machine's files; submit it to the "
+    "server with POST /api/v1/jobs, then follow it with `forgeml jobs logs -f`",
+    ("jobs", "export"): f"writes or submits a Volcano manifest with this machine's kubeconfig; "
+    f"{_BESIDE}",
+    ("runs", "compare"): f"reads the metric curves and plots them on this machine; {_BESIDE}, "
+    "or read GET /api/v1/runs/{ref}/metrics",
+    ("runs", "reproduce"): f"trains on this machine; {_BESIDE}, or submit the job with POST "
+    "/api/v1/jobs",
+    ("models", "compare"): f"loads and times the models on this machine; {_BESIDE}",
+    ("models", "import"): f"converts a model file of this machine; {_BESIDE}",
+    ("monitor", "drift"): f"reads request logs that the model servers write beside the "
+    f"workspace; {_BESIDE}",
+    ("monitor", "online"): f"reads request logs that the model servers write beside the "
+    f"workspace; {_BESIDE}",
+    ("monitor", "feedback"): f"records labels from a file of this machine; {_BESIDE}",
+    ("monitor", "accuracy"): f"joins feedback with request logs beside the workspace; {_BESIDE}",
+    ("monitor", "policy"): f"applies policy files of this machine and drives retraining "
+    f"there; {_BESIDE}",
+    ("pipelines", "triggers"): f"reads trigger files of this machine; {_BESIDE}",
+    ("deploy", None): "starts, stops and health-checks model-server processes beside the "
+    f"workspace; {_BESIDE}, or call /api/v1/deployments (list, show, traffic, delete)",
 }
 
 
@@ -113,6 +145,10 @@ def check_command(args: Sequence[str]) -> None:
     if group in LOCAL_ONLY:
         raise UsageError(f"`forgeml {group}` cannot run in remote mode: it {LOCAL_ONLY[group]}.")
     command = args[1] if len(args) > 1 and not args[1].startswith("-") else None
+    reason = LOCAL_COMMANDS.get((group, command)) or LOCAL_COMMANDS.get((group, None))
+    if reason is not None:
+        named = f"{group} {command}" if (group, command) in LOCAL_COMMANDS else group
+        raise UsageError(f"`forgeml {named}` cannot run in remote mode: it {reason}.")
     if command is None or (group, command) in REMOTE_COMMANDS:
         return
     raise UsageError(

@@ -57,6 +57,20 @@ class _LocalJobs:
         with closing(_workspace()) as workspace:
             return _summary(retry(workspace, ref))
 
+    def log(self, ref: str, attempt: int | None) -> bytes:
+        from forgeml.scheduler.jobs import attempt_log
+
+        with closing(_workspace()) as workspace:
+            return attempt_log(workspace, ref, attempt)
+
+    def follow(self, ref: str, output: Any) -> dict[str, Any]:
+        from forgeml.scheduler.foreground import follow
+        from forgeml.scheduler.jobs import find_job
+
+        with closing(_workspace()) as workspace:
+            ended = follow(workspace, find_job(workspace, ref).id, output)
+            return {"job_id": ended.id, "state": ended.state, "attempts": ended.attempts}
+
 
 def _jobs() -> Any:
     return source(lambda client: client.jobs, _LocalJobs)
@@ -209,24 +223,10 @@ def logs(
     ] = False,
 ) -> None:
     """Print an attempt's log (from the artifact store once it has ended)."""
-    from forgeml.core.errors import NotFoundError
-    from forgeml.scheduler.foreground import follow
-    from forgeml.scheduler.jobs import attempts_of, find_job, get_job
-
-    workspace = _workspace()
     if follow_:
-        follow(workspace, find_job(workspace, job).id, _write)
+        _jobs().follow(job, _write)
         return
-    with workspace.store.session() as session:
-        record = get_job(session, job)
-        attempts = attempts_of(session, record.id)
-    chosen = [a for a in attempts if attempt is None or a.number == attempt][-1:]
-    if not chosen:
-        raise NotFoundError(f"Job {record.id} has no attempt {attempt or ''}".rstrip() + " yet.")
-    if chosen[0].log_digest:
-        _write(workspace.artifacts.get_bytes(chosen[0].log_digest))
-    elif chosen[0].log_path and Path(chosen[0].log_path).exists():
-        _write(Path(chosen[0].log_path).read_bytes())
+    _write(_jobs().log(job, attempt))
 
 
 @app.command("cancel")

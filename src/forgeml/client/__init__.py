@@ -16,14 +16,38 @@ from forgeml.client._settings import RemoteSettings
 
 if TYPE_CHECKING:
     from forgeml.client._client import Client
-    from forgeml.client._resources import Audit, Datasets, Jobs, Keys, Models, Queues, Runs
+    from forgeml.client._resources import (
+        Alerts,
+        Audit,
+        Cost,
+        Datasets,
+        Deployments,
+        Jobs,
+        Keys,
+        Models,
+        Queues,
+        Runs,
+    )
 
 __all__ = [
-    "Audit", "Client", "Datasets", "Jobs", "Keys", "Models", "Queues", "RemoteSettings", "Runs",
+    "Alerts", "Audit", "Client", "Cost", "Datasets", "Deployments", "Jobs", "Keys", "Models",
+    "Queues", "RemoteSettings", "Runs",
 ]  # fmt: skip
 
 _LAZY = {"Client": "forgeml.client._client"} | dict.fromkeys(
-    ("Audit", "Datasets", "Jobs", "Keys", "Models", "Queues", "Runs"), "forgeml.client._resources"
+    (
+        "Alerts",
+        "Audit",
+        "Cost",
+        "Datasets",
+        "Deployments",
+        "Jobs",
+        "Keys",
+        "Models",
+        "Queues",
+        "Runs",
+    ),
+    "forgeml.client._resources",
 )
 
 

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from forgeml.client._resources import Audit, Datasets, Jobs, Keys, Models, Queues, Runs
+from forgeml.client._resources import (
+    Alerts,
+    Audit,
+    Cost,
+    Datasets,
+    Deployments,
+    Jobs,
+    Keys,
+    Models,
+    Queues,
+    Runs,
+)
 from forgeml.client._settings import RemoteSettings
 from forgeml.client._transport import Transport
 
@@ -30,6 +41,9 @@ class Client:
         self.queues = Queues(self.transport)
         self.keys = Keys(self.transport)
         self.audit = Audit(self.transport)
+        self.cost = Cost(self.transport)
+        self.alerts = Alerts(self.transport)
+        self.deployments = Deployments(self.transport)
 
     @classmethod
     def from_env(cls) -> Client | None:

@@ -8,6 +8,7 @@ not take, end as one sentence naming what to do; an answer `{"error": ...}` beco
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -53,6 +54,10 @@ class Transport:
             request["json"] = body
         return self._json(self.send("POST", path, **request))
 
+    def send_json(self, method: str, path: str, **request: Any) -> Any:
+        """Any other method's answer, as JSON."""
+        return self._json(self.send(method, path, **request))
+
     def pages(self, path: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         """Every item of a list route, its keyset pages followed to the end."""
         return [item for page in self._pages(path, dict(params or {})) for item in page]
@@ -66,6 +71,26 @@ class Transport:
             if not cursor:
                 return
             params["after"] = cursor
+
+    @contextmanager
+    def stream(self, method: str, path: str, **request: Any) -> Iterator[httpx.Response]:
+        """A streamed answer (no read timeout: a log may be quiet for long); errors as `send`."""
+        try:
+            with self._http.stream(
+                method,
+                path,
+                timeout=httpx.Timeout(self._http.timeout.connect, read=None),
+                **request,
+            ) as answer:
+                if answer.status_code >= 400:
+                    answer.read()
+                    raise self._error(answer)
+                yield answer
+        except httpx.TransportError as error:
+            raise ServiceUnavailableError(
+                f"Cannot reach the forgeml server at {self.server} ({_reason(error)}); "
+                "is `forgeml server` running there?"
+            ) from None
 
     def send(self, method: str, path: str, **request: Any) -> httpx.Response:
         """One request; a refused connection or an error answer raised as a ForgemlError."""
