@@ -47,6 +47,10 @@ READS = [
     ("alerts", "list", "--state", "bogus"),
     ("monitor", "rules"),
     ("monitor", "dashboard"),
+    ("deploy", "list"),
+    ("deploy", "list", "--deleted", "--json"),
+    ("deploy", "show", "nosuch"),
+    ("deploy", "delete", "nosuch"),
 ]
 
 
@@ -167,9 +171,10 @@ def test_every_command_has_a_remote_mode_or_a_reason(group: str) -> None:
 @pytest.mark.parametrize(
     ("command", "named"),
     [
-        (("runs", "compare", "a", "b"), "runs compare"),
+        (("runs", "reproduce", "adult-mlp"), "runs reproduce"),
         (("monitor", "policy", "list"), "monitor policy"),
-        (("deploy", "list"), "deploy"),
+        (("deploy", "rollback", "web"), "deploy rollback"),
+        (("deploy", "create", "adult-mlp@v1", "--name", "web"), "deploy create"),
         (("deploy", "adult-mlp@v1", "--name", "web"), "deploy"),
     ],
 )
@@ -182,4 +187,55 @@ def test_a_command_that_runs_beside_the_workspace_says_why_in_remote_mode(
     assert refused.code == 2
     assert refused.stderr == (
         f"error: `forgeml {named}` cannot run in remote mode: it {LOCAL_COMMANDS[key]}.\n"
+    )
+
+
+@BACKENDS
+def test_a_job_submitted_remotely_is_queued_as_a_local_detached_one(forgeml: Forgeml) -> None:
+    submit = ("jobs", "submit", "--detach", "--name", "later", "--", "echo", "hi")
+    local = forgeml(*submit)
+    remote = forgeml.remote(*submit)
+    as_json = json.loads(forgeml.remote(*submit[:2], "--json", *submit[2:]).stdout)
+
+    local_id, remote_id = local.stdout.split()[1], remote.stdout.split()[1]
+    assert remote.code == local.code == 0, remote.stderr
+    assert remote.stdout.replace(remote_id, "ID").replace(remote_id[:12], "ID") == (
+        local.stdout.replace(local_id, "ID").replace(local_id[:12], "ID")
+    )
+    shown = json.loads(forgeml("jobs", "show", remote_id, "--json").stdout)
+    assert (shown["state"], shown["owner"], shown["command"]) == (
+        "PENDING",
+        "olivia",
+        ["echo", "hi"],
+    )
+    assert (as_json["state"], as_json["name"]) == ("PENDING", "later")
+    for job in (local_id, remote_id, as_json["job_id"]):  # the served queue as it was
+        forgeml("jobs", "cancel", job)
+
+
+@BACKENDS
+def test_runs_compared_remotely_print_what_local_compare_prints(
+    forgeml: Forgeml, tmp_path: pytest.TempPathFactory
+) -> None:
+    listed = json.loads(forgeml("runs", "list", "--json").stdout)
+    ids = [run["run_id"][:12] for run in listed][:2]
+    plot = f"{tmp_path}/curves.png"
+    for args in [
+        (*ids, "--plot", plot),
+        (*ids, "--plot", plot, "--json"),
+        ("nosuch", "--plot", plot),
+    ]:
+        local = forgeml("runs", "compare", *args)
+        remote = forgeml.remote("runs", "compare", *args)
+
+        assert (remote.code, remote.stdout, remote.stderr) == (
+            local.code,
+            local.stdout,
+            local.stderr,
+        )
+    assert (
+        local.code == 1
+        and json.loads(forgeml.remote("runs", "compare", *ids, "--plot", plot, "--json").stdout)[
+            "metrics"
+        ]
     )

@@ -36,15 +36,16 @@ _given = _Given()
 # (group, command) pairs that go through the API in remote mode
 REMOTE_COMMANDS = frozenset(
     {
-        ("runs", "list"), ("runs", "show"),
+        ("runs", "list"), ("runs", "show"), ("runs", "compare"),
         ("models", "list"), ("models", "show"), ("models", "promote"),
         ("data", "add"), ("data", "list"), ("data", "versions"), ("data", "show"),
         ("data", "head"), ("data", "diff"), ("data", "export"), ("data", "query"),
         ("data", "rebuild"), ("data", "clean"), ("data", "validate"), ("data", "redact"),
         ("data", "split"), ("data", "augment"), ("data", "features"),
         ("jobs", "list"), ("jobs", "show"), ("jobs", "cancel"), ("jobs", "retry"),
-        ("jobs", "logs"),
+        ("jobs", "logs"), ("jobs", "submit"),
         ("cost", "report"), ("cost", "budgets"),
+        ("deploy", "list"), ("deploy", "show"), ("deploy", "delete"),
         ("alerts", "list"), ("alerts", "show"), ("alerts", "ack"),
         # they print forgeml's own rule file and dashboard: nothing of a workspace
         ("monitor", "rules"), ("monitor", "dashboard"),
@@ -70,13 +71,9 @@ LOCAL_ONLY = {
 
 _BESIDE = "run it beside the server (unset FORGEML_SERVER)"
 # commands of a group that has a remote mode, which run beside their workspace: why
-LOCAL_COMMANDS = {
-    ("jobs", "submit"): "starts the command from this machine's files; submit it to the "
-    "server with POST /api/v1/jobs, then follow it with `forgeml jobs logs -f`",
+LOCAL_COMMANDS: dict[tuple[str, str | None], str] = {
     ("jobs", "export"): f"writes or submits a Volcano manifest with this machine's kubeconfig; "
     f"{_BESIDE}",
-    ("runs", "compare"): f"reads the metric curves and plots them on this machine; {_BESIDE}, "
-    "or read GET /api/v1/runs/{ref}/metrics",
     ("runs", "reproduce"): f"trains on this machine; {_BESIDE}, or submit the job with POST "
     "/api/v1/jobs",
     ("models", "compare"): f"loads and times the models on this machine; {_BESIDE}",
@@ -90,8 +87,12 @@ LOCAL_COMMANDS = {
     ("monitor", "policy"): f"applies policy files of this machine and drives retraining "
     f"there; {_BESIDE}",
     ("pipelines", "triggers"): f"reads trigger files of this machine; {_BESIDE}",
-    ("deploy", None): "starts, stops and health-checks model-server processes beside the "
-    f"workspace; {_BESIDE}, or call /api/v1/deployments (list, show, traffic, delete)",
+    ("deploy", "create"): "starts model-server processes beside the workspace; "
+    f"{_BESIDE}, or shift a canary's traffic with POST /api/v1/deployments/{{name}}/traffic",
+    ("deploy", None): "starts model-server processes beside the workspace; "
+    f"{_BESIDE}, or shift a canary's traffic with POST /api/v1/deployments/{{name}}/traffic",
+    ("deploy", "rollback"): f"starts model-server processes beside the workspace; {_BESIDE}",
+    ("deploy", "check"): f"health-checks model-server processes beside the workspace; {_BESIDE}",
 }
 
 
@@ -145,10 +146,13 @@ def check_command(args: Sequence[str]) -> None:
     if group in LOCAL_ONLY:
         raise UsageError(f"`forgeml {group}` cannot run in remote mode: it {LOCAL_ONLY[group]}.")
     command = args[1] if len(args) > 1 and not args[1].startswith("-") else None
-    reason = LOCAL_COMMANDS.get((group, command)) or LOCAL_COMMANDS.get((group, None))
-    if reason is not None:
-        named = f"{group} {command}" if (group, command) in LOCAL_COMMANDS else group
-        raise UsageError(f"`forgeml {named}` cannot run in remote mode: it {reason}.")
+    if (group, command) in LOCAL_COMMANDS:
+        reason = LOCAL_COMMANDS[(group, command)]
+        raise UsageError(f"`forgeml {group} {command}` cannot run in remote mode: it {reason}.")
+    if (group, command) not in REMOTE_COMMANDS and (group, None) in LOCAL_COMMANDS:
+        # a group whose bare form is a command of its own (`forgeml deploy MODEL_REF`)
+        reason = LOCAL_COMMANDS[(group, None)]
+        raise UsageError(f"`forgeml {group}` cannot run in remote mode: it {reason}.")
     if command is None or (group, command) in REMOTE_COMMANDS:
         return
     raise UsageError(

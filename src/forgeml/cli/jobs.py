@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
-from forgeml.cli._remote import source
+from forgeml.cli._remote import remote_client, source
 
 if TYPE_CHECKING:
     from forgeml.core.store import JobRecord
@@ -104,9 +104,6 @@ def submit_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Run any command as a job: `forgeml jobs submit --cpus 2 -- python train.py`."""
-    from forgeml.scheduler.submit import raise_for, submit_and_run
-
-    workspace = _workspace()
     fields = {
         "name": name or Path(command[0]).name,
         "command": command,
@@ -119,6 +116,13 @@ def submit_command(
         "timeout_seconds": timeout,
         "env": _parse_env(env or []),
     }
+    client = remote_client()
+    if client is not None:
+        _submit_remote(client, fields, detach, as_json)
+        return
+    from forgeml.scheduler.submit import raise_for, submit_and_run
+
+    workspace = _workspace()
     output = (lambda _: None) if as_json else _write
     job = submit_and_run(workspace, fields, detach=detach, wait=wait, output=output)
     if as_json:
@@ -129,6 +133,30 @@ def submit_command(
             f"follow it with `forgeml jobs logs -f {job.id[:12]}`"
         )
     raise_for(job)
+
+
+def _submit_remote(client: Any, fields: dict[str, Any], detach: bool, as_json: bool) -> None:
+    """Queue the job on the server; unless `detach`, stream its log until it ends (as
+    `--wait` does: the server's scheduler runs it, not this machine)."""
+    from forgeml.core.errors import ForgemlError
+
+    summary = client.jobs.submit(**fields)
+    job_id = summary["job_id"]
+    if detach:
+        if as_json:
+            print_json(summary)
+        else:
+            say(f"job {job_id} queued in '{summary['queue']}'; "
+                f"follow it with `forgeml jobs logs -f {job_id[:12]}`")  # fmt: skip
+        return
+    ended = client.jobs.follow(job_id, (lambda _: None) if as_json else _write)
+    detail = client.jobs.show(job_id)
+    final = {key: detail[key] for key in summary} | {"attempts": ended["attempts"]}
+    if as_json:
+        print_json(final)
+    if final["state"] in ("FAILED", "CANCELLED"):
+        first_line = (final["error"] or f"Job {job_id} ended {final['state']}.").splitlines()[0]
+        raise ForgemlError(f"{first_line} (job {job_id}; `forgeml jobs show {job_id[:12]}`)")
 
 
 def _parse_env(pairs: list[str]) -> dict[str, str]:

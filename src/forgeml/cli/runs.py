@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,6 +38,18 @@ class _LocalRuns:
         with closing(_workspace()) as workspace:
             reap_expired(workspace)
             return run_detail(get_run(workspace, ref))
+
+    def metrics(self, ref: str, keys: Sequence[str] | None = None) -> dict[str, Any]:
+        from forgeml.tracking import get_run
+        from forgeml.tracking.history import metric_history
+
+        with closing(_workspace()) as workspace:
+            record = get_run(workspace, ref)
+            curves = metric_history(workspace, record.id, list(keys) if keys else None)
+            return {
+                "run_id": record.id,
+                "metrics": {k: [list(p) for p in c] for k, c in curves.items()},
+            }
 
 
 def _runs() -> Any:
@@ -102,26 +115,33 @@ def compare(
 ) -> None:
     """A table of final metrics side by side, and a PNG plot of the metric curves."""
     from forgeml.cli._plot import plot_curves
-    from forgeml.tracking import get_run, run_summary
-    from forgeml.tracking.history import metric_history
 
-    workspace = _workspace()
-    records = [get_run(workspace, ref) for ref in runs]
-    keys = sorted({k for r in records for k, v in (r.metrics or {}).items() if _is_number(v)})
+    found = _runs()
+    # a run's summary is its detail without the config and dataset (`runs list --json`)
+    records = [
+        {k: v for k, v in found.show(ref).items() if k not in ("config", "dataset")} for ref in runs
+    ]
+    keys = sorted({k for r in records for k, v in r["metrics"].items() if _is_number(v)})
+    wanted = metric or ["train_loss", "eval_loss"]
     curves = {
-        f"{r.name} {r.id[:8]}": metric_history(
-            workspace, r.id, metric or ["train_loss", "eval_loss"]
-        )
+        _label(r): {
+            name: [(int(step), float(value)) for step, value in points]
+            for name, points in found.metrics(r["run_id"], wanted)["metrics"].items()
+        }
         for r in records
     }
     plot_curves(curves, plot)
     if as_json:
-        print_json({"runs": [run_summary(r) for r in records], "metrics": keys, "plot": str(plot)})
+        print_json({"runs": records, "metrics": keys, "plot": str(plot)})
         return
-    header = ["metric", *[f"{r.name} {r.id[:8]}" for r in records]]
-    rows = [[k, *[_fmt((r.metrics or {}).get(k)) for r in records]] for k in keys]
+    header = ["metric", *[_label(r) for r in records]]
+    rows = [[k, *[_fmt(r["metrics"].get(k)) for r in records]] for k in keys]
     print_table("final metrics", header, rows)
     say(f"curves written to {plot}")
+
+
+def _label(run: dict[str, Any]) -> str:
+    return f"{run['name']} {run['run_id'][:8]}"
 
 
 def _is_number(value: Any) -> bool:

@@ -278,9 +278,9 @@ class Alerts(_Resource):
 class Deployments(_Resource):
     """Deployments of model versions (`/api/v1/deployments`)."""
 
-    def list(self) -> Items:
-        """Every deployment not deleted, by name (`deploy list --json`)."""
-        return self._transport.pages("/deployments")
+    def list(self, deleted: bool = False) -> Items:
+        """Every deployment not deleted (or every one), by name (`deploy list --json`)."""
+        return self._transport.pages("/deployments", {"deleted": deleted} if deleted else None)
 
     def show(self, name: str) -> dict[str, Any]:
         """A deployment, its revision, spec and replicas (`deploy show --json`)."""
