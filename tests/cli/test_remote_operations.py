@@ -171,7 +171,7 @@ def test_every_command_has_a_remote_mode_or_a_reason(group: str) -> None:
 @pytest.mark.parametrize(
     ("command", "named"),
     [
-        (("runs", "reproduce", "adult-mlp"), "runs reproduce"),
+        (("models", "compare", "adult-mlp@v1", "adult-mlp@v2"), "models compare"),
         (("monitor", "policy", "list"), "monitor policy"),
         (("deploy", "rollback", "web"), "deploy rollback"),
         (("deploy", "create", "adult-mlp@v1", "--name", "web"), "deploy create"),
@@ -239,3 +239,31 @@ def test_runs_compared_remotely_print_what_local_compare_prints(
             "metrics"
         ]
     )
+
+
+@BACKENDS
+def test_a_run_reproduced_remotely_is_queued_as_a_local_detached_one(forgeml: Forgeml) -> None:
+    reproduce = ("runs", "reproduce", "adult-mlp", "--set", "train.epochs=1", "--detach")
+    local = forgeml(*reproduce)
+    remote = forgeml.remote(*reproduce)
+    as_json = json.loads(forgeml.remote(*reproduce, "--json").stdout)
+
+    local_id, remote_id = local.stdout.split()[1], remote.stdout.split()[1]
+    assert remote.code == local.code == 0, remote.stderr
+    assert remote.stdout.replace(remote_id, "ID").replace(remote_id[:12], "ID") == (
+        local.stdout.replace(local_id, "ID").replace(local_id[:12], "ID")
+    )
+    shown = json.loads(forgeml("jobs", "show", remote_id, "--json").stdout)
+    assert (shown["state"], shown["owner"], shown["kind"]) == ("PENDING", "olivia", "train")
+    assert as_json["state"] == "PENDING"
+    for job in (local_id, remote_id, as_json["job_id"]):  # the served queue as it was
+        forgeml("jobs", "cancel", job)
+    missing = forgeml("runs", "reproduce", "nosuch", "--detach")
+    assert forgeml.remote("runs", "reproduce", "nosuch", "--detach").stderr == missing.stderr
+    assert missing.code == 1 and missing.stderr.startswith("error: ")
+
+
+def test_a_run_reproduced_remotely_without_detach_says_to_add_it(forgeml: Forgeml) -> None:
+    refused = forgeml.remote("runs", "reproduce", "adult-mlp")
+
+    assert refused.code == 2 and "needs --detach" in refused.stderr

@@ -40,6 +40,7 @@ from forgeml.api._pipelines import router as pipelines_router
 from forgeml.api._prompts import router as prompts_router
 from forgeml.api._queues import router as queues_router
 from forgeml.api._rag import router as rag_router
+from forgeml.api._run_jobs import router as run_jobs_router
 from forgeml.api._runs import router as runs_router
 from forgeml.auth.oidc import OidcConfig
 from forgeml.core.errors import ForgemlError, RateLimitedError, UsageError
@@ -48,8 +49,8 @@ from forgeml.core.workspace import Workspace
 # one router per concern, in the order the OpenAPI document lists them
 ROUTERS = [
     datasets_router, dataset_ops_router, jobs_router, job_logs_router, queues_router,
-    runs_router, models_router, deployments_router, keys_router, prompts_router, rag_router,
-    pipelines_router, cost_router, audit_router,
+    runs_router, run_jobs_router, models_router, deployments_router, keys_router,
+    prompts_router, rag_router, pipelines_router, cost_router, audit_router,
 ]  # fmt: skip
 
 

@@ -36,7 +36,7 @@ _given = _Given()
 # (group, command) pairs that go through the API in remote mode
 REMOTE_COMMANDS = frozenset(
     {
-        ("runs", "list"), ("runs", "show"), ("runs", "compare"),
+        ("runs", "list"), ("runs", "show"), ("runs", "compare"), ("runs", "reproduce"),
         ("models", "list"), ("models", "show"), ("models", "promote"),
         ("data", "add"), ("data", "list"), ("data", "versions"), ("data", "show"),
         ("data", "head"), ("data", "diff"), ("data", "export"), ("data", "query"),
@@ -74,8 +74,6 @@ _BESIDE = "run it beside the server (unset FORGEML_SERVER)"
 LOCAL_COMMANDS: dict[tuple[str, str | None], str] = {
     ("jobs", "export"): f"writes or submits a Volcano manifest with this machine's kubeconfig; "
     f"{_BESIDE}",
-    ("runs", "reproduce"): f"trains on this machine; {_BESIDE}, or submit the job with POST "
-    "/api/v1/jobs",
     ("models", "compare"): f"loads and times the models on this machine; {_BESIDE}",
     ("models", "import"): f"converts a model file of this machine; {_BESIDE}",
     ("monitor", "drift"): f"reads request logs that the model servers write beside the "

@@ -122,9 +122,9 @@ def submit_command(
         return
     from forgeml.scheduler.submit import raise_for, submit_and_run
 
-    workspace = _workspace()
     output = (lambda _: None) if as_json else _write
-    job = submit_and_run(workspace, fields, detach=detach, wait=wait, output=output)
+    with closing(_workspace()) as workspace:
+        job = submit_and_run(workspace, fields, detach=detach, wait=wait, output=output)
     if as_json:
         print_json(_summary(job))
     elif job.state == "PENDING":

@@ -175,13 +175,41 @@ def reproduce(
     queue: Annotated[str, typer.Option(help="The scheduler queue to wait in.")] = "default",
 ) -> None:
     """Train again from a run's recorded config, on the data version it read (or --data)."""
+    from forgeml.cli._remote import remote_client
+
+    client = remote_client()
+    if client is not None:
+        _reproduce_remotely(client, run, data, overrides or [], queue, detach, as_json)
+        return
     from forgeml.cli.train import submit_config
     from forgeml.scheduler.submit import JobOptions
     from forgeml.tracking.jobs import TrainJobSpec
     from forgeml.tracking.reproduce import reproduce_config
 
-    workspace = _workspace()
-    config = reproduce_config(workspace, run, data, overrides or [])
-    spec = TrainJobSpec(config=config.model_dump(mode="json"))
-    options = JobOptions(detach=detach, wait=wait, queue=queue)
-    submit_config(workspace, config, spec, as_json, "train", options)
+    with closing(_workspace()) as workspace:
+        config = reproduce_config(workspace, run, data, overrides or [])
+        spec = TrainJobSpec(config=config.model_dump(mode="json"))
+        options = JobOptions(detach=detach, wait=wait, queue=queue)
+        submit_config(workspace, config, spec, as_json, "train", options)
+
+
+def _reproduce_remotely(
+    client: Any,
+    run: str,
+    data: str | None,
+    overrides: list[str],
+    queue: str,
+    detach: bool,
+    as_json: bool,
+) -> None:
+    """Queue the training on the server (its scheduler runs it), as `--detach` does here."""
+    from forgeml.cli.train import print_queued
+    from forgeml.core.errors import UsageError
+
+    if not detach:
+        raise UsageError(
+            "In remote mode `forgeml runs reproduce` needs --detach: the server's scheduler "
+            "trains, and `forgeml jobs logs -f JOB` follows it."
+        )
+    queued = client.runs.reproduce(run, data, overrides, queue)
+    print_queued(queued["job_id"], queued["state"], as_json)

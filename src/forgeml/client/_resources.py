@@ -42,6 +42,18 @@ class Runs(_Resource):
         params = {"key": list(keys)} if keys else None
         return self._transport.get(f"/runs/{_segment(ref)}/metrics", params)
 
+    def reproduce(
+        self,
+        ref: str,
+        data: str | None = None,
+        overrides: Sequence[str] = (),
+        queue: str = "default",
+    ) -> dict[str, Any]:
+        """Queue a training job from the run's recorded config (`runs reproduce --detach
+        --json`): `{"job_id", "state"}`."""
+        body = {"data": data, "overrides": list(overrides), "queue": queue}
+        return self._transport.post(f"/runs/{_segment(ref)}/reproduce", body)
+
 
 class Models(_Resource):
     """Registered model versions and promotion (`/api/v1/models`)."""
