@@ -243,7 +243,7 @@ def test_runs_compared_remotely_print_what_local_compare_prints(
 
 @BACKENDS
 def test_a_run_reproduced_remotely_is_queued_as_a_local_detached_one(forgeml: Forgeml) -> None:
-    reproduce = ("runs", "reproduce", "adult-mlp", "--set", "train.epochs=1", "--detach")
+    reproduce = ("runs", "reproduce", "adult-mlp", "--set", "max_steps=5", "--detach")
     local = forgeml(*reproduce)
     remote = forgeml.remote(*reproduce)
     as_json = json.loads(forgeml.remote(*reproduce, "--json").stdout)
