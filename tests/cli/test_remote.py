@@ -261,10 +261,10 @@ def test_a_folder_cannot_be_uploaded(forgeml: Forgeml, tmp_path: Path) -> None:
 def test_a_command_without_a_remote_mode_refuses_rather_than_run_locally(
     forgeml: Forgeml,
 ) -> None:
-    refused = forgeml.remote("data", "head", "adult")
+    refused = forgeml.remote("queues", "create", "gpu")
 
     assert refused.code == 2
-    assert "`forgeml data head` has no remote mode" in refused.stderr
+    assert "`forgeml queues create` has no remote mode" in refused.stderr
 
 
 @pytest.mark.parametrize("server", [None, "http://127.0.0.1:9"])

@@ -25,9 +25,11 @@ from forgeml.api._alerts import router as alerts_router
 from forgeml.api._audit import router as audit_router
 from forgeml.api._authz import Authorizer, api_routes
 from forgeml.api._cost import router as cost_router
+from forgeml.api._dataset_ops import router as dataset_ops_router
 from forgeml.api._datasets import router as datasets_router
 from forgeml.api._deployments import router as deployments_router
 from forgeml.api._hosts import NOSNIFF, HostGuard, ServedHosts
+from forgeml.api._job_logs import router as job_logs_router
 from forgeml.api._jobs import router as jobs_router
 from forgeml.api._keys import router as keys_router
 from forgeml.api._limits import ApiLimits, StreamSlots
@@ -38,6 +40,7 @@ from forgeml.api._pipelines import router as pipelines_router
 from forgeml.api._prompts import router as prompts_router
 from forgeml.api._queues import router as queues_router
 from forgeml.api._rag import router as rag_router
+from forgeml.api._run_jobs import router as run_jobs_router
 from forgeml.api._runs import router as runs_router
 from forgeml.api._token_routes import router as token_router
 from forgeml.auth.oidc import OidcConfig
@@ -46,9 +49,9 @@ from forgeml.core.workspace import Workspace
 
 # one router per concern, in the order the OpenAPI document lists them
 ROUTERS = [
-    datasets_router, jobs_router, queues_router, runs_router, models_router,
-    deployments_router, keys_router, prompts_router, rag_router, pipelines_router,
-    cost_router, audit_router,
+    datasets_router, dataset_ops_router, jobs_router, job_logs_router, queues_router,
+    runs_router, run_jobs_router, models_router, deployments_router, keys_router,
+    prompts_router, rag_router, pipelines_router, cost_router, audit_router,
 ]  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, Request, Response
+from fastapi import Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from forgeml.api._authz import require
@@ -33,9 +33,12 @@ def deployments(
     request: Request,
     response: Response,
     page: Annotated[Page, Depends(pages(["name", "updated_at"], "name"))],
+    deleted: Annotated[bool, Query(description="Include deleted ones.")] = False,
 ) -> list[dict[str, Any]]:
-    """Every deployment not deleted (as `deploy list --json`), a page at a time."""
-    items = [deployment.to_dict() for deployment in list_deployments(workspace(request))]
+    """Every deployment not deleted, or every one with `deleted` (as `deploy list --json`),
+    a page at a time."""
+    found = list_deployments(workspace(request), include_deleted=deleted)
+    items = [deployment.to_dict() for deployment in found]
     kept, cursor = in_memory(items, page, lambda item, sort: (item[sort], item["name"]))
     link(request, response, cursor)
     return kept

@@ -7,14 +7,11 @@ runs it through `forgeml.data.pipeline.derive`, and prints what was recorded.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, say, step
-
-if TYPE_CHECKING:
-    from forgeml.data.pipeline import Derived
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 NameOption = Annotated[
@@ -46,51 +43,56 @@ def _run(
     as_json: bool,
     source: str,
     spec_name: str | None = None,
-) -> Derived:
+) -> dict[str, Any]:
+    from forgeml.cli._remote import source as mode
     from forgeml.core.configfile import parse_model
-    from forgeml.core.workspace import open_workspace
-    from forgeml.data.pipeline import derive
     from forgeml.data.transforms import get_transform
 
-    if isinstance(params, dict):
+    if isinstance(params, dict):  # checked here: the same sentence locally and remotely
         params = parse_model(get_transform(op).params, params, source)
+    fields = {"name": name, "spec_name": spec_name}
     with step(f"{op} {ref}"):
-        derived = derive(open_workspace(), op, ref, params, name=name, spec_name=spec_name)
-    _print_derived(op, derived, as_json)
-    return derived
+        summary: dict[str, Any] = mode(
+            lambda client: client.datasets.derive(
+                ref, op, params.model_dump(mode="json"), **fields
+            ),
+            lambda: _derive_here(op, ref, params, **fields),
+        )
+    _print_derived(op, summary, as_json)
+    return summary
 
 
-def _print_derived(op: str, derived: Derived, as_json: bool) -> None:
-    main = derived.main.version
-    outputs: dict[str, Any] = {
-        "ref": main.ref,
-        "digest": main.digest,
-        "rows": main.rows,
-        "created": derived.main.created,
-        "parents": [edge.parent.ref for edge in main.parent_edges],
-        "report": derived.report,
-        "side_outputs": {
-            key: {"ref": item.version.ref, "rows": item.version.rows}
-            for key, item in derived.sides.items()
-        },
-    }
-    if derived.feature_spec is not None:
-        spec = derived.feature_spec
-        outputs["feature_spec"] = {"ref": f"{spec.name}@v{spec.version}", "digest": spec.digest}
+def _derive_here(op: str, ref: str, params: Any, **fields: Any) -> dict[str, Any]:
+    from contextlib import closing
+
+    from forgeml.core.workspace import open_workspace
+    from forgeml.data.pipeline import derive, derived_summary
+
+    with closing(open_workspace()) as workspace:
+        return derived_summary(derive(workspace, op, ref, params, **fields))
+
+
+def _print_derived(op: str, outputs: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(outputs)
         return
-    if derived.main.created:
-        say(f"{op}: created {main.ref} ({main.rows} rows) from {', '.join(outputs['parents'])}")
+    if outputs["created"]:
+        say(
+            f"{op}: created {outputs['ref']} ({outputs['rows']} rows) "
+            f"from {', '.join(outputs['parents'])}"
+        )
     else:
-        say(f"{op}: the result is identical to the existing {main.ref} ({main.rows} rows)")
+        say(
+            f"{op}: the result is identical to the existing {outputs['ref']} "
+            f"({outputs['rows']} rows)"
+        )
     for key, item in outputs["side_outputs"].items():
         say(f"  {key}: {item['ref']} ({item['rows']} rows)")
     if "feature_spec" in outputs:
         say(f"  feature spec: {outputs['feature_spec']['ref']}")
     from forgeml.cli._profile_view import print_report
 
-    print_report(derived.report)
+    print_report(outputs["report"])
 
 
 def clean(

@@ -36,10 +36,19 @@ _given = _Given()
 # (group, command) pairs that go through the API in remote mode
 REMOTE_COMMANDS = frozenset(
     {
-        ("runs", "list"), ("runs", "show"),
+        ("runs", "list"), ("runs", "show"), ("runs", "compare"), ("runs", "reproduce"),
         ("models", "list"), ("models", "show"), ("models", "promote"),
         ("data", "add"), ("data", "list"), ("data", "versions"), ("data", "show"),
+        ("data", "head"), ("data", "diff"), ("data", "export"), ("data", "query"),
+        ("data", "rebuild"), ("data", "clean"), ("data", "validate"), ("data", "redact"),
+        ("data", "split"), ("data", "augment"), ("data", "features"),
         ("jobs", "list"), ("jobs", "show"), ("jobs", "cancel"), ("jobs", "retry"),
+        ("jobs", "logs"), ("jobs", "submit"),
+        ("cost", "report"), ("cost", "budgets"),
+        ("deploy", "list"), ("deploy", "show"), ("deploy", "delete"),
+        ("alerts", "list"), ("alerts", "show"), ("alerts", "ack"),
+        # they print forgeml's own rule file and dashboard: nothing of a workspace
+        ("monitor", "rules"), ("monitor", "dashboard"),
         ("queues", "list"), ("queues", "show"),
         ("keys", "list"), ("keys", "revoke"),
         ("audit", "log"), ("audit", "verify"),
@@ -57,8 +66,7 @@ REMOTE_COMMANDS = frozenset(
     }
 )  # fmt: skip
 
-# groups ("group") and commands ("group command") that run beside their workspace: why,
-# and what to use in remote mode instead
+# command groups that run beside their workspace: why, and what to use in remote mode instead
 LOCAL_ONLY = {
     "init": "creates a workspace on this machine; run it where the server runs",
     "demo": "runs on the embedded default of this machine",
@@ -69,19 +77,44 @@ LOCAL_ONLY = {
     "finetune": "trains on this machine; submit it to the server as a job (POST /api/v1/jobs)",
     "tune": "trains on this machine; submit it to the server as a job (POST /api/v1/jobs)",
     "optimize": "runs on this machine; submit it to the server as a job (POST /api/v1/jobs)",
-    "prompts eval": "calls a model endpoint from this machine and records the run in its "
+}
+
+
+_BESIDE = "run it beside the server (unset FORGEML_SERVER)"
+# commands of a group that has a remote mode, which run beside their workspace: why
+LOCAL_COMMANDS: dict[tuple[str, str | None], str] = {
+    ("jobs", "export"): f"writes or submits a Volcano manifest with this machine's kubeconfig; "
+    f"{_BESIDE}",
+    ("models", "compare"): f"loads and times the models on this machine; {_BESIDE}",
+    ("models", "import"): f"converts a model file of this machine; {_BESIDE}",
+    ("monitor", "drift"): f"reads request logs that the model servers write beside the "
+    f"workspace; {_BESIDE}",
+    ("monitor", "online"): f"reads request logs that the model servers write beside the "
+    f"workspace; {_BESIDE}",
+    ("monitor", "feedback"): f"records labels from a file of this machine; {_BESIDE}",
+    ("monitor", "accuracy"): f"joins feedback with request logs beside the workspace; {_BESIDE}",
+    ("monitor", "policy"): f"applies policy files of this machine and drives retraining "
+    f"there; {_BESIDE}",
+    ("pipelines", "triggers"): f"reads trigger files of this machine; {_BESIDE}",
+    ("deploy", "create"): "starts model-server processes beside the workspace; "
+    f"{_BESIDE}, or shift a canary's traffic with POST /api/v1/deployments/{{name}}/traffic",
+    ("deploy", None): "starts model-server processes beside the workspace; "
+    f"{_BESIDE}, or shift a canary's traffic with POST /api/v1/deployments/{{name}}/traffic",
+    ("deploy", "rollback"): f"starts model-server processes beside the workspace; {_BESIDE}",
+    ("deploy", "check"): f"health-checks model-server processes beside the workspace; {_BESIDE}",
+    ("prompts", "eval"): "calls a model endpoint from this machine and records the run in its "
     "workspace; submit it to the server as a job (POST /api/v1/jobs)",
-    "rag index": "reads source files on this machine; submit it to the server as a job "
+    ("rag", "index"): "reads source files on this machine; submit it to the server as a job "
     "(POST /api/v1/jobs)",
-    "rag rebuild": "reads the index's sources on this machine; submit it to the server as a "
+    ("rag", "rebuild"): "reads the index's sources on this machine; submit it to the server as a "
     "job (POST /api/v1/jobs)",
-    "rag eval": "runs the index and a model on this machine; submit it to the server as a job "
+    ("rag", "eval"): "runs the index and a model on this machine; submit it to the server as a job "
     "(POST /api/v1/jobs)",
-    "rag answer": "runs a language model on this machine; run it beside the server",
-    "pipelines run": "runs a pipeline YAML of this machine; submit `forgeml pipelines run` "
+    ("rag", "answer"): "runs a language model on this machine; run it beside the server",
+    ("pipelines", "run"): "runs a pipeline YAML of this machine; submit `forgeml pipelines run` "
     "to the server as a job (POST /api/v1/jobs)",
-    "pipelines graph": "reads a pipeline YAML of this machine; run it where the file is",
-    "pipelines export": "reads a pipeline YAML of this machine; run it where the file is",
+    ("pipelines", "graph"): "reads a pipeline YAML of this machine; run it where the file is",
+    ("pipelines", "export"): "reads a pipeline YAML of this machine; run it where the file is",
 }
 
 
@@ -135,13 +168,15 @@ def check_command(args: Sequence[str]) -> None:
     if group in LOCAL_ONLY:
         raise UsageError(f"`forgeml {group}` cannot run in remote mode: it {LOCAL_ONLY[group]}.")
     command = args[1] if len(args) > 1 and not args[1].startswith("-") else None
+    if (group, command) in LOCAL_COMMANDS:
+        reason = LOCAL_COMMANDS[(group, command)]
+        raise UsageError(f"`forgeml {group} {command}` cannot run in remote mode: it {reason}.")
+    if (group, command) not in REMOTE_COMMANDS and (group, None) in LOCAL_COMMANDS:
+        # a group whose bare form is a command of its own (`forgeml deploy MODEL_REF`)
+        reason = LOCAL_COMMANDS[(group, None)]
+        raise UsageError(f"`forgeml {group}` cannot run in remote mode: it {reason}.")
     if command is None or (group, command) in REMOTE_COMMANDS:
         return
-    if f"{group} {command}" in LOCAL_ONLY:
-        raise UsageError(
-            f"`forgeml {group} {command}` cannot run in remote mode: it "
-            f"{LOCAL_ONLY[f'{group} {command}']}."
-        )
     raise UsageError(
         f"`forgeml {group} {command}` has no remote mode; unset FORGEML_SERVER to run it "
         "on this machine, or call the API (/api/v1) directly."

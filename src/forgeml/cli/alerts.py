@@ -3,11 +3,13 @@ Alertmanager: list, show, acknowledge."""
 
 from __future__ import annotations
 
+from contextlib import closing
 from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say
+from forgeml.core.errors import UsageError
 
 app = typer.Typer(
     help="Alerts fired by forgeml server's rules or received from Alertmanager.",
@@ -19,20 +21,51 @@ def _when(value: str | None) -> str:
     return value[:19].replace("T", " ") if value else "-"
 
 
+class _LocalAlerts:
+    """The local workspace's alerts, as `forgeml.client.Alerts` answers them remotely."""
+
+    def list(self, state: str) -> list[dict[str, Any]]:
+        from forgeml.monitor.alerts import alert_summary, list_alerts
+
+        with closing(_workspace()) as workspace:
+            return [alert_summary(record) for record in list_alerts(workspace, state)]
+
+    def show(self, alert_id: str) -> dict[str, Any]:
+        from forgeml.monitor.alerts import alert_summary, get_alert
+
+        with closing(_workspace()) as workspace:
+            return alert_summary(get_alert(workspace, alert_id))
+
+    def ack(self, alert_id: str) -> dict[str, Any]:
+        from forgeml.monitor.alerts import ack_alert, alert_summary
+
+        with closing(_workspace()) as workspace:
+            return alert_summary(ack_alert(workspace, alert_id))
+
+
+def _workspace() -> Any:
+    from forgeml.core.workspace import open_workspace
+
+    return open_workspace()
+
+
+def _alerts() -> Any:
+    from forgeml.cli._remote import source
+
+    return source(lambda client: client.alerts, _LocalAlerts)
+
+
 @app.command("list")
 def list_(
     state: Annotated[str, typer.Option(help="pending, firing, resolved or all.")] = "firing",
     json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
     """List alerts in a state (firing by default), newest first."""
-    from forgeml.core.workspace import open_workspace
-    from forgeml.monitor.alerts import alert_summary, list_alerts
+    from forgeml.monitor.alerts import STATES
 
-    workspace = open_workspace()
-    try:
-        alerts = [alert_summary(record) for record in list_alerts(workspace, state)]
-    finally:
-        workspace.close()
+    if state != "all" and state not in STATES:  # refused here: the same exit code remotely
+        raise UsageError(f"Unknown alert state {state!r}: use {', '.join(STATES)} or all.")
+    alerts = _alerts().list(state)
     if json:
         print_json(alerts)
         return
@@ -55,40 +88,13 @@ def _row(alert: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
-def _find(workspace: Any, alert_id: str) -> str:
-    """An alert id from its full value or a unique prefix (as `list` prints it)."""
-    from sqlalchemy import select
-
-    from forgeml.core.errors import NotFoundError, UsageError
-    from forgeml.core.store import AlertRecord
-
-    with workspace.store.session() as session:
-        ids = list(
-            session.scalars(
-                select(AlertRecord.id).where(AlertRecord.id.startswith(alert_id, autoescape=True))
-            )
-        )
-    if not alert_id or not ids:
-        raise NotFoundError(f"No alert has the id {alert_id!r}.")
-    if len(ids) > 1:
-        raise UsageError(f"The id prefix {alert_id!r} matches {len(ids)} alerts: give more of it.")
-    return ids[0]
-
-
 @app.command("show")
 def show(
     alert_id: Annotated[str, typer.Argument(help="The alert's id (or a unique prefix).")],
     json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
     """Show one alert: labels, annotations, value, times, acknowledgement."""
-    from forgeml.core.workspace import open_workspace
-    from forgeml.monitor.alerts import alert_summary, get_alert
-
-    workspace = open_workspace()
-    try:
-        alert = alert_summary(get_alert(workspace, _find(workspace, alert_id)))
-    finally:
-        workspace.close()
+    alert = _alerts().show(alert_id)
     if json:
         print_json(alert)
         return
@@ -107,12 +113,5 @@ def ack(
     alert_id: Annotated[str, typer.Argument(help="The alert's id (or a unique prefix).")],
 ) -> None:
     """Acknowledge an alert (the first acknowledgement is kept)."""
-    from forgeml.core.workspace import open_workspace
-    from forgeml.monitor.alerts import ack_alert
-
-    workspace = open_workspace()
-    try:
-        record = ack_alert(workspace, _find(workspace, alert_id))
-    finally:
-        workspace.close()
-    say(f"Alert {record.id} ({record.rule}) acknowledged by {record.acked_by}.")
+    alert = _alerts().ack(alert_id)
+    say(f"Alert {alert['id']} ({alert['rule']}) acknowledged by {alert['acked_by']}.")

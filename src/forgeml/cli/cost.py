@@ -12,7 +12,6 @@ from forgeml.gateway import GatewayOptions
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from forgeml.core.workspace import Workspace
     from forgeml.scheduler.cost import CostRow, KeyCostRow
 
 app = typer.Typer(
@@ -38,6 +37,33 @@ def _workspace() -> Any:
     return open_workspace()
 
 
+class _LocalCost:
+    """Cost of the local workspace, as `forgeml.client.Cost` answers it remotely."""
+
+    def report(self, by: str, since: str | None) -> dict[str, Any]:
+        from contextlib import closing
+
+        from forgeml.scheduler.cost import cost_summary, parse_since
+
+        start = parse_since(since) if since is not None else None
+        with closing(_workspace()) as workspace:
+            return cost_summary(workspace, by, start)
+
+    def budgets(self) -> dict[str, Any]:
+        from contextlib import closing
+
+        from forgeml.scheduler.cost import budgets_summary
+
+        with closing(_workspace()) as workspace:
+            return budgets_summary(workspace)
+
+
+def _cost() -> Any:
+    from forgeml.cli._remote import source
+
+    return source(lambda client: client.cost, _LocalCost)
+
+
 @app.command("report", help=_REPORT_HELP)
 def report(
     by: Annotated[
@@ -58,32 +84,25 @@ def report(
     as_json: JsonFlag = False,
 ) -> None:
     """Use and cost of job attempts or of gateway keys, costliest first (help: `_REPORT_HELP`)."""
-    from forgeml.scheduler.cost import (
-        cost_report,
-        cost_summary,
-        load_price_table,
-        parse_since,
-        total_of,
-    )
+    from forgeml.scheduler.cost import CostRow, parse_since
 
-    start = parse_since(since) if since is not None else None
-    workspace = _workspace()
+    start = parse_since(since) if since is not None else None  # a bad one: refused here
+    summary = _cost().report(by, since)
     if as_json:
-        print_json(cost_summary(workspace, by, start))
+        print_json(summary)
         return
     if by == "key":
-        _key_report(workspace, start)
+        _key_report(summary, start)
         return
-    currency = load_price_table(workspace.settings).currency
-    rows = cost_report(workspace.store, by=by, since=start)
-    total = total_of(rows)
+    rows = [CostRow(**row) for row in summary["rows"]]
     title = f"cost by {by}" + (f" since {start:%Y-%m-%d %H:%M} UTC" if start else "")
-    columns = [by, "attempts", "CPU s", "GPU s", "memory GB·s", "wall s", f"cost ({currency})"]
+    columns = [by, "attempts", "CPU s", "GPU s", "memory GB·s", "wall s"]
+    columns.append(f"cost ({summary['currency']})")
     if by == "job":
         columns.insert(1, "name")
     table = [_report_cells(row, by) for row in rows]
     if rows:
-        table.append(_report_cells(total, by, label="total"))
+        table.append(_report_cells(CostRow(**summary["total"]), by, label="total"))
     print_table(title, columns, table)
 
 
@@ -103,19 +122,20 @@ def _report_cells(row: CostRow, by: str, label: str | None = None) -> list[str]:
     return cells
 
 
-def _key_report(workspace: Workspace, start: datetime | None) -> None:
-    from forgeml.scheduler.cost import key_cost_report, key_total_of, load_price_table
+def _key_report(summary: dict[str, Any], start: datetime | None) -> None:
+    from forgeml.scheduler.cost import KeyCostRow
 
-    table = load_price_table(workspace.settings)
-    rows = key_cost_report(workspace.store, table, since=start)
-    total = key_total_of(rows)
+    def row_of(fields: dict[str, Any]) -> KeyCostRow:
+        return KeyCostRow(**{**fields, "deployments": tuple(fields["deployments"])})
+
+    rows = [row_of(row) for row in summary["rows"]]
     title = "gateway cost by key" + (f" since {start:%Y-%m-%d %H}:00 UTC" if start else "")
     # the prefix is how people name a key (`forgeml keys list`); --json has the id too
     columns = ["key", "name", "deployments", "requests", "errors", "rejected", "mean ms"]
-    columns.append(f"cost ({table.currency})")
+    columns.append(f"cost ({summary['currency']})")
     cells = [_key_cells(row) for row in rows]
     if rows:
-        cells.append(_key_cells(total, label="total"))
+        cells.append(_key_cells(row_of({**summary["total"], "key": None}), label="total"))
     print_table(title, columns, cells)
 
 
@@ -140,25 +160,24 @@ def _key_cells(row: KeyCostRow, label: str | None = None) -> list[str]:
 @app.command("budgets")
 def budgets(as_json: JsonFlag = False) -> None:
     """Spend against budget of every queue that has one."""
-    from forgeml.scheduler.cost import budget_status, budgets_summary, load_price_table
-
-    workspace = _workspace()
+    summary = _cost().budgets()
     if as_json:
-        print_json(budgets_summary(workspace))
+        print_json(summary)
         return
-    currency = load_price_table(workspace.settings).currency
-    statuses = budget_status(workspace.store)
+    statuses = summary["queues"]
     if not statuses:
         say("No queue has a budget (set one with `forgeml queues create NAME --budget AMOUNT`).")
         return
     rows = [
         (
-            s.queue,
-            f"{s.budget:,.2f}",
-            f"{s.spend:,.2f}",
-            f"{s.spend / s.budget:.0%}" if s.budget else "-",
-            "[red]over budget[/red]" if s.exceeded else "ok",
+            s["queue"],
+            f"{s['budget']:,.2f}",
+            f"{s['spend']:,.2f}",
+            f"{s['spend'] / s['budget']:.0%}" if s["budget"] else "-",
+            "[red]over budget[/red]" if s["exceeded"] else "ok",
         )
         for s in statuses
     ]
-    print_table(f"budgets ({currency})", ["queue", "budget", "spend", "used", "status"], rows)
+    print_table(
+        f"budgets ({summary['currency']})", ["queue", "budget", "spend", "used", "status"], rows
+    )

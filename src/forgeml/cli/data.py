@@ -63,6 +63,40 @@ class _LocalDatasets:
         with closing(_workspace()) as workspace:
             return catalog.recorded_summary(add_version(workspace, name, path, parsed, label))
 
+    def frame(self, ref: str, split: str | None = None, limit: int | None = None) -> Any:
+        from forgeml.data import catalog
+
+        with closing(_workspace()) as workspace:
+            with workspace.store.session() as session:
+                version = catalog.resolve(session, ref)
+            rows = catalog.read_frame(workspace, version, split)
+            return version.ref, rows if limit is None else rows.head(limit)
+
+    def diff(self, ref: str, to: str) -> dict[str, Any]:
+        from forgeml.data import catalog, quality
+
+        with closing(_workspace()) as workspace:
+            with workspace.store.session() as session:
+                a, b = catalog.resolve(session, ref), catalog.resolve(session, to)
+            changes = quality.diff(
+                catalog.profile_of(workspace, a), catalog.profile_of(workspace, b)
+            )
+            return {"from": a.ref, "to": b.ref, **changes}
+
+    def query(self, sql: str, limit: int = 100) -> dict[str, Any]:
+        from forgeml.data.query import run_query
+
+        with closing(_workspace()) as workspace:
+            table = run_query(workspace, sql, limit)
+            return {"columns": table.column_names, "rows": table.to_pylist()}
+
+    def rebuild(self, ref: str) -> dict[str, Any]:
+        from forgeml.data.pipeline import rebuild as rebuild_version
+
+        with closing(_workspace()) as workspace:
+            rebuilt = rebuild_version(workspace, ref)
+            return {"ref": rebuilt.ref, "digest": rebuilt.expected, "actual": rebuilt.actual}
+
 
 def _datasets() -> Any:
     return source(lambda client: client.datasets, _LocalDatasets)
@@ -245,18 +279,17 @@ def head(
     as_json: JsonFlag = False,
 ) -> None:
     """Print the first rows of a version."""
-    from forgeml.data import catalog
+    from forgeml.core.errors import UsageError
 
-    workspace = _workspace()
-    with workspace.store.session() as session:
-        version = catalog.resolve(session, ref)
-    frame = catalog.read_frame(workspace, version, split).head(n)
+    if n < 0:
+        raise UsageError(f"-n must be 0 or more, not {n}.")
+    resolved, frame = _datasets().frame(ref, split, n)
     if as_json:
         print_json(frame.to_dicts())
         return
     import polars as pl
 
-    say(version.ref)
+    say(resolved)
     with pl.Config(tbl_rows=n, tbl_cols=12, fmt_str_lengths=40):
         sys.stdout.write(f"{frame}\n")
 
@@ -268,18 +301,17 @@ def diff(
     as_json: JsonFlag = False,
 ) -> None:
     """Schema, row-count and per-column statistic changes between two versions."""
-    from forgeml.data import catalog, quality
-
-    workspace = _workspace()
-    with workspace.store.session() as session:
-        a, b = catalog.resolve(session, ref_a), catalog.resolve(session, ref_b)
-    changes = quality.diff(catalog.profile_of(workspace, a), catalog.profile_of(workspace, b))
+    changes = _datasets().diff(ref_a, ref_b)
     if as_json:
-        print_json({"from": a.ref, "to": b.ref, **changes})
+        print_json(changes)
         return
     from forgeml.cli._profile_view import print_diff
 
-    print_diff(a.ref, b.ref, changes)
+    print_diff(
+        changes["from"],
+        changes["to"],
+        {k: v for k, v in changes.items() if k not in ("from", "to")},
+    )
 
 
 @app.command("export")
@@ -292,15 +324,12 @@ def export(
     split: SplitOption = None,
 ) -> None:
     """Write a version (or one split of it) to a file."""
-    from forgeml.data import catalog
-    from forgeml.data.export import export_frame
+    from forgeml.data.export import check_format, export_frame
 
-    workspace = _workspace()
-    with workspace.store.session() as session:
-        version = catalog.resolve(session, ref)
-    frame = catalog.read_frame(workspace, version, split)
-    written = export_frame(frame, path, file_format)
-    say(f"wrote {frame.height} rows of {version.ref} to {path} ({written})")
+    chosen = check_format(path, file_format)  # before any row is read or downloaded
+    resolved, frame = _datasets().frame(ref, split)
+    written = export_frame(frame, path, chosen)
+    say(f"wrote {frame.height} rows of {resolved} to {path} ({written})")
 
 
 @app.command("query")
@@ -310,22 +339,23 @@ def query(
     as_json: JsonFlag = False,
 ) -> None:
     """Read-only SQL (DuckDB) over the datasets."""
-    from forgeml.data.query import run_query
+    from forgeml.core.errors import UsageError
 
-    table = run_query(_workspace(), sql, limit)
+    if not 1 <= limit <= 10_000:
+        raise UsageError(f"--limit must be between 1 and 10000, not {limit}.")
+    table = _datasets().query(sql, limit)
     if as_json:
-        print_json(table.to_pylist())
+        print_json(table["rows"])
         return
-    print_table(None, table.column_names, [list(row.values()) for row in table.to_pylist()])
+    print_table(None, table["columns"], [list(row.values()) for row in table["rows"]])
 
 
 @app.command("rebuild")
 def rebuild(
     ref: Annotated[str, typer.Argument(help="NAME, NAME@vN or NAME@<digest>.")],
 ) -> None:
-    """Re-derive a version from its parent and recipe; exit 1 unless the digest matches."""
-    from forgeml.data.pipeline import rebuild as rebuild_version
-
+    """Re-derive a version from its parent and recipe (an upload from the bytes the store
+    kept of it); exit 1 unless the digest matches."""
     with step(f"rebuilding {ref}"):
-        result = rebuild_version(_workspace(), ref)
-    say(f"rebuilt {result.ref}: digest {result.actual[:12]} matches")
+        result = _datasets().rebuild(ref)
+    say(f"rebuilt {result['ref']}: digest {result['actual'][:12]} matches")

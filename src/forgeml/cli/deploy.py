@@ -8,6 +8,7 @@ subcommand is deployed with `forgeml deploy create MODEL_REF --name NAME`.
 
 from __future__ import annotations
 
+from contextlib import closing
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -184,22 +185,54 @@ def create(
     _report(deployment, as_json)
 
 
+class _LocalDeployments:
+    """The local deployments, as `forgeml.client.Deployments` answers them remotely."""
+
+    def list(self, deleted: bool = False) -> list[dict[str, Any]]:
+        from forgeml.serve.deployments import list_deployments
+
+        with closing(_workspace()) as workspace:
+            return [d.to_dict() for d in list_deployments(workspace, include_deleted=deleted)]
+
+    def show(self, name: str) -> dict[str, Any]:
+        from forgeml.serve.deployments import get_deployment
+
+        with closing(_workspace()) as workspace:
+            return get_deployment(workspace, name).to_dict()
+
+    def delete(self, name: str) -> dict[str, Any]:
+        from forgeml.serve.deployments import delete as delete_deployment
+
+        with closing(_workspace()) as workspace:
+            return delete_deployment(workspace, name).to_dict()
+
+
+def _deployments() -> Any:
+    from forgeml.cli._remote import source
+
+    return source(lambda client: client.deployments, _LocalDeployments)
+
+
+def _from(summary: dict[str, Any]) -> Deployment:
+    from forgeml.serve.deployments import Deployment
+
+    return Deployment.from_dict(summary)
+
+
 @app.command("list")
 def list_(
     deleted: Annotated[bool, typer.Option("--deleted", help="Include deleted ones.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Deployments with their status, revision, models and replicas."""
-    from forgeml.serve.deployments import list_deployments
-
-    deployments = list_deployments(_workspace(), include_deleted=deleted)
+    summaries = _deployments().list(deleted)
     if as_json:
-        print_json([d.to_dict() for d in deployments])
+        print_json(summaries)
         return
     print_table(
         "deployments",
         ["name", "status", "revision", "model", "canary", "replicas ready", "updated"],
-        [_row(d) for d in deployments],
+        [_row(_from(d)) for d in summaries],
     )
 
 
@@ -224,9 +257,11 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """A deployment's spec, status and replicas (url, pid, status)."""
-    from forgeml.serve.deployments import get_deployment
-
-    _report(get_deployment(_workspace(), name), as_json)
+    summary = _deployments().show(name)
+    if as_json:
+        print_json(summary)
+        return
+    _report(_from(summary), as_json)
 
 
 @app.command("rollback")
@@ -254,13 +289,11 @@ def delete(
     as_json: JsonFlag = False,
 ) -> None:
     """Stop every replica of NAME (SIGTERM, then SIGKILL after a grace) and mark it deleted."""
-    from forgeml.serve.deployments import delete as delete_deployment
-
-    deployment = delete_deployment(_workspace(), name)
+    summary = _deployments().delete(name)
     if as_json:
-        print_json(deployment.to_dict())
+        print_json(summary)
         return
-    say(f"deleted deployment {name} (revision {deployment.revision}); its replicas are stopped")
+    say(f"deleted deployment {name} (revision {summary['revision']}); its replicas are stopped")
 
 
 @app.command("check")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
-from forgeml.cli._remote import source
+from forgeml.cli._remote import remote_client, source
 
 if TYPE_CHECKING:
     from forgeml.core.store import JobRecord
@@ -57,6 +57,20 @@ class _LocalJobs:
         with closing(_workspace()) as workspace:
             return _summary(retry(workspace, ref))
 
+    def log(self, ref: str, attempt: int | None) -> bytes:
+        from forgeml.scheduler.jobs import attempt_log
+
+        with closing(_workspace()) as workspace:
+            return attempt_log(workspace, ref, attempt)
+
+    def follow(self, ref: str, output: Any) -> dict[str, Any]:
+        from forgeml.scheduler.foreground import follow
+        from forgeml.scheduler.jobs import find_job
+
+        with closing(_workspace()) as workspace:
+            ended = follow(workspace, find_job(workspace, ref).id, output)
+            return {"job_id": ended.id, "state": ended.state, "attempts": ended.attempts}
+
 
 def _jobs() -> Any:
     return source(lambda client: client.jobs, _LocalJobs)
@@ -90,9 +104,6 @@ def submit_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Run any command as a job: `forgeml jobs submit --cpus 2 -- python train.py`."""
-    from forgeml.scheduler.submit import raise_for, submit_and_run
-
-    workspace = _workspace()
     fields = {
         "name": name or Path(command[0]).name,
         "command": command,
@@ -105,8 +116,15 @@ def submit_command(
         "timeout_seconds": timeout,
         "env": _parse_env(env or []),
     }
+    client = remote_client()
+    if client is not None:
+        _submit_remote(client, fields, detach, as_json)
+        return
+    from forgeml.scheduler.submit import raise_for, submit_and_run
+
     output = (lambda _: None) if as_json else _write
-    job = submit_and_run(workspace, fields, detach=detach, wait=wait, output=output)
+    with closing(_workspace()) as workspace:
+        job = submit_and_run(workspace, fields, detach=detach, wait=wait, output=output)
     if as_json:
         print_json(_summary(job))
     elif job.state == "PENDING":
@@ -115,6 +133,30 @@ def submit_command(
             f"follow it with `forgeml jobs logs -f {job.id[:12]}`"
         )
     raise_for(job)
+
+
+def _submit_remote(client: Any, fields: dict[str, Any], detach: bool, as_json: bool) -> None:
+    """Queue the job on the server; unless `detach`, stream its log until it ends (as
+    `--wait` does: the server's scheduler runs it, not this machine)."""
+    from forgeml.core.errors import ForgemlError
+
+    summary = client.jobs.submit(**fields)
+    job_id = summary["job_id"]
+    if detach:
+        if as_json:
+            print_json(summary)
+        else:
+            say(f"job {job_id} queued in '{summary['queue']}'; "
+                f"follow it with `forgeml jobs logs -f {job_id[:12]}`")  # fmt: skip
+        return
+    ended = client.jobs.follow(job_id, (lambda _: None) if as_json else _write)
+    detail = client.jobs.show(job_id)
+    final = {key: detail[key] for key in summary} | {"attempts": ended["attempts"]}
+    if as_json:
+        print_json(final)
+    if final["state"] in ("FAILED", "CANCELLED"):
+        first_line = (final["error"] or f"Job {job_id} ended {final['state']}.").splitlines()[0]
+        raise ForgemlError(f"{first_line} (job {job_id}; `forgeml jobs show {job_id[:12]}`)")
 
 
 def _parse_env(pairs: list[str]) -> dict[str, str]:
@@ -209,24 +251,10 @@ def logs(
     ] = False,
 ) -> None:
     """Print an attempt's log (from the artifact store once it has ended)."""
-    from forgeml.core.errors import NotFoundError
-    from forgeml.scheduler.foreground import follow
-    from forgeml.scheduler.jobs import attempts_of, find_job, get_job
-
-    workspace = _workspace()
     if follow_:
-        follow(workspace, find_job(workspace, job).id, _write)
+        _jobs().follow(job, _write)
         return
-    with workspace.store.session() as session:
-        record = get_job(session, job)
-        attempts = attempts_of(session, record.id)
-    chosen = [a for a in attempts if attempt is None or a.number == attempt][-1:]
-    if not chosen:
-        raise NotFoundError(f"Job {record.id} has no attempt {attempt or ''}".rstrip() + " yet.")
-    if chosen[0].log_digest:
-        _write(workspace.artifacts.get_bytes(chosen[0].log_digest))
-    elif chosen[0].log_path and Path(chosen[0].log_path).exists():
-        _write(Path(chosen[0].log_path).read_bytes())
+    _write(_jobs().log(job, attempt))
 
 
 @app.command("cancel")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,6 +38,18 @@ class _LocalRuns:
         with closing(_workspace()) as workspace:
             reap_expired(workspace)
             return run_detail(get_run(workspace, ref))
+
+    def metrics(self, ref: str, keys: Sequence[str] | None = None) -> dict[str, Any]:
+        from forgeml.tracking import get_run
+        from forgeml.tracking.history import metric_history
+
+        with closing(_workspace()) as workspace:
+            record = get_run(workspace, ref)
+            curves = metric_history(workspace, record.id, list(keys) if keys else None)
+            return {
+                "run_id": record.id,
+                "metrics": {k: [list(p) for p in c] for k, c in curves.items()},
+            }
 
 
 def _runs() -> Any:
@@ -102,26 +115,33 @@ def compare(
 ) -> None:
     """A table of final metrics side by side, and a PNG plot of the metric curves."""
     from forgeml.cli._plot import plot_curves
-    from forgeml.tracking import get_run, run_summary
-    from forgeml.tracking.history import metric_history
 
-    workspace = _workspace()
-    records = [get_run(workspace, ref) for ref in runs]
-    keys = sorted({k for r in records for k, v in (r.metrics or {}).items() if _is_number(v)})
+    found = _runs()
+    # a run's summary is its detail without the config and dataset (`runs list --json`)
+    records = [
+        {k: v for k, v in found.show(ref).items() if k not in ("config", "dataset")} for ref in runs
+    ]
+    keys = sorted({k for r in records for k, v in r["metrics"].items() if _is_number(v)})
+    wanted = metric or ["train_loss", "eval_loss"]
     curves = {
-        f"{r.name} {r.id[:8]}": metric_history(
-            workspace, r.id, metric or ["train_loss", "eval_loss"]
-        )
+        _label(r): {
+            name: [(int(step), float(value)) for step, value in points]
+            for name, points in found.metrics(r["run_id"], wanted)["metrics"].items()
+        }
         for r in records
     }
     plot_curves(curves, plot)
     if as_json:
-        print_json({"runs": [run_summary(r) for r in records], "metrics": keys, "plot": str(plot)})
+        print_json({"runs": records, "metrics": keys, "plot": str(plot)})
         return
-    header = ["metric", *[f"{r.name} {r.id[:8]}" for r in records]]
-    rows = [[k, *[_fmt((r.metrics or {}).get(k)) for r in records]] for k in keys]
+    header = ["metric", *[_label(r) for r in records]]
+    rows = [[k, *[_fmt(r["metrics"].get(k)) for r in records]] for k in keys]
     print_table("final metrics", header, rows)
     say(f"curves written to {plot}")
+
+
+def _label(run: dict[str, Any]) -> str:
+    return f"{run['name']} {run['run_id'][:8]}"
 
 
 def _is_number(value: Any) -> bool:
@@ -155,13 +175,41 @@ def reproduce(
     queue: Annotated[str, typer.Option(help="The scheduler queue to wait in.")] = "default",
 ) -> None:
     """Train again from a run's recorded config, on the data version it read (or --data)."""
+    from forgeml.cli._remote import remote_client
+
+    client = remote_client()
+    if client is not None:
+        _reproduce_remotely(client, run, data, overrides or [], queue, detach, as_json)
+        return
     from forgeml.cli.train import submit_config
     from forgeml.scheduler.submit import JobOptions
     from forgeml.tracking.jobs import TrainJobSpec
     from forgeml.tracking.reproduce import reproduce_config
 
-    workspace = _workspace()
-    config = reproduce_config(workspace, run, data, overrides or [])
-    spec = TrainJobSpec(config=config.model_dump(mode="json"))
-    options = JobOptions(detach=detach, wait=wait, queue=queue)
-    submit_config(workspace, config, spec, as_json, "train", options)
+    with closing(_workspace()) as workspace:
+        config = reproduce_config(workspace, run, data, overrides or [])
+        spec = TrainJobSpec(config=config.model_dump(mode="json"))
+        options = JobOptions(detach=detach, wait=wait, queue=queue)
+        submit_config(workspace, config, spec, as_json, "train", options)
+
+
+def _reproduce_remotely(
+    client: Any,
+    run: str,
+    data: str | None,
+    overrides: list[str],
+    queue: str,
+    detach: bool,
+    as_json: bool,
+) -> None:
+    """Queue the training on the server (its scheduler runs it), as `--detach` does here."""
+    from forgeml.cli.train import print_queued
+    from forgeml.core.errors import UsageError
+
+    if not detach:
+        raise UsageError(
+            "In remote mode `forgeml runs reproduce` needs --detach: the server's scheduler "
+            "trains, and `forgeml jobs logs -f JOB` follows it."
+        )
+    queued = client.runs.reproduce(run, data, overrides, queue)
+    print_queued(queued["job_id"], queued["state"], as_json)

@@ -122,7 +122,7 @@ def submit_config(
         workspace, spec, name=config.name, workers=config.workers, kind=kind, options=options
     )
     if result is None:
-        _queued(job.id, job.state, as_json)
+        print_queued(job.id, job.state, as_json)
         return
     _print_summary(result.outputs, as_json)
 
@@ -152,7 +152,8 @@ def _train_here(
     _print_summary(outputs, as_json)
 
 
-def _queued(job_id: str, state: str, as_json: bool) -> None:
+def print_queued(job_id: str, state: str, as_json: bool) -> None:
+    """What a training queued for the server prints (here or through the API)."""
     if as_json:
         print_json({"job_id": job_id, "state": state})
     else:
@@ -245,7 +246,7 @@ def tune(
         options = JobOptions(detach, wait, queue, priority, cpus, memory, gpus)
         job, done = submit_tuning(workspace, spec, name=_config_name(config), options=options)
         if done is None:
-            _queued(job.id, job.state, as_json)
+            print_queued(job.id, job.state, as_json)
             return
         result = done.outputs
     if as_json:

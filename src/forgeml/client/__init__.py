@@ -18,17 +18,30 @@ if TYPE_CHECKING:
     from forgeml.client._accounts import Projects, Tokens, Users
     from forgeml.client._client import Client
     from forgeml.client._registries import Agents, Pipelines, Prompts, Rag
-    from forgeml.client._resources import Audit, Datasets, Jobs, Keys, Models, Queues, Runs
+    from forgeml.client._resources import (
+        Alerts,
+        Audit,
+        Cost,
+        Datasets,
+        Deployments,
+        Jobs,
+        Keys,
+        Models,
+        Queues,
+        Runs,
+    )
 
 __all__ = [
-    "Agents", "Audit", "Client", "Datasets", "Jobs", "Keys", "Models", "Pipelines", "Projects",
-    "Prompts", "Queues", "Rag", "RemoteSettings", "Runs", "Tokens", "Users",
+    "Agents", "Alerts", "Audit", "Client", "Cost", "Datasets", "Deployments", "Jobs", "Keys",
+    "Models", "Pipelines", "Projects", "Prompts", "Queues", "Rag", "RemoteSettings", "Runs",
+    "Tokens", "Users",
 ]  # fmt: skip
 
 _LAZY = (
     {"Client": "forgeml.client._client"}
     | dict.fromkeys(
-        ("Audit", "Datasets", "Jobs", "Keys", "Models", "Queues", "Runs"),
+        ("Alerts", "Audit", "Cost", "Datasets", "Deployments", "Jobs", "Keys", "Models", "Queues",
+         "Runs"),
         "forgeml.client._resources",
     )
     | dict.fromkeys(("Agents", "Pipelines", "Prompts", "Rag"), "forgeml.client._registries")

@@ -6,7 +6,18 @@ from types import TracebackType
 
 from forgeml.client._accounts import Projects, Tokens, Users
 from forgeml.client._registries import Agents, Pipelines, Prompts, Rag
-from forgeml.client._resources import Audit, Datasets, Jobs, Keys, Models, Queues, Runs
+from forgeml.client._resources import (
+    Alerts,
+    Audit,
+    Cost,
+    Datasets,
+    Deployments,
+    Jobs,
+    Keys,
+    Models,
+    Queues,
+    Runs,
+)
 from forgeml.client._settings import RemoteSettings
 from forgeml.client._transport import Transport
 
@@ -39,6 +50,9 @@ class Client:
         self.users = Users(self.transport)
         self.projects = Projects(self.transport)
         self.tokens = Tokens(self.transport)
+        self.cost = Cost(self.transport)
+        self.alerts = Alerts(self.transport)
+        self.deployments = Deployments(self.transport)
 
     @classmethod
     def from_env(cls) -> Client | None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import orjson
+
 from forgeml.client._transport import Transport
-from forgeml.core.errors import UsageError
+from forgeml.core.errors import ServiceUnavailableError, UsageError
 
 # a list of answers; named so the `list` methods do not shadow the type in their classes
 Items = list[dict[str, Any]]
@@ -39,6 +41,18 @@ class Runs(_Resource):
         """Every logged value of the run's metrics, as [step, value] pairs by step."""
         params = {"key": list(keys)} if keys else None
         return self._transport.get(f"/runs/{_segment(ref)}/metrics", params)
+
+    def reproduce(
+        self,
+        ref: str,
+        data: str | None = None,
+        overrides: Sequence[str] = (),
+        queue: str = "default",
+    ) -> dict[str, Any]:
+        """Queue a training job from the run's recorded config (`runs reproduce --detach
+        --json`): `{"job_id", "state"}`."""
+        body = {"data": data, "overrides": list(overrides), "queue": queue}
+        return self._transport.post(f"/runs/{_segment(ref)}/reproduce", body)
 
 
 class Models(_Resource):
@@ -100,6 +114,40 @@ class Datasets(_Resource):
                 f"/datasets/{_segment(name)}/versions", params=params, content=body
             )
 
+    def frame(self, ref: str, split: str | None = None, limit: int | None = None) -> Any:
+        """`(ref resolved, polars DataFrame)` of a version's rows (`data head|export`)."""
+        import polars as pl
+
+        params: dict[str, Any] = {"split": split} if split else {}
+        if limit is not None:
+            params["limit"] = limit
+        answer = self._transport.send("GET", f"/datasets/{_segment(ref)}/frame", params=params)
+        return answer.headers["X-Dataset-Ref"], pl.read_ipc_stream(answer.content)
+
+    def diff(self, ref: str, to: str) -> dict[str, Any]:
+        """Changes from `ref` to `to` (`data diff --json`)."""
+        return self._transport.get(f"/datasets/{_segment(ref)}/diff", {"to": to})
+
+    def query(self, sql: str, limit: int = 100) -> dict[str, Any]:
+        """`{"columns", "rows"}` of one read-only SQL statement (`data query`)."""
+        return self._transport.post("/datasets/query", {"sql": sql, "limit": limit})
+
+    def rebuild(self, ref: str) -> dict[str, Any]:
+        """Re-derive a version and compare digests: `{"ref", "digest", "actual"}`."""
+        return self._transport.post(f"/datasets/{_segment(ref)}/rebuild")
+
+    def derive(
+        self,
+        ref: str,
+        op: str,
+        params: dict[str, Any],
+        name: str | None = None,
+        spec_name: str | None = None,
+    ) -> dict[str, Any]:
+        """Apply transform `op` to a version (`data clean|validate|... --json`)."""
+        body = {"op": op, "params": params, "name": name, "spec_name": spec_name}
+        return self._transport.post(f"/datasets/{_segment(ref)}/derive", body)
+
 
 class Jobs(_Resource):
     """Scheduler jobs (`/api/v1/jobs`)."""
@@ -132,6 +180,44 @@ class Jobs(_Resource):
     def retry(self, ref: str) -> dict[str, Any]:
         """Queue a FAILED or CANCELLED job again (`jobs retry --json`)."""
         return self._transport.post(f"/jobs/{_segment(ref)}/retry")
+
+    def log(self, ref: str, attempt: int | None = None) -> bytes:
+        """An attempt's log as it stands, default the last (`jobs logs`)."""
+        params = {"attempt": attempt} if attempt is not None else None
+        return self._transport.send("GET", f"/jobs/{_segment(ref)}/log", params=params).content
+
+    def follow(self, ref: str, output: Callable[[bytes], object]) -> dict[str, Any]:
+        """Stream the job's log to `output` until it ends (`jobs logs -f`, over Server-Sent
+        Events); answers the `end` event: `{"job_id", "state", "attempts"}`."""
+        with self._transport.stream("GET", f"/jobs/{_segment(ref)}/logs") as answer:
+            for name, data in server_sent_events(answer.iter_lines()):
+                if name == "log":
+                    output(data.encode())
+                elif name == "end":
+                    ended: dict[str, Any] = orjson.loads(data)
+                    return ended
+        raise ServiceUnavailableError(
+            f"The server closed the log stream of job {ref} before the job ended."
+        )
+
+
+def server_sent_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """`(event, data)` of each event in a Server-Sent Events stream (the WHATWG HTML
+    standard, 9.2: `data:` lines joined by newlines; a blank line ends an event; lines
+    starting with `:` are comments)."""
+    name, data = "message", list[str]()
+    for line in lines:
+        if not line:
+            if data:
+                yield name, "\n".join(data)
+            name, data = "message", list[str]()
+            continue
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "event":
+            name = value
+        elif field == "data":
+            data.append(value)
 
 
 class Queues(_Resource):
@@ -169,3 +255,49 @@ class Audit(_Resource):
     def verify(self) -> dict[str, Any]:
         """The chain checked against its checkpoint: `{"intact", "events", "head"}`."""
         return self._transport.get("/audit/verify")
+
+
+class Cost(_Resource):
+    """Use and cost of jobs and gateway keys; queue budgets (`/api/v1/cost`)."""
+
+    def report(self, by: str = "job", since: str | None = None) -> dict[str, Any]:
+        """Use and cost grouped `by`, costliest first, with the total (`cost report --json`)."""
+        params = {"by": by} | ({"since": since} if since else {})
+        return self._transport.get("/cost/report", params)
+
+    def budgets(self) -> dict[str, Any]:
+        """Spend against budget of every queue that has one (`cost budgets --json`)."""
+        return self._transport.get("/cost/budgets")
+
+
+class Alerts(_Resource):
+    """Alerts fired by the server's rules or received from Alertmanager (`/api/v1/alerts`)."""
+
+    def list(self, state: str = "firing") -> Items:
+        """Alerts in `state`, newest first (`alerts list --json`)."""
+        answer: Items = self._transport.get("/alerts", {"state": state})["alerts"]
+        return answer
+
+    def show(self, alert_id: str) -> dict[str, Any]:
+        """One alert by its id or a unique prefix of it (`alerts show --json`)."""
+        return self._transport.get(f"/alerts/{_segment(alert_id)}")
+
+    def ack(self, alert_id: str) -> dict[str, Any]:
+        """Acknowledge an alert (the first acknowledgement is kept)."""
+        return self._transport.post(f"/alerts/{_segment(alert_id)}/ack")
+
+
+class Deployments(_Resource):
+    """Deployments of model versions (`/api/v1/deployments`)."""
+
+    def list(self, deleted: bool = False) -> Items:
+        """Every deployment not deleted (or every one), by name (`deploy list --json`)."""
+        return self._transport.pages("/deployments", {"deleted": deleted} if deleted else None)
+
+    def show(self, name: str) -> dict[str, Any]:
+        """A deployment, its revision, spec and replicas (`deploy show --json`)."""
+        return self._transport.get(f"/deployments/{_segment(name)}")
+
+    def delete(self, name: str) -> dict[str, Any]:
+        """Stop every replica and mark the deployment deleted (`deploy delete --json`)."""
+        return self._transport.send_json("DELETE", f"/deployments/{_segment(name)}")

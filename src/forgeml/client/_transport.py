@@ -8,6 +8,7 @@ not take, end as one sentence naming what to do; an answer `{"error": ...}` beco
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -71,6 +72,26 @@ class Transport:
             if not cursor:
                 return
             params["after"] = cursor
+
+    @contextmanager
+    def stream(self, method: str, path: str, **request: Any) -> Iterator[httpx.Response]:
+        """A streamed answer (no read timeout: a log may be quiet for long); errors as `send`."""
+        try:
+            with self._http.stream(
+                method,
+                path,
+                timeout=httpx.Timeout(self._http.timeout.connect, read=None),
+                **request,
+            ) as answer:
+                if answer.status_code >= 400:
+                    answer.read()
+                    raise self._error(answer)
+                yield answer
+        except httpx.TransportError as error:
+            raise ServiceUnavailableError(
+                f"Cannot reach the forgeml server at {self.server} ({_reason(error)}); "
+                "is `forgeml server` running there?"
+            ) from None
 
     def send(self, method: str, path: str, **request: Any) -> httpx.Response:
         """One request; a refused connection or an error answer raised as a ForgemlError."""

@@ -12,11 +12,11 @@ from forgeml.core.errors import UsageError
 FORMATS = ("csv", "parquet", "jsonl")
 
 
-def export_frame(frame: pl.DataFrame, path: Path, file_format: str | None = None) -> str:
-    """Write `frame` to `path`; the format defaults to the file extension.
+def check_format(path: Path, file_format: str | None = None) -> str:
+    """The format to write `path` in: `file_format`, else its extension, else parquet.
 
-    Returns:
-        The format written.
+    Raises:
+        UsageError: neither names one of `FORMATS`.
     """
     chosen = file_format or path.suffix.lstrip(".").lower() or "parquet"
     if chosen == "ndjson":
@@ -26,6 +26,16 @@ def export_frame(frame: pl.DataFrame, path: Path, file_format: str | None = None
             f"Cannot export to '{path.name}': choose a format of {', '.join(FORMATS)} "
             "(--format or the file extension)."
         )
+    return chosen
+
+
+def export_frame(frame: pl.DataFrame, path: Path, file_format: str | None = None) -> str:
+    """Write `frame` to `path`; the format defaults to the file extension.
+
+    Returns:
+        The format written.
+    """
+    chosen = check_format(path, file_format)
     binary = [name for name, dtype in frame.schema.items() if dtype == pl.Binary]
     if chosen == "csv" and binary:
         raise UsageError(f"Cannot export binary column(s) {', '.join(binary)} to CSV; use parquet.")

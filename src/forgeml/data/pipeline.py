@@ -25,6 +25,9 @@ from forgeml.data.ingest import IngestOptions, ingest
 from forgeml.data.transforms import get_transform
 
 FEATURE_SPEC_ARTIFACT = "feature_spec"
+# how an upload's recipe names its source (`upload:FILENAME`): the file lived only in the
+# request, and the artifact store keeps its bytes under the recipe's source_digest
+UPLOAD_PREFIX = "upload:"
 
 
 @dataclass
@@ -71,6 +74,10 @@ def add(
         prepared = catalog.prepare(
             workspace, catalog.NewVersion(name, temp, recipe, report=report, label=label)
         )
+        if source_name is not None and Path(source).is_file():
+            # an upload's file does not outlive the request: keep its bytes (their digest is
+            # the recipe's source_digest) so that `rebuild` can replay and verify it
+            workspace.artifacts.put_file(source)
         with workspace.store.session() as session:
             return catalog.record(workspace, session, prepared)
 
@@ -161,7 +168,7 @@ def rebuild(workspace: Workspace, ref: str) -> Rebuilt:
         if fetching.is_fetched(version):
             fetching.replay(workspace, version, temp)
         elif version.recipe["op"] == "ingest":
-            _replay_ingest(version, temp)
+            _replay_ingest(workspace, version, temp)
         else:
             _replay_transform(workspace, version, parents, temp)
         actual = file_digest(temp)
@@ -173,9 +180,9 @@ def rebuild(workspace: Workspace, ref: str) -> Rebuilt:
     return Rebuilt(version.ref, version.digest, actual)
 
 
-def _replay_ingest(version: DatasetVersion, out: Path) -> None:
+def _replay_ingest(workspace: Workspace, version: DatasetVersion, out: Path) -> None:
     params = version.recipe["params"]
-    source = Path(params["source"])
+    source = _ingested_source(workspace, version)
     if not source.exists():
         raise NotFoundError(f"Cannot rebuild {version.ref}: its source {source} no longer exists.")
     options = parse_model(IngestOptions, params["options"], f"ingest recipe of {version.ref}")
@@ -186,6 +193,22 @@ def _replay_ingest(version: DatasetVersion, out: Path) -> None:
         )
 
 
+def _ingested_source(workspace: Workspace, version: DatasetVersion) -> Path:
+    """The file a version was ingested from: its path, or for an upload (`upload:NAME`) the
+    bytes the artifact store kept of it."""
+    params = version.recipe["params"]
+    if not str(params["source"]).startswith(UPLOAD_PREFIX):
+        return Path(params["source"])
+    digest = params["source_digest"]
+    if not workspace.artifacts.exists(digest):
+        raise NotFoundError(
+            f"Cannot rebuild {version.ref}: it was uploaded ({params['source']}) by a forgeml "
+            "that did not keep uploads, so its source bytes are not stored; upload the file "
+            "again to make a version that can be rebuilt."
+        )
+    return workspace.artifacts.local_path(digest)
+
+
 def _replay_transform(
     workspace: Workspace, version: DatasetVersion, parents: list[DatasetVersion], out: Path
 ) -> None:
@@ -194,3 +217,25 @@ def _replay_transform(
     output = transform.apply(catalog.read_frame(workspace, parents[0]), params)
     key = version.recipe.get("output")
     write_frame(output.side_frames[key] if key else output.frame, out)
+
+
+def derived_summary(derived: Derived) -> dict[str, Any]:
+    """What `forgeml data TRANSFORM --json` prints of a transform's result (the API answers
+    the same)."""
+    main = derived.main.version
+    summary: dict[str, Any] = {
+        "ref": main.ref,
+        "digest": main.digest,
+        "rows": main.rows,
+        "created": derived.main.created,
+        "parents": [edge.parent.ref for edge in main.parent_edges],
+        "report": derived.report,
+        "side_outputs": {
+            key: {"ref": item.version.ref, "rows": item.version.rows}
+            for key, item in derived.sides.items()
+        },
+    }
+    if derived.feature_spec is not None:
+        spec = derived.feature_spec
+        summary["feature_spec"] = {"ref": f"{spec.name}@v{spec.version}", "digest": spec.digest}
+    return summary

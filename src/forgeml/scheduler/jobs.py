@@ -353,3 +353,25 @@ def job_detail(workspace: Workspace, ref: str) -> dict[str, Any]:
             for e in events_of(session, record.id)
         ]  # fmt: skip
         return job_summary(record) | {"spec": record.spec, "attempts": attempts, "events": events}
+
+
+def attempt_log(workspace: Workspace, ref: str, attempt: int | None = None) -> bytes:
+    """The log of a job's attempt `attempt` (default: the last) as it stands: from the
+    artifact store once the attempt has ended, else from its file while it runs.
+
+    Raises:
+        NotFoundError: no such job, or it has no such attempt yet.
+    """
+    from pathlib import Path
+
+    with workspace.store.session() as session:
+        record = get_job(session, ref)
+        attempts = attempts_of(session, record.id)
+    chosen = [a for a in attempts if attempt is None or a.number == attempt][-1:]
+    if not chosen:
+        raise NotFoundError(f"Job {record.id} has no attempt {attempt or ''}".rstrip() + " yet.")
+    if chosen[0].log_digest:
+        return workspace.artifacts.get_bytes(chosen[0].log_digest)
+    if chosen[0].log_path and Path(chosen[0].log_path).exists():
+        return Path(chosen[0].log_path).read_bytes()
+    return b""

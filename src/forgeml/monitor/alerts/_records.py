@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from forgeml.core.errors import NotFoundError, UsageError
+from forgeml.core.errors import InvalidRequestError, NotFoundError, UsageError
 from forgeml.core.store import AlertRecord
 from forgeml.core.workspace import Workspace
 from forgeml.monitor.alerts._state import STATES
@@ -33,16 +33,38 @@ def list_alerts(workspace: Workspace, state: str = "all", limit: int = 500) -> l
 
 
 def get_alert(workspace: Workspace, alert_id: str) -> AlertRecord:
-    """The alert `alert_id`.
+    """The alert `alert_id` (or the one whose id starts with it).
 
     Raises:
         NotFoundError: no such alert.
     """
     with workspace.store.session() as session:
-        record = session.get(AlertRecord, alert_id)
+        record = session.get(AlertRecord, _alert_id(session, alert_id))
     if record is None:
         raise NotFoundError(f"No alert has the id {alert_id!r}.")
     return record
+
+
+def _alert_id(session: Any, alert_id: str) -> str:
+    """The id of the one alert whose id is `alert_id` or starts with it (as `alerts list`
+    prints them, shortened).
+
+    Raises:
+        NotFoundError: none does.
+        InvalidRequestError: several do.
+    """
+    query = select(AlertRecord.id).where(AlertRecord.id.startswith(alert_id, autoescape=True))
+    ids = list(session.scalars(query.limit(2)))
+    if not alert_id or not ids:
+        raise NotFoundError(f"No alert has the id {alert_id!r}.")
+    if alert_id in ids:
+        return alert_id
+    if len(ids) > 1:
+        raise InvalidRequestError(
+            f"The id prefix {alert_id!r} matches more than one alert: give more of it."
+        )
+    found: str = ids[0]
+    return found
 
 
 def ack_alert(workspace: Workspace, alert_id: str, now: datetime | None = None) -> AlertRecord:
@@ -52,7 +74,7 @@ def ack_alert(workspace: Workspace, alert_id: str, now: datetime | None = None) 
         NotFoundError: no such alert.
     """
     with workspace.store.session() as session:
-        record = session.get(AlertRecord, alert_id)
+        record = session.get(AlertRecord, _alert_id(session, alert_id))
         if record is None:
             raise NotFoundError(f"No alert has the id {alert_id!r}.")
         if record.acked_at is None:

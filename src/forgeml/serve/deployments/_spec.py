@@ -128,6 +128,28 @@ class Deployment:
             "replicas": [vars(replica) for replica in self.replicas],
         }
 
+    @classmethod
+    def from_dict(cls, summary: dict[str, Any]) -> Deployment:
+        """The deployment `to_dict` summarised, from its JSON (the API's answer)."""
+
+        def moment(value: Any) -> Any:  # ISO 8601 in JSON, a datetime in Python
+            return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+        replicas = [
+            Replica(**{**replica, "checked_at": moment(replica["checked_at"])})
+            for replica in summary["replicas"]
+        ]
+        return cls(
+            name=summary["name"],
+            spec=DeploymentSpec.model_validate(summary["spec"]),
+            status=summary["status"],
+            revision=summary["revision"],
+            created_at=moment(summary["created_at"]),
+            updated_at=moment(summary["updated_at"]),
+            error=summary["error"],
+            replicas=replicas,
+        )
+
 
 def resolve_model(workspace: Workspace, ref: str) -> str:
     """`ref` (NAME, NAME@vN, NAME@ALIAS) as the NAME@vN it names now."""
