@@ -155,7 +155,19 @@ def compare(
 
 @app.command("import")
 def import_(
-    name: Annotated[str, typer.Argument(help="Registered model name for the imported model.")],
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="The registered name (a GGUF import), or with --name the ONNX file to import."
+        ),
+    ],
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="Import TARGET, an ONNX file built in another framework, as this model name.",
+        ),
+    ] = None,
     gguf: Annotated[
         Path | None,
         typer.Option(
@@ -166,10 +178,16 @@ def import_(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Import a pretrained language model (GGUF) once as a safetensors model version."""
-    from forgeml.tracking.imports import import_gguf
+    """Import a model: a GGUF language model as safetensors, or an ONNX graph (--name)."""
+    from forgeml.core.errors import UsageError
+    from forgeml.tracking.imports import import_gguf, import_onnx
 
-    result = import_gguf(_workspace(), name, gguf)
+    if name is not None and gguf is not None:
+        raise UsageError("Give --name FILE.onnx or --gguf FILE, not both.")
+    if name is not None:
+        result = import_onnx(_workspace(), name, Path(target))
+    else:
+        result = import_gguf(_workspace(), target, gguf)
     payload = {
         "model": result.model.ref,
         "run_id": result.run_id,
