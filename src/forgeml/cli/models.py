@@ -199,3 +199,34 @@ def import_(
         print_json(payload)
         return
     say(f"{payload['model']} <- {payload['source']} ({payload['convert_seconds']} s to convert)")
+
+
+@app.command("export")
+def export(
+    ref: Annotated[str, typer.Argument(help="NAME, NAME@vN or NAME@ALIAS.")],
+    folder: Annotated[Path, typer.Argument(help="A new (or empty) folder for the bundle.")],
+    target: Annotated[str, typer.Option(help="What to export for: edge.")] = "edge",
+    precision: Annotated[
+        str,
+        typer.Option(
+            help="auto: int8 only where it agrees with fp32 on held-out rows; fp32; int8."
+        ),
+    ] = "auto",
+    as_json: JsonFlag = False,
+) -> None:
+    """Write a model as an edge bundle: ONNX, tokenizer or features, manifest and runner.py."""
+    from forgeml.core.errors import UsageError
+    from forgeml.optimize.edge import check_destination, export_edge
+
+    if target != "edge":
+        raise UsageError(f"Unknown export target '{target}': use edge.")
+    if precision not in ("auto", "fp32", "int8"):
+        raise UsageError(f"Unknown precision '{precision}': use auto, fp32 or int8.")
+    check_destination(folder)  # before loading the model: a full folder fails at once
+    bundle = export_edge(_workspace(), ref, folder, precision)  # type: ignore[arg-type]
+    if as_json:
+        print_json(bundle.as_dict())
+        return
+    chosen = bundle.precision
+    say(f"{bundle.source} -> {folder} ({chosen.chosen}: {chosen.reason})")
+    say(f"run it: python {folder / 'runner.py'} {folder} < rows.jsonl")
