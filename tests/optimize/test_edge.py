@@ -97,6 +97,7 @@ def test_the_tabular_edge_runner_answers_as_the_server_does(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # the trained MiniLM template and its ONNX export, on a busy machine
 def test_the_text_edge_runner_tokenizes_and_answers_as_the_server_does(
     text_workspace: Workspace, runtime_python: Path, tmp_path: Path
 ) -> None:
