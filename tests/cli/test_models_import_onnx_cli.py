@@ -114,3 +114,38 @@ def test_a_zipmap_output_is_refused_with_the_export_option_to_use(
     path = tmp_path / "zipmap.onnx"
     path.write_bytes(to_onnx(model, rows[:1], target_opset=17).SerializeToString())
     assert_cli_error(cli("models", "import", str(path), "--name", "m"), "'zipmap': False")
+
+
+@pytest.fixture(scope="module")
+def iris_mlp(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, np.ndarray, Path]:
+    """A scikit-learn MLP on Iris (MatMul layers, which int8 quantises) and its ONNX file."""
+    from skl2onnx import to_onnx
+    from sklearn.datasets import load_iris
+    from sklearn.neural_network import MLPClassifier
+
+    data = load_iris()
+    model = MLPClassifier((64, 64), max_iter=2000, random_state=0).fit(data.data, data.target)
+    rows = data.data.astype(np.float32)
+    path = tmp_path_factory.mktemp("iris-mlp") / "mlp.onnx"
+    graph = to_onnx(model, rows[:1], options={"zipmap": False}, target_opset=17)
+    path.write_bytes(graph.SerializeToString())
+    return model, rows, path
+
+
+@pytest.mark.slow
+def test_an_imported_graph_quantises_to_int8_with_its_parent_in_the_lineage(
+    cli: Any, home_workspace: Workspace, iris_mlp: tuple[Any, np.ndarray, Path]
+) -> None:
+    model, rows, path = iris_mlp
+    json_out(cli("models", "import", str(path), "--name", "iris", "--json"))
+    result = cli("optimize", "iris@v1", "--quantize", "int8", "--json")
+    assert result.code == 0, result.stderr
+    shown = json_out(cli("models", "show", "iris@v2", "--json"))
+    assert shown["parent"] == "iris@v1"
+    assert 0 < shown["metrics"]["size_bytes"] < path.stat().st_size
+    body = {"instances": rows.tolist()}
+    predictions = _served(home_workspace, "iris@v2", "/v1/models/iris:predict", body)
+    labels = [p["label"] for p in predictions["predictions"]]
+    assert np.mean(np.array(labels) == model.predict(rows).astype(str)) >= 0.95
+    refused = cli("optimize", "iris@v1", "--onnx")
+    assert_cli_error(refused, "only --quantize int8 applies to it", code=2)
