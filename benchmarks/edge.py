@@ -8,7 +8,8 @@ runner's end-to-end p50 latency at batch 1 (`EdgeModel.predict`: manifest alread
 encoding rows or tokenizing text in plain Python/numpy, ONNX Runtime, softmax), against
 the p50 of the server's in-process predictor on the same row (`LoadedModel.run_rows`, the
 PyTorch runtime `forgeml serve` uses by default, with its FeatureSpec or HF tokenizer), and
-the int8 agreement with fp32 on held-out rows that decided the automatic choice.
+the int8 agreement with fp32 on held-out rows that decided the automatic choice. Both sides
+run with one intra-op thread.
 
 Run from the repository root:
 
@@ -51,14 +52,15 @@ def measure_model(workspace: Workspace, ref: str, row: Any, scratch: Path, repea
     from forgeml.serve.model import load_model
     from forgeml.tracking import get_model_version
 
-    served = load_model(workspace, get_model_version(workspace, ref), "torch", None)
+    # one intra-op thread on both sides: batch 1 of a small model, on a shared machine
+    served = load_model(workspace, get_model_version(workspace, ref), "torch", 1)
     answers = {"label", "probabilities"}
     server = measure(lambda: served.run_rows([row], answers), 1, repeats).p50_ms
     found: dict[str, Any] = {"server_p50_ms": server}
     for precision in ("fp32", "auto"):
         folder = scratch / f"{ref.replace('@', '-')}-{precision}"
         bundle = export_edge(workspace, ref, folder, precision)  # type: ignore[arg-type]
-        runner = EdgeModel(folder)
+        runner = EdgeModel(folder, threads=1)
         found[precision] = {
             "chosen": bundle.precision.chosen,
             "reason": bundle.precision.reason,

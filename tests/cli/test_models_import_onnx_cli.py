@@ -149,3 +149,21 @@ def test_an_imported_graph_quantises_to_int8_with_its_parent_in_the_lineage(
     assert np.mean(np.array(labels) == model.predict(rows).astype(str)) >= 0.95
     refused = cli("optimize", "iris@v1", "--onnx")
     assert_cli_error(refused, "only --quantize int8 applies to it", code=2)
+
+
+@pytest.mark.slow
+def test_an_imported_graph_exports_as_an_edge_bundle_that_answers_as_sklearn(
+    cli: Any, iris: tuple[Any, np.ndarray], iris_onnx: Path, tmp_path: Path
+) -> None:
+    from forgeml.optimize.edge.runner import EdgeModel
+
+    model, rows = iris
+    json_out(cli("models", "import", str(iris_onnx), "--name", "iris", "--json"))
+    folder = tmp_path / "edge"
+    exported = json_out(cli("models", "export", "iris", "--target", "edge", str(folder), "--json"))
+    assert exported["precision"] == "fp32"
+    assert sorted(exported["files"]) == ["model.json", "model.onnx", "runner.py"]
+    answers = EdgeModel(folder).predict(rows.tolist())
+    assert [a["label"] for a in answers] == model.predict(rows).tolist()
+    got = np.array([a["probabilities"] for a in answers])
+    np.testing.assert_allclose(got, model.predict_proba(rows), atol=1e-5)

@@ -303,7 +303,12 @@ class EdgeModel:
             ]
         if self.model["kind"] != "graph" and task == "regression":
             return [float(v) for v in raw["logits"].reshape(len(rows), -1)[:, 0]]
-        return [{name: value[i].tolist() for name, value in raw.items()} for i in range(len(rows))]
+        return [{name: _plain(value[i]) for name, value in raw.items()} for i in range(len(rows))]
+
+
+def _plain(value: Any) -> Any:
+    """A numpy value as JSON takes it (a string output's items are str already)."""
+    return value.tolist() if isinstance(value, np.ndarray | np.generic) else value
 
 
 def main(argv: list[str]) -> int:
