@@ -70,6 +70,49 @@ def show(request: Request, ref: str) -> dict[str, Any]:
     return version_summary(record, model_aliases(home, record.name))
 
 
+MAX_IMPORT_BYTES = 256 * 1024 * 1024  # an uploaded ONNX graph, weights included
+
+
+@router.post(
+    "/import",
+    dependencies=[require("models:write")],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        }
+    },
+)
+async def import_graph(
+    request: Request,
+    name: Annotated[str, Query(max_length=128, description="Register the graph as this model.")],
+) -> dict[str, Any]:
+    """Register the uploaded ONNX graph (the request body) as `models import FILE --name N`."""
+    import tempfile
+    from pathlib import Path
+
+    from starlette.concurrency import run_in_threadpool
+
+    from forgeml.core.errors import PayloadTooLargeError
+    from forgeml.tracking.imports import import_onnx
+
+    body = await request.body()
+    if len(body) > MAX_IMPORT_BYTES:
+        raise PayloadTooLargeError(f"The ONNX file is over {MAX_IMPORT_BYTES} bytes.")
+
+    def register() -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="forgeml-upload-") as scratch:
+            path = Path(scratch) / "upload.onnx"
+            path.write_bytes(body)
+            result = import_onnx(acting(request), name, path)
+        return {"model": result.model.ref, "source": result.source,
+                "digest": result.model.artifact_digest}  # fmt: skip
+
+    return await run_in_threadpool(register)
+
+
 @router.post("/{name}/promote", dependencies=[require("models:promote")])
 def promote_version(request: Request, name: str, body: Promote) -> dict[str, Any]:
     """Point `alias` at the version if it beats the holder on `metric` (409 if not)."""

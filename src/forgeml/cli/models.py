@@ -155,7 +155,19 @@ def compare(
 
 @app.command("import")
 def import_(
-    name: Annotated[str, typer.Argument(help="Registered model name for the imported model.")],
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="The registered name (a GGUF import), or with --name the ONNX file to import."
+        ),
+    ],
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="Import TARGET, an ONNX file built in another framework, as this model name.",
+        ),
+    ] = None,
     gguf: Annotated[
         Path | None,
         typer.Option(
@@ -166,10 +178,16 @@ def import_(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Import a pretrained language model (GGUF) once as a safetensors model version."""
-    from forgeml.tracking.imports import import_gguf
+    """Import a model: a GGUF language model as safetensors, or an ONNX graph (--name)."""
+    from forgeml.core.errors import UsageError
+    from forgeml.tracking.imports import import_gguf, import_onnx
 
-    result = import_gguf(_workspace(), name, gguf)
+    if name is not None and gguf is not None:
+        raise UsageError("Give --name FILE.onnx or --gguf FILE, not both.")
+    if name is not None:
+        result = import_onnx(_workspace(), name, Path(target))
+    else:
+        result = import_gguf(_workspace(), target, gguf)
     payload = {
         "model": result.model.ref,
         "run_id": result.run_id,
@@ -181,3 +199,34 @@ def import_(
         print_json(payload)
         return
     say(f"{payload['model']} <- {payload['source']} ({payload['convert_seconds']} s to convert)")
+
+
+@app.command("export")
+def export(
+    ref: Annotated[str, typer.Argument(help="NAME, NAME@vN or NAME@ALIAS.")],
+    folder: Annotated[Path, typer.Argument(help="A new (or empty) folder for the bundle.")],
+    target: Annotated[str, typer.Option(help="What to export for: edge.")] = "edge",
+    precision: Annotated[
+        str,
+        typer.Option(
+            help="auto: int8 only where it agrees with fp32 on held-out rows; fp32; int8."
+        ),
+    ] = "auto",
+    as_json: JsonFlag = False,
+) -> None:
+    """Write a model as an edge bundle: ONNX, tokenizer or features, manifest and runner.py."""
+    from forgeml.core.errors import UsageError
+    from forgeml.optimize.edge import check_destination, export_edge
+
+    if target != "edge":
+        raise UsageError(f"Unknown export target '{target}': use edge.")
+    if precision not in ("auto", "fp32", "int8"):
+        raise UsageError(f"Unknown precision '{precision}': use auto, fp32 or int8.")
+    check_destination(folder)  # before loading the model: a full folder fails at once
+    bundle = export_edge(_workspace(), ref, folder, precision)  # type: ignore[arg-type]
+    if as_json:
+        print_json(bundle.as_dict())
+        return
+    chosen = bundle.precision
+    say(f"{bundle.source} -> {folder} ({chosen.chosen}: {chosen.reason})")
+    say(f"run it: python {folder / 'runner.py'} {folder} < rows.jsonl")

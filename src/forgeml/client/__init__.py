@@ -40,8 +40,18 @@ __all__ = [
 _LAZY = (
     {"Client": "forgeml.client._client"}
     | dict.fromkeys(
-        ("Alerts", "Audit", "Cost", "Datasets", "Deployments", "Jobs", "Keys", "Models", "Queues",
-         "Runs"),
+        (
+            "Alerts",
+            "Audit",
+            "Cost",
+            "Datasets",
+            "Deployments",
+            "Jobs",
+            "Keys",
+            "Models",
+            "Queues",
+            "Runs",
+        ),
         "forgeml.client._resources",
     )
     | dict.fromkeys(("Agents", "Pipelines", "Prompts", "Rag"), "forgeml.client._registries")

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from forgeml.core.errors import UsageError
+from forgeml.core.errors import OptimizationError, UsageError
 from forgeml.core.ids import validate_name
 from forgeml.optimize._inputs import held_out, training_config
 
@@ -144,7 +144,16 @@ def optimize_model(workspace: Workspace, ref: str, request: OptimizeRequest) -> 
     request.check()
     record = get_model_version(workspace, ref)
     name = validate_name(request.name or record.name, "model name")
-    config = training_config(workspace, record)
+    try:
+        config = training_config(workspace, record)
+    except OptimizationError:
+        from forgeml.optimize._graph import optimize_graph
+
+        # a graph imported from another framework has no training run: int8 on its own terms
+        result = optimize_graph(workspace, record, name, request)
+        if result is None:
+            raise
+        return result
     task = load_task_data(workspace, config)
     split_name, split = held_out(task, record.ref)
     with tempfile.TemporaryDirectory(prefix="forgeml-optimize-") as scratch:

@@ -152,8 +152,11 @@ def _load_bundle(
     served = ServedBundle(family, description, bundle)
     encoder = family.request_encoder(served)
     kind = family.modality
-    # generation needs the torch module whatever runtime serves the rest
+    # generation needs the torch module whatever runtime serves the rest; a graph without
+    # PyTorch weights (one imported from another framework) has only ONNX Runtime
     chosen = "torch" if kind == "language_model" else runtime_name
+    if "onnx" in description and not (bundle / "model.safetensors").exists():
+        chosen = "onnx"
     runtime = load_runtime(chosen, bundle, description, threads)
     module = runtime.module if isinstance(runtime, TorchRuntime) else None
     names = description.get("class_names")

@@ -110,10 +110,15 @@ class OnnxRuntime:
         self.output_names = list(model.output_names)
 
     def run(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
-        """Run the ONNX graph for `outputs` (float32 results)."""
+        """Run the ONNX graph for `outputs` (float32 results; strings as they are)."""
         feeds = {name: inputs[name] for name in self.input_names}
         results = self.model.run(feeds, outputs)
-        return {name: np.asarray(results[name], dtype=np.float32) for name in outputs}
+        return {name: _as_float32(np.asarray(results[name])) for name in outputs}
+
+
+def _as_float32(values: np.ndarray) -> np.ndarray:
+    # a graph from another framework may answer strings (a classifier's labels)
+    return values if values.dtype.kind in "OUS" else values.astype(np.float32)
 
 
 def _load_onnx(bundle_dir: Path, description: dict[str, Any], threads: int | None) -> Runtime:

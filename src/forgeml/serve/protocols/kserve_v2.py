@@ -88,7 +88,8 @@ def _column(tensor: InferInput, field: InputField) -> list[Any]:
             f"Input '{tensor.name}' is {tensor.datatype} but the model takes it as "
             f"{field.datatype}; send one of {', '.join(sorted(allowed))}."
         )
-    if len(tensor.shape) == 2 and tensor.shape[1] != 1:
+    per_row = len(field.shape) > 1  # a row is an array (a graph's feature vector)
+    if len(tensor.shape) == 2 and tensor.shape[1] != 1 and not per_row:
         raise InvalidDataError(
             f"Input '{tensor.name}' has shape {tensor.shape}; send shape [N] or [N, 1]."
         )
@@ -109,7 +110,15 @@ def _column(tensor: InferInput, field: InputField) -> list[Any]:
                 raise InvalidDataError(
                     f"Input '{tensor.name}' is {tensor.datatype} but holds {value!r}."
                 )
+    if per_row and tensor.shape:
+        return _rows_of(values, tensor.shape)
     return values
+
+
+def _rows_of(values: list[Any], shape: list[int]) -> list[Any]:
+    """Flat values of a tensor [N, ...] as N nested lists of the row shape."""
+    nested: list[Any] = np.array(values, dtype=object).reshape(shape).tolist()
+    return nested
 
 
 def tensors_to_rows(model: LoadedModel, inputs: list[InferInput]) -> list[Any]:
@@ -156,7 +165,14 @@ def _metadata(model: LoadedModel) -> dict[str, Any]:
         "name": model.name,
         "versions": [str(model.version)],
         "platform": "onnxruntime_onnx" if model.runtime.name == "onnx" else "pytorch",
-        "inputs": [{"name": f.name, "datatype": f.datatype, "shape": [-1]} for f in inputs],
+        "inputs": [
+            {
+                "name": f.name,
+                "datatype": f.datatype,
+                "shape": list(f.shape) if len(f.shape) > 1 else [-1],
+            }
+            for f in inputs
+        ],
         # -1: the batch, or a width not known before a run
         "outputs": [
             {"name": f.name, "datatype": f.datatype, "shape": list(f.shape)} for f in model.outputs

@@ -54,6 +54,7 @@ _BUILTIN: dict[str, str] = {
     "rnn": "forgeml.train.models.rnn:FAMILY",
     "rotate": "forgeml.train.models.kg._family:ROTATE",
     "transe": "forgeml.train.models.kg._family:TRANSE",
+    "onnx": "forgeml.train.models.onnx_graph:FAMILY",
 }
 _REGISTERED: dict[str, ModelFamily] = {}
 _ORIGIN: dict[str, str] = {}  # family name -> the module that registered it
