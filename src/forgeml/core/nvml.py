@@ -22,3 +22,14 @@ def nvml_module() -> Any:
             except Exception:  # not installed, no driver, no device: no GPU metering
                 _nvml_state["module"] = None
         return _nvml_state["module"]
+
+
+def gpu_memory_bytes(index: int = 0) -> int | None:
+    """Total memory of GPU `index` as NVML reports it; None without NVML or that GPU."""
+    nvml = nvml_module()
+    if nvml is None:
+        return None
+    try:
+        return int(nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(index)).total)
+    except nvml.NVMLError:
+        return None
