@@ -97,9 +97,9 @@ def test_on_this_cpu_machine_cuda_falls_back_with_one_log_line_per_process(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="forgeml.device"):
-        first = torch_device("cuda")
-        again = torch_device("cuda")
-        quiet = torch_device("auto")
+        first = torch_device("cuda", torch.cuda.is_available())
+        again = torch_device("cuda", torch.cuda.is_available())
+        quiet = torch_device("auto", torch.cuda.is_available())
 
     assert (first, again, quiet) == ("cpu", "cpu", "cpu")
     assert [record.getMessage() for record in caplog.records] == [

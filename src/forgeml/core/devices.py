@@ -10,8 +10,8 @@ job). `auto` (the default) takes the GPU when there is one and the CPU quietly o
 `cpu` never looks.
 
 The choices are pure functions of what the machine offers (`torch_placement`,
-`onnx_placement`), tested on any machine; `torch_device` and `onnx_providers` ask the
-machine and report a fallback.
+`onnx_placement`), tested on any machine; `torch_device` and `onnx_providers` report a
+fallback for what the machine offers.
 """
 
 from __future__ import annotations
@@ -98,11 +98,12 @@ def started_placement(requested: DeviceName, asked: Placement, started: Sequence
     return Placement("cpu", tuple(started), fallback=line)
 
 
-def torch_device(requested: DeviceName) -> str:
-    """ "cuda" or "cpu" for a PyTorch model on this machine; says so when falling back."""
-    import torch
+def torch_device(requested: DeviceName, cuda_available: bool) -> str:
+    """The torch device ("cuda" or "cpu") for a model; says so when falling back.
 
-    return report(torch_placement(requested, torch.cuda.is_available())).device
+    The caller asks torch whether CUDA is there (`forgeml.core` never imports torch).
+    """
+    return report(torch_placement(requested, cuda_available)).device
 
 
 def onnx_providers(requested: DeviceName) -> Placement:

@@ -158,7 +158,10 @@ def load_model(
         onnx = OnnxModel(bundle_dir, threads, device)
         module, placed = OnnxModule(onnx), onnx.device
     else:
-        module, placed = load_torch_module(bundle_dir), torch_device(device)
+        module, placed = (
+            load_torch_module(bundle_dir),
+            torch_device(device, torch.cuda.is_available()),
+        )
     description = read_description(bundle_dir)
     family = family_of(description)
     objective = family.training_objective(description["model"].get("params") or {})

@@ -109,7 +109,8 @@ def _load_torch(
         )
     if threads is not None:
         torch.set_num_threads(threads)  # process-wide: one server, one thread budget
-    return TorchRuntime(load_bundle_model(bundle_dir), family_of(description), torch_device(device))
+    placed = torch_device(device, torch.cuda.is_available())
+    return TorchRuntime(load_bundle_model(bundle_dir), family_of(description), placed)
 
 
 class OnnxRuntime:
