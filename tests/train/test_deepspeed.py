@@ -290,6 +290,27 @@ def test_a_converted_checkpoint_folder_loads_into_a_fresh_model(tmp_path: Path) 
         torch.testing.assert_close(fresh.state_dict()[name], tensor, rtol=0, atol=0)
 
 
+def test_a_zero3_folder_with_per_rank_model_states_converts(tmp_path: Path) -> None:
+    # ZeRO-3 writes zero_pp_rank_R_mp_rank_00_model_states.pt, no mp_rank_00 file; bf16
+    # optimisers prefix their states with bf16_
+    torch.manual_seed(2)
+    model = _Tied()
+    tag = tmp_path / "zero"
+    tag.mkdir()
+    for rank, state in enumerate(_zero3(model, _GROUPS, 2)):
+        torch.save(
+            _model_states(model, _GROUPS), tag / f"zero_pp_rank_{rank}_mp_rank_00_model_states.pt"
+        )
+        torch.save(state, tag / f"bf16_zero_pp_rank_{rank}_mp_rank_00_optim_states.pt")
+
+    written = convert_zero_checkpoint(tag, tmp_path / "bundle")
+
+    fresh = _Tied()
+    fresh.load_state_dict(load_file(written))
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(fresh.state_dict()[name], tensor, rtol=0, atol=0)
+
+
 def test_a_checkpoint_too_short_for_its_shapes_is_refused() -> None:
     model = _Tied()
     optim = _zero12(model, _GROUPS[:1], 1, 2)
