@@ -161,6 +161,7 @@ def train_row(
         with nvml or _nothing():
             result = fit(wrapped, task, config, run_dir=Path(run), logger=NullLogger(), dist=dist)
         seconds = time.perf_counter() - started
+        saved = _checkpoint_files(Path(run))
     samples = [m["samples_per_s"] for _, m in result.history if "samples_per_s" in m]
     rate = statistics.median(samples[len(samples) // 10 :])  # past the warm-up steps
     row: dict[str, Any] = {
@@ -168,6 +169,7 @@ def train_row(
         "tflops": round(rate * 6 * params * tokens / 1e12, 2),
         "dev_accuracy": round(result.final_metrics.get("accuracy", float("nan")), 4),
         "seconds": round(seconds, 1),
+        "checkpoint": saved,
     }
     if peak:
         row["share_of_peak"] = round(row["tflops"] / peak, 3)
@@ -176,6 +178,16 @@ def train_row(
     if device == "cuda" and extra is None and precision == "bf16":
         trained["model"] = model
     return row
+
+
+def _checkpoint_files(run_dir: Path) -> list[str]:
+    """What the run's last checkpoint holds (forgeml's files; ZeRO's shards under zero/)."""
+    from forgeml.train.checkpoint import load_latest
+
+    latest = load_latest(run_dir)
+    if latest is None:
+        return []
+    return sorted(str(path.relative_to(latest.path)) for path in latest.path.iterdir())
 
 
 @contextmanager
@@ -264,29 +276,37 @@ def _nvidia_smi() -> tuple[float, float, float]:
 
 
 def serve_rows(model: torch.nn.Module | None, task: TaskData, quick: bool) -> dict[str, Any]:
-    """p50 latency of torch CUDA eager and ORT CUDA at batch 1 and 32; batching gain."""
+    """p50 latency of forgeml's torch runtime and ONNX Runtime on `--device cuda` at batch 1
+    and 32, through the code `forgeml serve --device cuda` runs; the batching gain."""
+    from forgeml.core.devices import torch_device
+    from forgeml.serve.runtime import TorchRuntime
+    from forgeml.train.models import get_family
+
     if model is None:
         return {"error": "the bf16 training row failed, so there is no model to serve"}
-    model = model.float().eval().to("cuda")
+    device = torch_device("cuda", torch.cuda.is_available())
+    runtime = TorchRuntime(model.float().eval(), get_family("text_classifier"), device)
     repeats = 30 if quick else 100
-    rows: dict[str, Any] = {}
+    rows: dict[str, Any] = {"torch_device": runtime.device}
     for batch in (1, 32):
-        ids = task.eval.inputs["input_ids"][:batch, :MAX_LENGTH]  # type: ignore[union-attr]
-        mask = task.eval.inputs["attention_mask"][:batch, :MAX_LENGTH]  # type: ignore[union-attr]
+        feeds = _feeds(task, batch)
         rows[f"torch_cuda_b{batch}_p50_ms"] = _p50(
-            lambda ids=ids, mask=mask: _torch_forward(model, ids, mask), repeats
+            lambda f=feeds: runtime.run(f, ["logits"]), repeats
         )
     rows.update(_guarded(lambda: _ort_rows(model, task, repeats)))
-    rows["batching"] = _batching_gain(model, task, 32, 4 if quick else 16)
+    rows["batching"] = _batching_gain(runtime, task, 32, 4 if quick else 16)
     return rows
 
 
-def _torch_forward(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> None:
-    with torch.inference_mode():
-        model(input_ids=ids.to("cuda"), attention_mask=mask.to("cuda")).cpu()
+def _feeds(task: TaskData, batch: int, start: int = 0) -> dict[str, Any]:
+    sample = task.eval.inputs  # type: ignore[union-attr]
+    return {
+        name: sample[name][start : start + batch, :MAX_LENGTH].numpy()
+        for name in ("input_ids", "attention_mask")
+    }
 
 
-def _p50(call: Callable[[], None], repeats: int) -> float:
+def _p50(call: Callable[[], Any], repeats: int) -> float:
     for _ in range(5):
         call()
     seconds = []
@@ -298,53 +318,59 @@ def _p50(call: Callable[[], None], repeats: int) -> float:
 
 
 def _ort_rows(model: torch.nn.Module, task: TaskData, repeats: int) -> dict[str, Any]:
+    """ONNX Runtime with the providers `--device cuda` picks (TensorRT, CUDA, then CPU)."""
     import onnxruntime as ort
 
+    from forgeml.core.devices import onnx_placement, started_placement
+
     available = ort.get_available_providers()
-    row: dict[str, Any] = {"ort_providers": available}
-    if "CUDAExecutionProvider" not in available:
-        return {**row, "error": "this onnxruntime build has no CUDAExecutionProvider"}
+    asked = onnx_placement("cuda", available)
+    row: dict[str, Any] = {"ort_providers": available, "ort_asked": list(asked.providers)}
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "model.onnx"
-        sample = task.eval.inputs  # type: ignore[union-attr]
-        ids, mask = sample["input_ids"][:1, :MAX_LENGTH], sample["attention_mask"][:1, :MAX_LENGTH]
+        sample = _feeds(task, 1)
         torch.onnx.export(
-            model.cpu(), (), str(path), kwargs={"input_ids": ids, "attention_mask": mask},
+            model.cpu(), (), str(path),
+            kwargs={name: torch.from_numpy(array) for name, array in sample.items()},
             input_names=["input_ids", "attention_mask"], output_names=["logits"],
             dynamic_axes={"input_ids": {0: "B", 1: "T"}, "attention_mask": {0: "B", 1: "T"}},
             opset_version=17, dynamo=False,
         )  # fmt: skip
         model.to("cuda")
-        session = ort.InferenceSession(str(path), providers=["CUDAExecutionProvider"])
+        session = ort.InferenceSession(str(path), providers=list(asked.providers))
+    started = started_placement("cuda", asked, session.get_providers())
+    row["ort_started"] = list(session.get_providers())
+    if started.fallback:
+        row["ort_fallback"] = started.fallback
     for batch in (1, 32):
-        feeds = {
-            "input_ids": sample["input_ids"][:batch, :MAX_LENGTH].numpy(),
-            "attention_mask": sample["attention_mask"][:batch, :MAX_LENGTH].numpy(),
-        }
+        feeds = _feeds(task, batch)
         row[f"ort_cuda_b{batch}_p50_ms"] = _p50(lambda f=feeds: session.run(None, f), repeats)
     return row
 
 
-def _batching_gain(model: torch.nn.Module, task: TaskData, concurrency: int, rounds: int) -> dict:
-    """Requests per second at `concurrency` through the dynamic batcher vs one at a time."""
-    from forgeml.serve.batcher import Batcher
+def _batching_gain(runtime: Any, task: TaskData, concurrency: int, rounds: int) -> dict:
+    """Requests per second at `concurrency` through the dynamic batcher (its limit sized for
+    this GPU by `max_batch_for`) vs one at a time."""
+    from forgeml.core.nvml import gpu_memory_bytes
+    from forgeml.serve.batcher import Batcher, max_batch_for
 
-    sample = task.eval.inputs  # type: ignore[union-attr]
-    ids, mask = sample["input_ids"][:, :MAX_LENGTH], sample["attention_mask"][:, :MAX_LENGTH]
+    rows = len(task.eval)  # type: ignore[arg-type]
+    feeds = _feeds(task, rows)
 
     def run_batch(indices: list[int]) -> list[int]:
-        _torch_forward(model, ids[indices], mask[indices])
+        runtime.run({name: array[indices] for name, array in feeds.items()}, ["logits"])
         return indices
 
     started = time.perf_counter()
     for index in range(concurrency * rounds):
-        run_batch([index % len(ids)])
+        run_batch([index % rows])
     alone = concurrency * rounds / (time.perf_counter() - started)
-    batcher = Batcher(run_batch, max_batch_size=concurrency, max_wait_ms=2.0, name="gpu-check")
+    limit = max_batch_for("cuda", gpu_memory_bytes(0))
+    batcher = Batcher(run_batch, max_batch_size=limit, max_wait_ms=2.0, name="gpu-check")
 
     async def client(index: int) -> None:
         for _ in range(rounds):
-            await batcher.submit(index % len(ids))
+            await batcher.submit(index % rows)
 
     async def clients() -> None:
         await asyncio.gather(*(client(index) for index in range(concurrency)))
@@ -354,4 +380,4 @@ def _batching_gain(model: torch.nn.Module, task: TaskData, concurrency: int, rou
     batched = concurrency * rounds / (time.perf_counter() - started)
     batcher.close()
     return {"alone_rps": round(alone, 1), "batched_rps": round(batched, 1),
-            "gain": round(batched / alone, 2)}  # fmt: skip
+            "gain": round(batched / alone, 2), "max_batch": limit}  # fmt: skip

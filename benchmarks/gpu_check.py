@@ -7,18 +7,24 @@ otherwise only ever run on CPUs. This one script, `--json`, checks it in under 8
 - `train_*`: MiniLM (all-MiniLM-L6-v2 + a linear head) fine-tuned on SST-2 rows through
   `forgeml.train.loop.fit`, one epoch: on the CPU in fp32 (the dev-accuracy reference),
   on the GPU in fp32 and bf16, with `strategy: fsdp` on one rank, and with
-  `strategy: deepspeed` (ZeRO-2, ZeRO-3 + CPU offload) where deepspeed is importable;
-  each row has samples/s, achieved TFLOP/s (6 x parameters x real tokens per sample) and
-  dev accuracy beside the CPU run's;
+  `strategy: deepspeed` (ZeRO-2, ZeRO-3 + CPU offload: DeepSpeed's engine inside `fit`,
+  `forgeml.train.zero`) where deepspeed is importable (staged as a wheel); each row has
+  samples/s, achieved TFLOP/s (6 x parameters x real tokens per sample), dev accuracy
+  beside the CPU run's, and the files of its last checkpoint (forgeml's format; ZeRO's
+  shards under zero/);
 - `nvml`: during the bf16 row, GPU utilisation, memory and power as forgeml reads them
   (`forgeml.core.nvml`) beside `nvidia-smi`'s, sampled at the same moments;
-- `serve`: the trained model served by torch CUDA eager and by ONNX Runtime's CUDA
-  provider, p50 latency at batch 1 and 32, and the dynamic batcher's gain at concurrency
-  32 (`forgeml.serve.batcher`).
+- `serve`: the trained model served as `forgeml serve --device cuda` serves it: forgeml's
+  torch runtime on the GPU and ONNX Runtime with the providers `forgeml.core.devices`
+  picks (TensorRT where listed, CUDA, CPU; the providers that started are recorded), p50
+  latency at batch 1 and 32, and the dynamic batcher's gain at concurrency 32 with its
+  limit sized for the GPU (`forgeml.serve.batcher.max_batch_for`).
 
 The GPU machine has no network and only what is carried from the working tree, so the
 data, the encoder and the wheels the image lacks are staged first, here, into the ignored
-folder `benchmarks/.gpu_check/` (about 50 MB: SST-2 rows, MiniLM stored in bf16, pydantic):
+folder `benchmarks/.gpu_check/` (about 50 MB: SST-2 rows, MiniLM stored in bf16, pydantic;
+and, when `pip wheel` can build it here, DeepSpeed as a pure-Python wheel with the small
+packages it imports that the GPU image lacks):
 
     PYTHONPATH=src .venv/bin/python benchmarks/gpu_check.py --prepare
     PYTHONPATH=src .venv/bin/python benchmarks/gpu_check.py --dry-run --json   # no GPU needed
@@ -37,6 +43,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -90,7 +97,8 @@ PLAN = [
     ),
     Step(
         "serve",
-        "torch CUDA vs ORT CUDA p50 at batch 1 and 32; batching gain at concurrency 32",
+        "--device cuda serving: torch runtime vs ORT's picked providers p50 at batch 1, 32; "
+        "batching gain at concurrency 32",
         45,
         20,
     ),
@@ -209,6 +217,34 @@ def _stage_wheels(target: Path) -> None:
         [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
          "--python-version", "3.12", "--platform", "manylinux2014_x86_64", "-d", str(target),
          *wanted],
+        check=True,
+    )  # fmt: skip
+    _stage_deepspeed(target, pins)
+
+
+# what deepspeed imports beside torch, numpy, pydantic, psutil and packaging (in the image)
+DEEPSPEED_NEEDS = ["hjson", "py-cpuinfo", "msgpack", "ninja", "einops"]
+
+
+def _stage_deepspeed(target: Path, pins: dict[str, str]) -> None:
+    """DeepSpeed as a wheel without compiled ops (DS_BUILD_OPS=0: its ops would JIT-build),
+    and the small packages it imports; the deepspeed rows skip where this cannot be done."""
+    version = pins.get("deepspeed")
+    if version is None:
+        return
+    env = {**os.environ, "DS_BUILD_OPS": "0"}
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "-w", str(target), f"deepspeed=={version}"],
+        env=env, check=False,
+    )  # fmt: skip
+    if built.returncode != 0:
+        print("deepspeed could not be built as a wheel here; its rows will skip", file=sys.stderr)
+        return
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+         "--python-version", "3.12", "--platform", "manylinux2014_x86_64", "-d", str(target),
+         *DEEPSPEED_NEEDS],
         check=True,
     )  # fmt: skip
 

@@ -52,3 +52,20 @@ def test_the_dry_run_never_imports_torch() -> None:
     )
 
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+def test_a_real_run_without_a_gpu_says_so_in_one_json_error_after_importing_its_rows() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the check would run for minutes")
+    args = [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--quick", "--json"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300, check=False)
+
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout) == {
+        "error": "The GPU check needs a CUDA GPU and this machine has none."
+    }

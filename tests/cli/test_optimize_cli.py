@@ -55,3 +55,31 @@ def test_bad_optimize_requests_exit_with_one_sentence(
 
 def test_compare_rejects_a_split_the_model_lacks(cli, home: Path) -> None:
     assert_cli_error(cli("models", "compare", "adult-mlp@v1", "--split", "dev"), "Unknown split", 2)
+
+
+def test_compare_on_cuda_without_a_gpu_says_so_once_and_scores_as_the_cpu(
+    cli, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from forgeml.core import devices
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the fallback of a CPU machine")
+    monkeypatch.setattr(devices, "_said", set())
+    args = ("models", "compare", "adult-mlp@v1", "--repeats", "1", "--json", "--device")
+
+    on_cpu = cli(*args, "cpu")
+    on_cuda = cli(*args, "cuda")
+
+    assert on_cpu.code == 0 and on_cpu.stderr == "", on_cpu.stderr
+    assert on_cuda.code == 0, on_cuda.stderr
+    assert on_cuda.stderr == "--device cuda: torch sees no CUDA GPU here; running on the CPU.\n"
+    cpu_rows, cuda_rows = json_out(on_cpu), json_out(on_cuda)
+    assert [(r["ref"], r["device"], r["value"]) for r in cuda_rows] == [
+        (r["ref"], "cpu", r["value"]) for r in cpu_rows
+    ]
+
+
+def test_a_device_that_is_not_one_is_a_usage_error(cli, home: Path) -> None:
+    assert_cli_error(cli("models", "compare", "adult-mlp@v1", "--device", "tpu"), "tpu", 2)

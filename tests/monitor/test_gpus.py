@@ -48,8 +48,14 @@ def _sample(pid: int, seconds_ago: float, percent: int) -> SimpleNamespace:
 
 
 def fake_nvml(*gpus: dict[str, Any]) -> SimpleNamespace:
-    """NVML's functions over `gpus`: each a dict of `compute` and `graphics` process lists
-    and `samples` (a list, or the NVML error code the call raises)."""
+    """NVML's functions over `gpus`: each a dict of `compute` and `graphics` process lists,
+    `samples` (a list, or the NVML error code the call raises) and `milliwatts` (absent:
+    the board reports no draw)."""
+
+    def power(handle: int) -> int:
+        if "milliwatts" not in gpus[handle]:
+            raise _NvmlError(NOT_SUPPORTED)
+        return int(gpus[handle]["milliwatts"])
 
     def utilization(handle: int, since_us: int) -> list[SimpleNamespace]:
         samples = gpus[handle]["samples"]
@@ -66,6 +72,7 @@ def fake_nvml(*gpus: dict[str, Any]) -> SimpleNamespace:
         nvmlDeviceGetComputeRunningProcesses=lambda handle: gpus[handle]["compute"],
         nvmlDeviceGetGraphicsRunningProcesses=lambda handle: gpus[handle].get("graphics", []),
         nvmlDeviceGetProcessUtilization=utilization,
+        nvmlDeviceGetPowerUsage=power,
     )
 
 
@@ -154,6 +161,28 @@ def test_use_is_summed_per_deployment_and_gpu() -> None:
     ]
 
 
+def test_power_is_a_deployments_only_on_a_gpu_it_holds_alone() -> None:
+    owners = {10: "adult", 20: "sst2"}
+    nvml = fake_nvml(
+        {"compute": [_process(10, GIB)], "samples": [], "milliwatts": 310_500},  # adult alone
+        {"compute": [_process(10, GIB), _process(20, GIB)], "samples": [],
+         "milliwatts": 500_000},  # shared: whose draw is it?
+        {"compute": [_process(20, GIB), _process(99, GIB)], "samples": [],
+         "milliwatts": 200_000},  # beside a process that is no deployment's
+        {"compute": [_process(20, GIB)], "samples": []},  # a board that reports no draw
+    )  # fmt: skip
+
+    uses = deployment_gpu_use(nvml, owners, SINCE_US)
+
+    assert [(use.deployment, use.gpu, use.power_watts) for use in uses] == [
+        ("adult", 0, 310.5),
+        ("adult", 1, None),
+        ("sst2", 1, None),
+        ("sst2", 2, None),
+        ("sst2", 3, None),
+    ]
+
+
 @pytest.mark.parametrize(
     ("samples", "utilization"),
     [
@@ -191,6 +220,7 @@ def test_without_nvml_there_are_no_series(workspace: Workspace, replica: tuple[i
     assert families == {
         "forgeml_deployment_gpu_utilization_ratio": [],
         "forgeml_deployment_gpu_memory_bytes": [],
+        "forgeml_deployment_gpu_power_watts": [],
     }
 
 

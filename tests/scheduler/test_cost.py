@@ -239,9 +239,18 @@ def test_sampler_continues_from_a_baseline() -> None:
     assert usage.peak_memory_gb == 3.0
 
 
-def _fake_nvml(holder: int) -> SimpleNamespace:
-    """The NVML calls the sampler makes, on a machine where `holder` has a context on GPU 0."""
+def _fake_nvml(holder: int, readings: list[tuple[int, int, int]] | None = None) -> SimpleNamespace:
+    """The NVML calls the sampler makes, on a machine where `holder` has a context on GPU 0;
+    GPU 0's (utilisation %, memory used, milliwatts) readings come from `readings` in turn."""
+    queue = list(readings or [(0, 0, 0)])
+
+    def power(handle: int) -> int:  # the last call of a reading: the next one follows
+        return queue[0][2] if len(queue) == 1 else queue.pop(0)[2]
+
     return SimpleNamespace(
+        nvmlDeviceGetUtilizationRates=lambda handle: SimpleNamespace(gpu=queue[0][0]),
+        nvmlDeviceGetMemoryInfo=lambda handle: SimpleNamespace(used=queue[0][1]),
+        nvmlDeviceGetPowerUsage=power,
         NVMLError=RuntimeError,
         nvmlDeviceGetCount=lambda: 2,
         nvmlDeviceGetHandleByIndex=lambda index: index,
@@ -278,6 +287,27 @@ def test_sampler_counts_a_gpu_busy_while_a_tree_process_holds_it(
     # gives the interval in which the child left half of it
     assert held.gpu_seconds - first.gpu_seconds == pytest.approx(2.0)
     assert usage.gpu_seconds - held.gpu_seconds == pytest.approx(1.0)
+
+
+def test_sampler_records_the_held_gpus_utilisation_peak_memory_and_energy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pid, release = _spawn_held(HOLD)
+    clock = FakeClock()
+    # GPU 0 at 40% drawing 100 W, then 80% at 300 W with more memory in use
+    readings = [(40, 2 * 2**30, 100_000), (80, 6 * 2**30, 300_000)]
+    try:
+        monkeypatch.setitem(nvml._nvml_state, "module", _fake_nvml(pid, readings))
+        sampler = ProcessTreeSampler(pid, clock=clock)
+        clock.advance(10.0)
+        usage = sampler.sample()
+    finally:
+        release()
+        _reap(pid)
+    # the trapezoid over the 10 s between the two readings; GPU 1, not held, is never read
+    assert usage.gpu_utilization == pytest.approx(0.6)
+    assert usage.gpu_peak_memory_bytes == 6 * 2**30
+    assert usage.gpu_energy_joules == pytest.approx(2000.0)
 
 
 def _gpu_count() -> int:

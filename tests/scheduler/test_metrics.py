@@ -121,6 +121,40 @@ def test_a_running_jobs_gpu_seconds_are_exported_only_where_gpus_are_metered(
     assert registry.get_sample_value("forgeml_job_gpu_seconds_total", idle_labels) is None
 
 
+def test_a_running_jobs_nvml_figures_are_exported_as_its_cost_record_keeps_them(
+    sched_workspace: Workspace, gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(nvml._nvml_state, "module", None)
+    scheduler = _local_scheduler(sched_workspace)
+    job_id = _running_job(sched_workspace, scheduler, gate)
+    registry = scheduler_registry(sched_workspace.store)
+    labels = {"job": job_id, "queue": "default", "kind": "command"}
+    names = (
+        "forgeml_job_gpu_utilization_ratio",
+        "forgeml_job_gpu_peak_memory_bytes",
+        "forgeml_job_gpu_energy_joules_total",
+    )
+    # the attempt held no GPU: no figure, not zeros
+    assert [registry.get_sample_value(name, labels) for name in names] == [None, None, None]
+    with sched_workspace.store.session() as session:
+        [attempt] = session.scalars(
+            select(JobAttemptRecord).where(JobAttemptRecord.job_id == job_id)
+        ).all()
+        # what the usage meter stores at a heartbeat of a job on a GPU
+        attempt.gpu_utilization = 0.83
+        attempt.gpu_peak_memory_bytes = 12 * 2**30
+        attempt.gpu_energy_joules = 5400.0
+        session.commit()
+    assert [registry.get_sample_value(name, labels) for name in names] == [
+        0.83,
+        12 * 2**30,
+        5400.0,
+    ]
+    gate.release()
+    assert run_to_end(scheduler, job_id) == "SUCCEEDED"
+    assert registry.get_sample_value("forgeml_job_gpu_energy_joules_total", labels) is None
+
+
 def test_a_budget_is_exported_beside_the_spend(sched_workspace: Workspace) -> None:
     create_queue(sched_workspace, parse_queue({"name": "research", "budget": 12.5}))
     registry = scheduler_registry(sched_workspace.store)
@@ -135,15 +169,26 @@ def test_gpus_are_absent_without_nvml_and_reported_with_it(
     registry = scheduler_registry(sched_workspace.store)
     names = {sample.name for family in registry.collect() for sample in family.samples}
     assert "forgeml_gpu_utilization_ratio" not in names
+    assert "forgeml_gpu_power_watts" not in names
+
+    def power(handle: int) -> int:
+        if handle == 1:
+            raise RuntimeError("NOT_SUPPORTED")  # a board that does not report its draw
+        return 412_500  # milliwatts
+
     fake = SimpleNamespace(
         NVMLError=RuntimeError,
         nvmlDeviceGetCount=lambda: 2,
         nvmlDeviceGetHandleByIndex=lambda index: index,
         nvmlDeviceGetUtilizationRates=lambda handle: SimpleNamespace(gpu=[37, 0][handle]),
+        nvmlDeviceGetMemoryInfo=lambda handle: SimpleNamespace(used=2**30, total=2**34),
+        nvmlDeviceGetPowerUsage=power,
     )
     monkeypatch.setitem(nvml._nvml_state, "module", fake)
     assert registry.get_sample_value("forgeml_gpu_utilization_ratio", {"gpu": "0"}) == 0.37
     assert registry.get_sample_value("forgeml_gpu_utilization_ratio", {"gpu": "1"}) == 0.0
+    assert registry.get_sample_value("forgeml_gpu_power_watts", {"gpu": "0"}) == 412.5
+    assert registry.get_sample_value("forgeml_gpu_power_watts", {"gpu": "1"}) is None
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,11 @@ from forgeml.train.deepspeed import (
     zero_to_state_dict,
 )
 from forgeml.train.distributed import wrap_model
+from forgeml.train.logger import NullLogger
+from forgeml.train.loop import fit
 from forgeml.train.step import DistContext
+from forgeml.train.task import SplitData, TaskData
+from forgeml.train.zero import allow_deepspeed_globals, engine_arguments
 
 
 def _config(**overrides: Any) -> TrainConfig:
@@ -122,9 +127,69 @@ def test_without_cuda_a_deepspeed_run_is_refused_in_one_sentence() -> None:
     assert "\n" not in str(error.value)
 
 
-def test_the_trainer_never_trains_a_deepspeed_run_without_the_engine() -> None:
-    with pytest.raises(ConfigError, match=r"^strategy deepspeed is validated and converted"):
+def test_without_cuda_wrap_model_refuses_deepspeed_in_one_sentence() -> None:
+    with pytest.raises(ConfigError, match=r"^strategy deepspeed needs a CUDA GPU") as error:
         wrap_model(nn.Linear(3, 2), DistContext(), "deepspeed")
+
+    assert "\n" not in str(error.value)
+
+
+def test_without_cuda_fit_refuses_deepspeed_before_any_work(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 2))
+    before = [tensor.clone() for tensor in model.state_dict().values()]
+    features = torch.randn(64, 8)
+    split = SplitData({"input": features}, (features[:, 0] > 0).long())
+    task = TaskData("classification", split, split, num_classes=2, class_names=["a", "b"])
+    config = _config(batch_size=16, max_steps=2, deepspeed={"zero_stage": 2})
+
+    with pytest.raises(ConfigError, match=r"^strategy deepspeed needs a CUDA GPU"):
+        fit(model, task, config, run_dir=tmp_path / "run", logger=NullLogger())
+
+    assert not (tmp_path / "run").exists()
+    after = list(model.state_dict().values())
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("section", "optimizer_device"),
+    [
+        ({"zero_stage": 2}, "cuda"),
+        ({"zero_stage": 3, "offload_optimizer": "cpu", "offload_param": "cpu"}, "cpu"),
+    ],
+)
+def test_the_engine_gets_forgemls_optimiser_and_deepspeeds_zero_settings(
+    section: dict[str, Any], optimizer_device: str
+) -> None:
+    config = _config(precision="bf16", grad_accum=2, clip_grad_norm=0.5, deepspeed=section)
+
+    arguments = engine_arguments(config, world_size=2, device_type="cuda")
+
+    expected = deepspeed_json(config, world_size=2)
+    del expected["optimizer"]  # forgeml's optimiser object is passed instead
+    assert arguments.config == {
+        **expected,
+        "zero_allow_untested_optimizer": True,
+        "zero_force_ds_cpu_optimizer": False,
+    }
+    assert arguments.config["train_micro_batch_size_per_gpu"] == 16
+    assert arguments.config["gradient_clipping"] == 0.5
+    assert arguments.config["zero_optimization"]["stage"] == section["zero_stage"]
+    assert arguments.optimizer_device == optimizer_device
+    assert arguments.autocast is False
+
+
+class Opaque:  # a class from outside the deepspeed package, as a crafted shard could hold
+    def __init__(self) -> None:
+        self.payload = "x"
+
+
+def test_only_deepspeeds_own_classes_are_let_through_weights_only(tmp_path: Path) -> None:
+    path = tmp_path / "mp_rank_00_model_states.pt"
+    torch.save({"opaque": Opaque(), "w": torch.ones(2)}, path)
+
+    with allow_deepspeed_globals(tmp_path), pytest.raises(pickle.UnpicklingError):
+        torch.load(path, weights_only=True)
 
 
 class _Tied(nn.Module):
@@ -216,6 +281,27 @@ def test_a_converted_checkpoint_folder_loads_into_a_fresh_model(tmp_path: Path) 
     torch.save(_model_states(model, _GROUPS), tag / "mp_rank_00_model_states.pt")
     for rank, state in enumerate(_zero3(model, _GROUPS, 2)):
         torch.save(state, tag / f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt")
+
+    written = convert_zero_checkpoint(tag, tmp_path / "bundle")
+
+    fresh = _Tied()
+    fresh.load_state_dict(load_file(written))
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(fresh.state_dict()[name], tensor, rtol=0, atol=0)
+
+
+def test_a_zero3_folder_with_per_rank_model_states_converts(tmp_path: Path) -> None:
+    # ZeRO-3 writes zero_pp_rank_R_mp_rank_00_model_states.pt, no mp_rank_00 file; bf16
+    # optimisers prefix their states with bf16_
+    torch.manual_seed(2)
+    model = _Tied()
+    tag = tmp_path / "zero"
+    tag.mkdir()
+    for rank, state in enumerate(_zero3(model, _GROUPS, 2)):
+        torch.save(
+            _model_states(model, _GROUPS), tag / f"zero_pp_rank_{rank}_mp_rank_00_model_states.pt"
+        )
+        torch.save(state, tag / f"bf16_zero_pp_rank_{rank}_mp_rank_00_optim_states.pt")
 
     written = convert_zero_checkpoint(tag, tmp_path / "bundle")
 

@@ -10,9 +10,12 @@ import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
+from forgeml.core.devices import DeviceName, DeviceOptions, say_on_stderr
 
 app = typer.Typer(help="Registered model versions, aliases and promotion.", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
+
+_DEVICE = DeviceOptions.model_fields["device"]  # one field: its help and default
 
 
 def _workspace() -> Any:
@@ -128,16 +131,19 @@ def compare(
     refs: Annotated[list[str], typer.Argument(help="Model versions to compare (two or more).")],
     split: Annotated[str, typer.Option(help="train, validation or test.")] = "test",
     repeats: Annotated[int, typer.Option(help="Timed calls per batch size.")] = 20,
+    device: Annotated[DeviceName, typer.Option(help=_DEVICE.description)] = _DEVICE.default,
     as_json: JsonFlag = False,
 ) -> None:
     """Metric, size and p50/p99 latency at batch 1 and 32, one row per model version."""
     from forgeml.optimize import profile_models
 
-    profiles = profile_models(_workspace(), refs, split=split, repeats=repeats)
+    say_on_stderr()  # a --device cuda that falls back says so in one line
+    profiles = profile_models(_workspace(), refs, split=split, repeats=repeats, device=device)
     if as_json:
         print_json([profile.as_dict() for profile in profiles])
         return
-    columns = ["model", "parent", "runtime", f"{profiles[0].metric} ({split})", "size (MB)"]
+    columns = ["model", "parent", "runtime", "device", f"{profiles[0].metric} ({split})"]
+    columns.append("size (MB)")
     batches = list(profiles[0].latency_ms)
     columns += [f"{batch} {stat}" for batch in batches for stat in ("p50 ms", "p99 ms")]
     rows = []
@@ -149,7 +155,8 @@ def compare(
         ]
         value = "" if profile.value is None else f"{profile.value:.4f}"
         size = f"{profile.size_bytes / 1e6:.2f}"
-        rows.append((profile.ref, profile.parent or "", profile.runtime, value, size, *latency))
+        where = (profile.ref, profile.parent or "", profile.runtime, profile.device)
+        rows.append((*where, value, size, *latency))
     print_table("model comparison", columns, rows)
 
 

@@ -8,7 +8,10 @@ from typing import Annotated, Any
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, step
+from forgeml.core.devices import DeviceName, DeviceOptions, say_on_stderr
 from forgeml.core.errors import UsageError
+
+_DEVICE = DeviceOptions.model_fields["device"]  # one field: its help and default
 
 
 def _mode(onnx: bool, quantize: str | None, prune: float | None) -> str:
@@ -60,6 +63,7 @@ def optimize(
         float, typer.Option(help="Max |PyTorch - ONNX| allowed on held-out rows.")
     ] = 1e-4,
     repeats: Annotated[int, typer.Option(help="Timed calls per batch size.")] = 20,
+    device: Annotated[DeviceName, typer.Option(help=_DEVICE.description)] = _DEVICE.default,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
     """Make an optimised model version (ONNX, int8 or pruned) whose parent is MODEL_REF."""
@@ -74,8 +78,10 @@ def optimize(
         finetune_steps=finetune_steps,
         per_channel=per_channel,
         latency_repeats=repeats,
+        device=device,
     )
     request.check()
+    say_on_stderr()  # a --device cuda that falls back says so in one line
     with step(f"Optimising {model_ref} ({request.mode})"):
         payload = _optimize(open_workspace(), model_ref, request)
     if as_json:
@@ -116,6 +122,7 @@ def _print_report(payload: dict[str, Any]) -> None:
     before, after = report["latency_ms"]["before"], report["latency_ms"]["after"]
     rows: list[tuple[str, Any, Any]] = [
         ("runtime", report["runtime"]["before"], report["runtime"]["after"]),
+        ("device", report["device"]["before"], report["device"]["after"]),
         ("size (bytes)", report["size_bytes"]["before"], report["size_bytes"]["after"]),
     ]
     if report.get("deflate_bytes"):

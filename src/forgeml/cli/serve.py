@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from forgeml.core.devices import DeviceName
 from forgeml.core.errors import UsageError
 from forgeml.rag.options import RagServeOptions
 from forgeml.serve.options import RuntimeName, ServeOptions
@@ -41,9 +42,8 @@ def serve(
     runtime: Annotated[RuntimeName, typer.Option(help=_help("runtime"))] = _FIELDS[
         "runtime"
     ].default,
-    max_batch_size: Annotated[int, typer.Option(help=_help("max_batch_size"))] = _FIELDS[
-        "max_batch_size"
-    ].default,
+    device: Annotated[DeviceName, typer.Option(help=_help("device"))] = _FIELDS["device"].default,
+    max_batch_size: Annotated[int | None, typer.Option(help=_help("max_batch_size"))] = None,
     max_wait_ms: Annotated[float, typer.Option(help=_help("max_wait_ms"))] = _FIELDS[
         "max_wait_ms"
     ].default,
@@ -88,6 +88,7 @@ def serve(
 
     options_input = {
         "runtime": runtime,
+        "device": device,
         "max_batch_size": max_batch_size,
         "max_wait_ms": max_wait_ms,
         "name": name,
@@ -179,6 +180,7 @@ def _run(
 
     from forgeml.core.workspace import open_workspace
     from forgeml.serve import ModelRepository, build_app
+    from forgeml.serve.batcher import serving_batch_size
     from forgeml.serve.transport import CoalescingHttpProtocol
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -190,9 +192,10 @@ def _run(
         f"{model.current.ref if model.current else model.ref} as '{name}'"
         for name, model in repository.models.items()
     )
+    batch = serving_batch_size(options.max_batch_size, options.device)
     logging.info(
         "forgeml serve: %s on http://%s:%d (%s runtime, batch <= %d, wait %g ms)",
-        served, host, port, options.runtime, options.max_batch_size, options.max_wait_ms,
+        served, host, port, options.runtime, batch, options.max_wait_ms,
     )  # fmt: skip
     extra_routers = []
     if rag_serving is not None:

@@ -9,12 +9,16 @@ too) and samples of how busy each kept the GPU (`nvmlDeviceGetProcessUtilization
 |---|---|---|
 | `forgeml_deployment_gpu_utilization_ratio` | gauge (0-1 SM share, lately) | deployment, gpu |
 | `forgeml_deployment_gpu_memory_bytes` | gauge (GPU memory held) | deployment, gpu |
+| `forgeml_deployment_gpu_power_watts` | gauge (draw of a GPU it holds alone) | deployment, gpu |
 
 A deployment has series only on the GPUs where one of its processes holds a context, and
 none at all without NVML (the `gpu` extra and a driver) or a GPU: absent, not zero. A GPU
 that keeps no per-process samples (MIG instances, some consumer boards) has memory series
-and no utilisation. Inside a container whose PID namespace differs from the driver's, NVML
-reports host pids that match no replica, and nothing is exported (as for jobs' GPU time).
+and no utilisation. NVML reads power per GPU, not per process: a deployment has a power
+series on a GPU only while its processes are the GPU's only holders (the draw is then its
+own), and none where the board reports no draw. Inside a container whose PID namespace
+differs from the driver's, NVML reports host pids that match no replica, and nothing is
+exported (as for jobs' GPU time).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psutil
@@ -51,6 +55,12 @@ def _families() -> dict[str, GaugeMetricFamily]:
             "GPU memory a deployment's processes hold (NVML); absent without GPUs.",
             labels=["deployment", "gpu"],
         ),
+        "power": GaugeMetricFamily(
+            "forgeml_deployment_gpu_power_watts",
+            "Power draw of a GPU that serves only this deployment (NVML); absent without "
+            "GPUs, on a shared GPU, or where the board reports none.",
+            labels=["deployment", "gpu"],
+        ),
     }
 
 
@@ -62,6 +72,7 @@ class DeploymentGpuUse:
     gpu: int
     memory_bytes: int
     utilization: float | None  # None: the GPU keeps no per-process samples
+    power_watts: float | None = None  # the GPU's draw, set only where it is all this one's
 
 
 class DeploymentGpuCollector(Collector):
@@ -97,6 +108,8 @@ class DeploymentGpuCollector(Collector):
                 families["memory"].add_metric(labels, float(use.memory_bytes))
                 if use.utilization is not None:
                     families["busy"].add_metric(labels, use.utilization)
+                if use.power_watts is not None:
+                    families["power"].add_metric(labels, use.power_watts)
         yield from families.values()
 
 
@@ -146,8 +159,19 @@ def deployment_gpu_use(
                 memory[holder.pid] = max(memory.get(holder.pid, 0), holder.usedGpuMemory or 0)
         if memory:
             busy = _busy_by_pid(nvml, handle, since_us)
-            uses.extend(_per_deployment(index, owners, memory, busy))
+            found = _per_deployment(index, owners, memory, busy)
+            if len(found) == 1 and all(holder.pid in memory for holder in holders):
+                # one deployment holds the GPU alone: its draw is the deployment's
+                found = [replace(found[0], power_watts=_power_watts(nvml, handle))]
+            uses.extend(found)
     return uses
+
+
+def _power_watts(nvml: Any, handle: Any) -> float | None:
+    try:
+        return float(nvml.nvmlDeviceGetPowerUsage(handle)) / 1000  # milliwatts
+    except nvml.NVMLError:  # NOT_SUPPORTED on some boards
+        return None
 
 
 def _busy_by_pid(nvml: Any, handle: Any, since_us: int) -> dict[int, float] | None:

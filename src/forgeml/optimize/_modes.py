@@ -63,7 +63,7 @@ def export_verified(work: Work, module: nn.Module, dest: Path) -> tuple[Path, Re
     tolerance = work.request.tolerance
     cap = family.onnx.rows_cap(description, work.request.verify_rows) if family.onnx else None
     diff, rows = max_abs_difference(
-        module, OnnxModel(dest), work.split, work.request.verify_rows, family, cap
+        module, OnnxModel(dest, device="cpu"), work.split, work.request.verify_rows, family, cap
     )
     if not diff <= tolerance:
         raise OptimizationError(
@@ -95,9 +95,12 @@ def _require_torch(what: str) -> Callable[[Path, ModelVersionRecord], None]:
 
 
 def _run_onnx(work: Work) -> tuple[Path, Report]:
-    before = load_model(work.source)
+    before = load_model(work.source, device=work.request.device)
     bundle, report = export_verified(work, before.module, work.scratch / "onnx")
-    return bundle, {**report, **work.compare(before, load_model(bundle))}
+    return bundle, {
+        **report,
+        **work.compare(before, load_model(bundle, device=work.request.device)),
+    }
 
 
 def _check_int8(source: Path, record: ModelVersionRecord) -> None:
@@ -121,7 +124,9 @@ def _run_int8(work: Work) -> tuple[Path, Report]:
         "per_channel": per_channel,
     }  # fmt: skip
     write_bundle(fp32, dest, description)
-    compared = work.compare(load_model(fp32), load_model(dest))
+    compared = work.compare(
+        load_model(fp32, device=work.request.device), load_model(dest, device=work.request.device)
+    )
     return dest, {**report, "quantization": "int8", "per_channel": per_channel, **compared}
 
 
@@ -154,7 +159,7 @@ def _run_prune(work: Work) -> tuple[Path, Report]:
         "finetune_steps": steps,
     }
     write_bundle(work.source, dest, description)
-    before = load_model(work.source)
+    before = load_model(work.source, device=work.request.device)
     dense = work.source / "model.safetensors"
     return dest, {
         "sparsity": achieved,
@@ -165,7 +170,7 @@ def _run_prune(work: Work) -> tuple[Path, Report]:
             "before": prune.deflate_size(dense) if dense.exists() else None,
             "after": prune.deflate_size(dest / "model.safetensors"),
         },
-        **work.compare(before, load_model(dest)),
+        **work.compare(before, load_model(dest, device=work.request.device)),
     }
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from forgeml.core.devices import DeviceName, torch_device
 from forgeml.optimize.latency import LatencyStats, measure
 from forgeml.optimize.session import OnnxModel, is_onnx_bundle, read_description
 
@@ -62,6 +63,13 @@ class LoadedModel:
     module: nn.Module  # the PyTorch model, or an OnnxModule around the graph
     family: ModelFamily
     objective: Objective | None = None  # the family's own evaluation; None: the task's
+    device: str = "cpu"  # where it runs: "cuda" or "cpu" (ONNX: its session's providers)
+
+    @property
+    def torch_device(self) -> torch.device:
+        """Where the scoring loop puts its tensors (an ONNX graph takes them on the CPU)."""
+        onnx = isinstance(self.module, OnnxModule)
+        return torch.device("cpu" if onnx else self.device)
 
     @property
     def runtime(self) -> str:
@@ -85,12 +93,13 @@ class LoadedModel:
         if self.objective is not None:
             served = self.module
             if not isinstance(served, OnnxModule):
-                served = self.family.serving_module(served)
+                served = self.family.serving_module(served.cpu())  # its objective's device
             return self.objective.evaluate_served(served.eval(), task, split)
         from forgeml.train.evaluate import evaluate, scalar_metrics
 
+        device = self.torch_device
         results = evaluate(
-            self.module, split, task.task, EVAL_BATCH, task.class_names, device=torch.device("cpu")
+            self.module.to(device), split, task.task, EVAL_BATCH, task.class_names, device=device
         )
         metrics, _ = scalar_metrics(results)
         return {name: value for name, value in metrics.items() if "/" not in name}
@@ -111,9 +120,15 @@ class LoadedModel:
             arrays = {name: tensor.numpy() for name, tensor in inputs.items()}
             return measure(lambda: onnx.run(arrays, ["logits"]), batch_size, repeats)
 
+        device = self.torch_device
+        module = self.module.to(device)
+        inputs = {name: tensor.to(device) for name, tensor in inputs.items()}
+
         def forward() -> None:
             with torch.inference_mode():
-                self.module(**inputs)
+                module(**inputs)
+            if device.type == "cuda":
+                torch.cuda.synchronize()  # the kernels ran, not only their launch
 
         return measure(forward, batch_size, repeats)
 
@@ -131,19 +146,26 @@ class LoadedModel:
         return table
 
 
-def load_model(bundle_dir: Path, threads: int | None = None) -> LoadedModel:
-    """Load a bundle: ONNX Runtime when its weights are an ONNX graph, else PyTorch."""
+def load_model(
+    bundle_dir: Path, threads: int | None = None, device: DeviceName = "auto"
+) -> LoadedModel:
+    """Load a bundle: ONNX Runtime when its weights are an ONNX graph, else PyTorch; on the
+    GPU or the CPU as `device` says (`forgeml.core.devices`)."""
     from forgeml.train.models import family_of
 
     module: nn.Module
     if is_onnx_bundle(bundle_dir):
-        module = OnnxModule(OnnxModel(bundle_dir, threads))
+        onnx = OnnxModel(bundle_dir, threads, device)
+        module, placed = OnnxModule(onnx), onnx.device
     else:
-        module = load_torch_module(bundle_dir)
+        module, placed = (
+            load_torch_module(bundle_dir),
+            torch_device(device, torch.cuda.is_available()),
+        )
     description = read_description(bundle_dir)
     family = family_of(description)
     objective = family.training_objective(description["model"].get("params") or {})
-    return LoadedModel(Path(bundle_dir), module, family, objective)
+    return LoadedModel(Path(bundle_dir), module, family, objective, placed)
 
 
 def primary_metric(task: TaskData) -> str:

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forgeml.core.devices import DeviceName
 from forgeml.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ class ModelProfile:
     ref: str
     parent: str | None
     runtime: str  # "torch" or "onnx"
+    device: str  # where it ran: "cuda" or "cpu"
     split: str
     metric: str  # accuracy, rmse, perplexity, or the family objective's (tail_mrr)
     value: float | None
@@ -41,6 +43,7 @@ def profile_models(
     split: str = "test",
     repeats: int = 20,
     threads: int | None = None,
+    device: DeviceName = "auto",
 ) -> list[ModelProfile]:
     """Score and time each model version on `split` of the data it was trained on.
 
@@ -50,6 +53,7 @@ def profile_models(
         split: train, validation or test.
         repeats: timed calls per batch size.
         threads: ONNX Runtime intra-op threads per operator (default: all cores).
+        device: cuda, cpu or auto (`forgeml.core.devices.DeviceOptions`).
 
     Raises:
         UsageError: no refs, a bad split, or a split the model's data lacks.
@@ -76,13 +80,14 @@ def profile_models(
             task = tasks[key]
             rows = split_of(task, split, record.ref)
             bundle = download_bundle(workspace, record, Path(scratch) / str(index))
-            model = load_model(bundle, threads)
+            model = load_model(bundle, threads, device)
             metric = model.primary_metric(task)
             profiles.append(
                 ModelProfile(
                     ref=record.ref,
                     parent=record.parent,
                     runtime=model.runtime,
+                    device=model.device,
                     split=split,
                     metric=metric,
                     value=model.score(task, rows).get(metric),
@@ -134,7 +139,7 @@ def score_on_split(
         config = config.model_copy(update={"data": config.data.model_copy(update=fields)})
         task = load_task_data(workspace, config)
         rows = split_of(task, split, record.ref)
-        model = load_model(bundle)
+        model = load_model(bundle, device="cpu")
         if model.objective is not None:  # a family scored by its own objective: no slices
             return model.score(task, rows)
         import torch

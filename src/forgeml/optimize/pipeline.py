@@ -12,8 +12,9 @@ import math
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from forgeml.core.devices import DeviceName
 from forgeml.core.errors import OptimizationError, UsageError
 from forgeml.core.ids import validate_name
 from forgeml.optimize._inputs import held_out, training_config
@@ -46,6 +47,7 @@ class OptimizeRequest:
     per_channel: bool | None = None
     verify_rows: int = 128  # held-out rows compared against PyTorch
     latency_repeats: int = 20  # timed calls per batch size
+    device: DeviceName = "auto"  # where the models are scored and timed (DeviceOptions)
 
     def check(self) -> None:
         """Raises UsageError for a request that cannot be carried out."""
@@ -64,6 +66,8 @@ class OptimizeRequest:
             raise UsageError("--per-channel and --per-tensor apply only to --quantize int8.")
         if not self.tolerance > 0 or not math.isfinite(self.tolerance):
             raise UsageError(f"--tolerance must be a positive number, not {self.tolerance}.")
+        if self.device not in get_args(DeviceName):
+            raise UsageError(f"--device must be auto, cuda or cpu, not '{self.device}'.")
         if self.verify_rows < 1 or self.latency_repeats < 1:
             raise UsageError("verify_rows and latency_repeats must be at least 1.")
 
@@ -112,6 +116,7 @@ class Work:
         old, new = metrics["before"].get(key), metrics["after"].get(key)
         return {
             "runtime": {"before": before.runtime, "after": after.runtime},
+            "device": {"before": before.device, "after": after.device},
             "size_bytes": {"before": before.size_bytes, "after": after.size_bytes},
             "latency_ms": latency,
             "metrics": metrics,

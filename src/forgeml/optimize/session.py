@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from forgeml.core.devices import DeviceName, onnx_providers, report, started_placement
 from forgeml.core.errors import InvalidDataError
 
 if TYPE_CHECKING:
@@ -50,22 +51,19 @@ def is_onnx_bundle(bundle_dir: Path) -> bool:
     return bool(description.get("onnx")) and not (Path(bundle_dir) / "model.safetensors").exists()
 
 
-def _providers() -> list[str]:
-    import onnxruntime as ort
-
-    available = ort.get_available_providers()
-    return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
-
-
 class OnnxModel:
     """An ONNX bundle ready to run: `run({"features": array}) -> {"logits": array}`."""
 
-    def __init__(self, bundle_dir: Path, threads: int | None = None) -> None:
+    def __init__(
+        self, bundle_dir: Path, threads: int | None = None, device: DeviceName = "auto"
+    ) -> None:
         """Open the bundle's ONNX graph in an inference session.
 
         Args:
             bundle_dir: a model bundle whose model.json has an `onnx` section.
             threads: intra-op threads per operator (ONNX Runtime's default: all cores).
+            device: cuda, cpu or auto (`forgeml.core.devices`); `self.device` says
+                where the session runs ("cuda" when a GPU provider leads).
 
         Raises:
             InvalidDataError: the bundle has no ONNX graph, or the graph cannot be loaded.
@@ -84,12 +82,14 @@ class OnnxModel:
         if threads is not None:
             options.intra_op_num_threads = threads
         path = self.bundle_dir / str(info["file"])
+        asked = onnx_providers(device)
         try:
             self.session: onnxruntime.InferenceSession = ort.InferenceSession(
-                str(path), options, providers=_providers()
+                str(path), options, providers=list(asked.providers)
             )
         except Exception as error:  # onnxruntime raises its own untyped Fail/InvalidGraph
             raise InvalidDataError(f"ONNX graph {path} cannot be loaded: {error}") from None
+        self.device = report(started_placement(device, asked, self.session.get_providers())).device
         self._input_types = {i.name: _DTYPES.get(i.type) for i in self.session.get_inputs()}
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]

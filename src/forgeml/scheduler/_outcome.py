@@ -77,6 +77,9 @@ def store_usage(attempt: JobAttemptRecord, usage: AttemptUsage, cost: float) -> 
     attempt.memory_gb_seconds = usage.memory_gb_seconds
     attempt.peak_memory_gb = usage.peak_memory_gb
     attempt.wall_seconds = usage.wall_seconds
+    attempt.gpu_utilization = usage.gpu_utilization
+    attempt.gpu_peak_memory_bytes = usage.gpu_peak_memory_bytes
+    attempt.gpu_energy_joules = usage.gpu_energy_joules
     attempt.cost = cost
 
 

@@ -15,6 +15,11 @@ so far, cumulative since the root process started:
   as busy while any tree process holds one there. 0 when NVML (the `gpu` extra, a driver)
   is missing. Inside a container whose PID namespace differs from the driver's, NVML
   reports host PIDs that match nothing here, and GPU-seconds stay 0.
+- GPU utilisation, peak GPU memory and energy: each sample reads the GPUs the tree holds
+  (utilisation, memory used, power draw) into a `forgeml.core.nvml.GpuMeter`: the mean
+  utilisation over the time sampled, the peak, and the power integrated into joules. None
+  (absent, not 0) without NVML or before the tree holds a GPU. Utilisation and power are
+  the whole GPU's: a GPU shared with another job counts that job's work too.
 
 CPU and wall time come from the kernel's own counters, so sampling more often does not make
 them more exact; memory and GPU time are as exact as the sampling interval. What can still
@@ -33,7 +38,7 @@ from typing import Any
 
 import psutil
 
-from forgeml.core.nvml import nvml_module
+from forgeml.core.nvml import GpuMeter, GpuUsage, nvml_module, read_gpu_sample
 from forgeml.scheduler.executors.base import AttemptUsage
 
 _GB = 1e9  # decimal GB, as in resource requests and `cluster.local_capacity`
@@ -103,6 +108,13 @@ class ProcessTreeSampler:
         self._gone_cpu = 0.0  # last seen CPU of tree processes no tree process reaped
         self._gpu_handles = _gpu_handles(gpus)
         self._baseline = baseline or AttemptUsage()
+        self._gpu_meter = GpuMeter(
+            GpuUsage(
+                self._baseline.gpu_utilization,
+                self._baseline.gpu_peak_memory_bytes,
+                self._baseline.gpu_energy_joules,
+            )
+        )
         self._memory_gb_seconds = self._baseline.memory_gb_seconds
         self._gpu_seconds = self._baseline.gpu_seconds
         self._peak_gb = self._baseline.peak_memory_gb
@@ -112,7 +124,7 @@ class ProcessTreeSampler:
         reading = self._read_tree()
         self._last_at = clock()
         self._last_gb = reading.rss / _GB
-        self._last_busy = self._busy_gpus(reading.pids)
+        self._last_busy = len(self._held_gpus(reading.pids, self._last_at))
         self._update(reading)
 
     def sample(self) -> AttemptUsage:
@@ -123,16 +135,20 @@ class ProcessTreeSampler:
         memory_gb = reading.rss / _GB
         self._memory_gb_seconds += (self._last_gb + memory_gb) / 2 * elapsed
         self._last_gb = memory_gb
-        busy = self._busy_gpus(reading.pids) if reading.pids else 0
+        busy = len(self._held_gpus(reading.pids, now)) if reading.pids else 0
         self._gpu_seconds += (self._last_busy + busy) / 2 * elapsed
         self._last_busy = busy
         self._update(reading)
+        gpu = self._gpu_meter.usage()
         return AttemptUsage(
             cpu_seconds=self._cpu,
             gpu_seconds=self._gpu_seconds,
             memory_gb_seconds=self._memory_gb_seconds,
             peak_memory_gb=self._peak_gb,
             wall_seconds=self._wall,
+            gpu_utilization=gpu.utilization,
+            gpu_peak_memory_bytes=gpu.peak_memory_bytes,
+            gpu_energy_joules=gpu.energy_joules,
         )
 
     def _update(self, reading: _Reading) -> None:
@@ -187,12 +203,14 @@ class ProcessTreeSampler:
 
     # ---- GPUs
 
-    def _busy_gpus(self, pids: frozenset[int]) -> int:
+    def _held_gpus(self, pids: frozenset[int], at: float) -> list[int]:
+        """The watched GPUs where a tree process holds a context; each is read into the
+        GPU meter."""
         if not self._gpu_handles:
-            return 0
+            return []
         nvml = nvml_module()
-        busy = 0
-        for handle in self._gpu_handles:
+        held = []
+        for index, handle in enumerate(self._gpu_handles):
             try:
                 holders = [
                     *nvml.nvmlDeviceGetComputeRunningProcesses(handle),
@@ -200,8 +218,12 @@ class ProcessTreeSampler:
                 ]
             except nvml.NVMLError:
                 continue
-            busy += any(holder.pid in pids for holder in holders)
-        return busy
+            if any(holder.pid in pids for holder in holders):
+                held.append(index)
+                sample = read_gpu_sample(nvml, handle, at)
+                if sample is not None:
+                    self._gpu_meter.add(index, sample)
+        return held
 
 
 def _read(tracked: _Tracked) -> bool:

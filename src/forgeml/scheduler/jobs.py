@@ -338,6 +338,9 @@ def attempt_summary(attempt: JobAttemptRecord) -> dict[str, Any]:
         "memory_gb_seconds": attempt.memory_gb_seconds,
         "peak_memory_gb": attempt.peak_memory_gb,
         "wall_seconds": attempt.wall_seconds,
+        "gpu_utilization": attempt.gpu_utilization,
+        "gpu_peak_memory_bytes": attempt.gpu_peak_memory_bytes,
+        "gpu_energy_joules": attempt.gpu_energy_joules,
         "cost": attempt.cost,
     }
 

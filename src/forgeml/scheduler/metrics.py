@@ -12,26 +12,33 @@ scrapes, so a restarted server exports the same values and two servers on one st
 | `forgeml_job_cpu_seconds_total` | counter (running jobs, all attempts) | job, queue, kind |
 | `forgeml_job_peak_memory_bytes` | gauge (running jobs, the current attempt) | job, queue, kind |
 | `forgeml_job_gpu_seconds_total` | counter (running jobs, all attempts) | job, queue, kind |
+| `forgeml_job_gpu_utilization_ratio` | gauge (running jobs, current attempt) | job, queue, kind |
+| `forgeml_job_gpu_peak_memory_bytes` | gauge (running jobs, current attempt) | job, queue, kind |
+| `forgeml_job_gpu_energy_joules_total` | counter (running jobs, all attempts) | job, queue, kind |
 | `forgeml_gpu_utilization_ratio` | gauge (0-1, each GPU NVML sees; absent without GPUs) | gpu |
+| `forgeml_gpu_power_watts` | gauge (each GPU's draw; absent where NVML cannot read it) | gpu |
 
 A job's GPU seconds are the seconds each GPU it held was busy, summed: their rate is the
 job's GPU utilisation (in GPUs). A queue with no pending job has no oldest-wait series,
-and a machine without GPUs no GPU series (per GPU or per job): absent, not zero. Per-job
+and a machine without GPUs no GPU series (per GPU or per job): absent, not zero. A job's
+utilisation, peak GPU memory and energy are NVML's readings of the GPUs it held, as its
+cost record keeps them (`forgeml.scheduler._usage`); a job that held none has none. Per-job
 series exist for running jobs only, so their number is bounded by the cluster's size, not
 by the job history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from forgeml.core.nvml import nvml_module
+from forgeml.core.nvml import nvml_module, read_gpu_sample
 from forgeml.core.store import JobAttemptRecord, JobRecord, QueueRecord, Store
 from forgeml.scheduler.jobs import utcnow
 from forgeml.scheduler.model import JobState
@@ -73,6 +80,28 @@ def _families() -> dict[str, _Family]:
             "the job's GPU utilisation. Absent without GPUs.",
             labels=["job", "queue", "kind"],
         ),
+        "gpu_busy": GaugeMetricFamily(
+            "forgeml_job_gpu_utilization_ratio",
+            "Mean utilisation (0-1 per GPU) of the GPUs a running job's current attempt "
+            "holds (NVML); absent for a job without GPUs.",
+            labels=["job", "queue", "kind"],
+        ),
+        "gpu_memory": GaugeMetricFamily(
+            "forgeml_job_gpu_peak_memory_bytes",
+            "Peak GPU memory in use on the GPUs a running job's current attempt holds (NVML).",
+            labels=["job", "queue", "kind"],
+        ),
+        "gpu_energy": CounterMetricFamily(
+            "forgeml_job_gpu_energy_joules",
+            "Energy the GPUs a running job held drew (NVML power integrated), over every "
+            "attempt; absent for a job without GPUs.",
+            labels=["job", "queue", "kind"],
+        ),
+        "power": GaugeMetricFamily(
+            "forgeml_gpu_power_watts",
+            "A GPU's power draw (NVML); absent without GPUs or where the board reports none.",
+            labels=["gpu"],
+        ),
         "gpu": GaugeMetricFamily(
             "forgeml_gpu_utilization_ratio",
             "Share of the last sample period a GPU was busy (NVML); absent without GPUs.",
@@ -96,8 +125,10 @@ class SchedulerCollector(Collector):
         with self._store.session() as session:
             self._queues(session, families)
             self._running(session, families)
-        for index, busy in gpu_utilization():
+        for index, busy, watts in gpu_readings():
             families["gpu"].add_metric([str(index)], busy)
+            if watts is not None:
+                families["power"].add_metric([str(index)], watts)
         yield from families.values()
 
     def _queues(self, session: Session, families: dict[str, _Family]) -> None:
@@ -147,6 +178,7 @@ class SchedulerCollector(Collector):
                 JobAttemptRecord.peak_memory_gb,
             ).where(JobAttemptRecord.job_id.in_(ids))
         ).all()
+        self._running_gpus(session, families, running)
         cpu: dict[str, float] = {}
         gpu: dict[str, float] = {}
         memory: dict[tuple[str, int], float] = {}
@@ -164,24 +196,51 @@ class SchedulerCollector(Collector):
             if metered:
                 families["gpu_seconds"].add_metric(labels, gpu.get(job_id, 0.0))
 
+    def _running_gpus(
+        self, session: Session, families: dict[str, _Family], running: Sequence[Any]
+    ) -> None:
+        """Each running job's NVML figures, where its attempts recorded any."""
+        attempt = JobAttemptRecord
+        rows = session.execute(
+            select(
+                attempt.job_id,
+                attempt.number,
+                attempt.gpu_utilization,
+                attempt.gpu_peak_memory_bytes,
+                attempt.gpu_energy_joules,
+            ).where(attempt.job_id.in_([job_id for job_id, *_ in running]))
+        ).all()
+        current = {(job_id, number): (busy, peak) for job_id, number, busy, peak, _ in rows}
+        energy: dict[str, float] = {}
+        for job_id, _, _, _, joules in rows:
+            if joules is not None:
+                energy[job_id] = energy.get(job_id, 0.0) + float(joules)
+        for job_id, queue, kind, number in running:
+            labels = [job_id, queue, kind]
+            busy, peak = current.get((job_id, number), (None, None))
+            if busy is not None:
+                families["gpu_busy"].add_metric(labels, float(busy))
+            if peak is not None:
+                families["gpu_memory"].add_metric(labels, float(peak))
+            if job_id in energy:
+                families["gpu_energy"].add_metric(labels, energy[job_id])
 
-def gpu_utilization() -> list[tuple[int, float]]:
-    """(NVML index, busy share 0-1) of each GPU NVML sees; empty without NVML or GPUs."""
+
+def gpu_readings() -> list[tuple[int, float, float | None]]:
+    """(NVML index, busy share 0-1, power watts or None) of each GPU NVML sees; empty
+    without NVML or GPUs."""
     nvml = nvml_module()
     if nvml is None:
         return []
+    readings = []
     try:
-        count = nvml.nvmlDeviceGetCount()
-        return [
-            (
-                index,
-                nvml.nvmlDeviceGetUtilizationRates(nvml.nvmlDeviceGetHandleByIndex(index)).gpu
-                / 100,
-            )
-            for index in range(count)
-        ]
+        for index in range(nvml.nvmlDeviceGetCount()):
+            sample = read_gpu_sample(nvml, nvml.nvmlDeviceGetHandleByIndex(index), 0.0)
+            if sample is not None:
+                readings.append((index, sample.utilization, sample.power_watts))
     except nvml.NVMLError:
         return []
+    return readings
 
 
 def _aware(moment: datetime) -> datetime:

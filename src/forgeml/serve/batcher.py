@@ -6,6 +6,11 @@ own). With `max_wait_ms` 0 a batch holds whatever queued while the previous one 
 a lone request never waits and a saturated server still batches (as Triton's dynamic
 batcher does with a zero queue delay). Inference runs in one worker thread per batcher,
 never on the event loop; results return to the loop with `call_soon_threadsafe`.
+
+The batch limit is sized for the device unless set (`max_batch_for`): a GPU's forward pass
+takes about as long for one row as for as many as fill its multiprocessors, so it batches
+more than a CPU, whose time grows with the rows; memory bounds the activations one batch
+may hold.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from typing import Any
 
 from forgeml.core.errors import ForgemlError, ServiceUnavailableError
 
+CPU_MAX_BATCH = 32  # what a server on the CPU has always batched
+_GIB = 2**30
+
 
 @dataclass
 class BatchItem:
@@ -31,6 +39,36 @@ class BatchItem:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
     queued_at: float = field(default_factory=time.perf_counter)
+
+
+def max_batch_for(device: str, gpu_memory_bytes: int | None) -> int:
+    """The dynamic batcher's row limit for a device (a pure function).
+
+    Args:
+        device: "cuda" or "cpu".
+        gpu_memory_bytes: the GPU's total memory; None where unknown (treated as a CPU).
+
+    Returns:
+        32 on the CPU (as before); on a GPU 64 below 16 GiB, 128 below 40 GiB, else 256.
+    """
+    if device != "cuda" or not gpu_memory_bytes:
+        return CPU_MAX_BATCH
+    if gpu_memory_bytes < 16 * _GIB:
+        return 64
+    return 128 if gpu_memory_bytes < 40 * _GIB else 256
+
+
+def serving_batch_size(requested: int | None, device: str) -> int:
+    """`requested`, or the limit `max_batch_for` this machine's GPU 0 (NVML), when `device`
+    (auto, cuda or cpu) may use it."""
+    if requested is not None:
+        return requested
+    if device == "cpu":
+        return CPU_MAX_BATCH
+    from forgeml.core.nvml import gpu_memory_bytes
+
+    memory = gpu_memory_bytes(0)
+    return max_batch_for("cuda" if memory else "cpu", memory)
 
 
 # run_batch(payloads) -> one result per payload, or raises for the whole batch

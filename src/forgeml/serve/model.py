@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from forgeml.core.devices import DeviceName
 from forgeml.core.errors import InvalidDataError
 from forgeml.serve.inputs import InputField, RowEncoder
 from forgeml.serve.runtime import Runtime, TorchRuntime, load_runtime
@@ -121,8 +122,10 @@ def load_model(
     runtime: str,
     threads: int | None,
     max_batch: int = 8,
+    device: DeviceName = "auto",
 ) -> LoadedModel:
-    """Unpack and load `record` with `runtime` (the unpacked files are removed afterwards).
+    """Unpack and load `record` with `runtime` on `device` (the unpacked files are removed
+    afterwards).
 
     A language model's generator batches at most `max_batch` concurrent requests.
 
@@ -135,7 +138,7 @@ def load_model(
         from forgeml.tracking import download_bundle
 
         bundle = download_bundle(workspace, record, scratch / "bundle")
-        return _load_bundle(bundle, record, runtime, threads, max_batch)
+        return _load_bundle(bundle, record, runtime, threads, max_batch, device)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -146,6 +149,7 @@ def _load_bundle(
     runtime_name: str,
     threads: int | None,
     max_batch: int,
+    device: DeviceName,
 ) -> LoadedModel:
     description = json.loads((bundle / "model.json").read_text())
     family = family_of(description)
@@ -157,7 +161,7 @@ def _load_bundle(
     chosen = "torch" if kind == "language_model" else runtime_name
     if "onnx" in description and not (bundle / "model.safetensors").exists():
         chosen = "onnx"
-    runtime = load_runtime(chosen, bundle, description, threads)
+    runtime = load_runtime(chosen, bundle, description, threads, device)
     module = runtime.module if isinstance(runtime, TorchRuntime) else None
     names = description.get("class_names")
     return LoadedModel(

@@ -9,23 +9,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from forgeml.core.devices import DeviceOptions
 from forgeml.serve.tool_calls import DEFAULT_MAX_TOOL_CALLS, MAX_TOOL_CALLS_LIMIT
 
 RuntimeName = Literal["torch", "onnx"]
 
 
-class ServeOptions(BaseModel):
-    """Options of one model server process (every served model shares them)."""
+class ServeOptions(DeviceOptions):
+    """Options of one model server process (every served model shares them); `device` is
+    `DeviceOptions`' field, the one `optimize` and `models compare` read too."""
 
     model_config = ConfigDict(extra="forbid")
 
     runtime: RuntimeName = Field(
         default="torch", description="Inference engine: torch (safetensors) or onnx (model.onnx)."
     )
-    max_batch_size: int = Field(
-        default=32, ge=1, le=4096, description="Most rows run as one batch (1: no batching)."
+    max_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=4096,
+        description="Most rows run as one batch (1: no batching; default: sized for the "
+        "device, 32 on the CPU and 64-256 on a GPU by its memory).",
     )
     max_wait_ms: float = Field(
         default=0.0,

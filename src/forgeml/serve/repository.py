@@ -26,7 +26,7 @@ from forgeml.core.errors import (
     ServiceUnavailableError,
     UsageError,
 )
-from forgeml.serve.batcher import Batcher
+from forgeml.serve.batcher import Batcher, serving_batch_size
 from forgeml.serve.metrics import ServerMetrics
 from forgeml.serve.model import LoadedModel, load_model
 from forgeml.serve.options import ServeOptions
@@ -54,7 +54,7 @@ class ServedModel:
         self.error: str | None = None
         self.batcher = Batcher(
             self._run_batch,
-            options.max_batch_size,
+            serving_batch_size(options.max_batch_size, options.device),
             options.max_wait_ms,
             name=name,
             observe=lambda rows, seconds: metrics.observe_batch(name, rows, seconds),
@@ -192,7 +192,8 @@ class ModelRepository:
             record,
             options.runtime,
             options.intra_op_threads,
-            options.max_batch_size,
+            serving_batch_size(options.max_batch_size, options.device),
+            options.device,
         )
 
     def start(self, load: bool) -> None:

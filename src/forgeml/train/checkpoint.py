@@ -23,6 +23,7 @@ import pickle
 import random
 import re
 import shutil
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -99,10 +100,24 @@ class Checkpoint:
             scheduler.load_state_dict(saved["scheduler"])
             _restore_rng(self.path / "rng.safetensors")
         except _UNREADABLE as error:
-            raise CheckpointError(
-                f"Checkpoint {self.path} cannot be restored ({_first_line(error)}); "
-                "resume with the config and model that wrote it, or start a new run."
-            ) from None
+            raise self._unrestorable(error) from None
+
+    def restore_rng(self) -> None:
+        """Load only the RNG states (a DeepSpeed engine restores the rest from its shards).
+
+        Raises:
+            CheckpointError: rng.safetensors is missing or corrupt.
+        """
+        try:
+            _restore_rng(self.path / "rng.safetensors")
+        except _UNREADABLE as error:
+            raise self._unrestorable(error) from None
+
+    def _unrestorable(self, error: BaseException) -> CheckpointError:
+        return CheckpointError(
+            f"Checkpoint {self.path} cannot be restored ({_first_line(error)}); "
+            "resume with the config and model that wrote it, or start a new run."
+        )
 
 
 def config_digest(config: TrainConfig) -> str:
@@ -149,19 +164,67 @@ def save_checkpoint(
     full_state = _full_state(model, optimizer) if is_sharded(model) else None
     if not write:
         return None
+    tmp = staging_folder(run_dir, state.step, clear=True, owner=os.getpid())
+    with _writing(tmp, f"step-{state.step:06d}", run_dir / CHECKPOINTS):
+        _write_contents(tmp, model, full_state, optimizer, scheduler)
+        write_resume_files(tmp, state)
+    return commit_checkpoint(run_dir, tmp, state, keep)
+
+
+def staging_folder(run_dir: Path, step: int, *, clear: bool, owner: int | str = "shared") -> Path:
+    """The temporary folder a checkpoint of `step` is written into before `commit_checkpoint`.
+
+    Args:
+        run_dir: The run's folder.
+        step: The step the checkpoint is of.
+        clear: Remove what a killed writer left and create the folder (the one writer, or
+            rank 0 when every rank writes shards into it).
+        owner: Makes the name unique to its writer; "shared" for a folder all ranks write.
+
+    Raises:
+        CheckpointError: The folder cannot be made.
+    """
+    root = run_dir / CHECKPOINTS
+    tmp = root / f".tmp-step-{step:06d}-{owner}"
+    if clear:
+        with _writing(tmp, f"step-{step:06d}", root):
+            root.mkdir(parents=True, exist_ok=True)
+            _remove_stale_temporaries(root)
+            tmp.mkdir()
+    return tmp
+
+
+def write_resume_files(folder: Path, state: TrainState) -> None:
+    """The RNG states and `state.json` (written last: a folder holding it is complete)."""
+    tensors, metadata = _capture_rng()
+    save_file(tensors, str(folder / "rng.safetensors"), metadata=metadata)
+    payload = {"format_version": FORMAT_VERSION, **asdict(state)}
+    (folder / "state.json").write_text(json.dumps(payload, indent=2, sort_keys=True))
+
+
+def commit_checkpoint(run_dir: Path, tmp: Path, state: TrainState, keep: int) -> Path:
+    """Rename a complete staging folder into place as `step-N`, point `latest` at it, prune.
+
+    Raises:
+        CheckpointError: The folder cannot be moved; the previous checkpoint is intact.
+    """
     root = run_dir / CHECKPOINTS
     name = f"step-{state.step:06d}"
-    tmp = root / f".tmp-{name}-{os.getpid()}"
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        _remove_stale_temporaries(root)
-        tmp.mkdir()
-        _write_contents(tmp, model, full_state, optimizer, scheduler, state)
+    with _writing(tmp, name, root):
         _fsync(tmp)
         _move_into_place(tmp, root / name)
         _write_atomic(root / LATEST, name + "\n")
+    _prune(root, keep, state.step)
+    return root / name
+
+
+@contextlib.contextmanager
+def _writing(tmp: Path, name: str, root: Path) -> Iterator[None]:
+    """Turn a failing write into one CheckpointError, never leaving a partial folder behind."""
+    try:
+        yield
     except BaseException as error:
-        shutil.rmtree(tmp, ignore_errors=True)  # never leave a partial checkpoint behind
+        shutil.rmtree(tmp, ignore_errors=True)
         if not isinstance(error, _WRITE_FAILURES):
             raise
         reason = error.strerror if isinstance(error, OSError) and error.strerror else error
@@ -169,8 +232,6 @@ def save_checkpoint(
             f"Cannot write checkpoint {name} in {root} ({_first_line(reason)}); "
             "free disk space or fix the folder's permissions (the previous checkpoint is kept)."
         ) from None
-    _prune(root, keep, state.step)
-    return root / name
 
 
 def checkpoint_due(config: CheckpointConfig, step: int, seconds_since_last: float) -> bool:
@@ -235,7 +296,6 @@ def _write_contents(
     full_state: tuple[dict[str, Any], dict[str, Any]] | None,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
-    state: TrainState,
 ) -> None:
     if full_state is None:
         # save_model stores tied weights once and copies device tensors to contiguous CPU ones
@@ -248,11 +308,6 @@ def _write_contents(
         )
     with open(folder / "optimizer.pt", "wb") as handle:
         torch.save({"optimizer": optimizer_state, "scheduler": scheduler.state_dict()}, handle)
-    tensors, metadata = _capture_rng()
-    save_file(tensors, str(folder / "rng.safetensors"), metadata=metadata)
-    # state.json last: a folder holding it is complete
-    payload = {"format_version": FORMAT_VERSION, **asdict(state)}
-    (folder / "state.json").write_text(json.dumps(payload, indent=2, sort_keys=True))
 
 
 def is_sharded(model: nn.Module) -> bool:

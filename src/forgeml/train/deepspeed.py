@@ -209,9 +209,12 @@ def convert_zero_checkpoint(tag_dir: Path, out_dir: Path) -> Path:
     rank_files = sorted(tag_dir.glob("*_optim_states.pt"), key=lambda path: _rank_of(path.name))
     if not rank_files:
         raise CheckpointError(f"{tag_dir} holds no DeepSpeed optimiser states.")
+    # stages 1-2 keep one model-states file; stage 3 one per rank, rank 0's with the shapes
+    model_states = tag_dir / "mp_rank_00_model_states.pt"
+    if not model_states.exists():
+        model_states = tag_dir / "zero_pp_rank_0_mp_rank_00_model_states.pt"
     weights = zero_to_state_dict(
-        _load_plain(tag_dir / "mp_rank_00_model_states.pt"),
-        [_load_plain(path) for path in rank_files],
+        _load_plain(model_states), [_load_plain(path) for path in rank_files]
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "model.safetensors"
@@ -221,9 +224,9 @@ def convert_zero_checkpoint(tag_dir: Path, out_dir: Path) -> Path:
 
 
 def _rank_of(file_name: str) -> int:
-    # zero_pp_rank_<R>_mp_rank_00_optim_states.pt
-    prefix = "zero_pp_rank_"
-    digits = file_name[len(prefix) :].split("_", 1)[0] if file_name.startswith(prefix) else ""
+    # [bf16_]zero_pp_rank_<R>_mp_rank_00_optim_states.pt
+    _, found, rest = file_name.partition("zero_pp_rank_")
+    digits = rest.split("_", 1)[0] if found else ""
     return int(digits) if digits.isdigit() else 0
 
 

@@ -84,30 +84,32 @@ def wrap_model(model: nn.Module, ctx: DistContext, strategy: Strategy = "ddp") -
     DDP keeps a full replica per rank and all-reduces gradients (CPU or GPU). FSDP2 shards
     parameters, gradients and optimiser state over the ranks (GPU only here): every block
     of each `nn.ModuleList` (a transformer's layers) is one shard unit, then the root.
-    Without a process group (one process alone) the model is returned unwrapped.
+    Without a process group (one process alone) the model is returned unwrapped. DeepSpeed
+    (GPU only) is placed here and wrapped in its engine by `fit`, which owns the optimiser.
 
     Args:
         model: The model to train.
         ctx: This process's context from `init_distributed`.
-        strategy: "ddp" or "fsdp".
+        strategy: "ddp", "fsdp" or "deepspeed".
 
     Returns:
         The wrapped model (FSDP2 shards `model` in place and returns it).
 
     Raises:
-        ConfigError: An unknown strategy, or fsdp without CUDA.
+        ConfigError: An unknown strategy, or fsdp or deepspeed without CUDA (or without
+            the deepspeed package).
     """
     if strategy not in ("ddp", "fsdp", "deepspeed"):
         raise ConfigError(
             f"Unknown distributed strategy '{strategy}': choose ddp, fsdp or deepspeed."
         )
     if strategy == "deepspeed":
-        # the loop steps a plain optimiser; DeepSpeed's engine owns backward and step, and
-        # the loop does not drive it, so refuse rather than train without ZeRO
-        raise ConfigError(
-            "strategy deepspeed is validated and converted but the trainer does not drive "
-            "DeepSpeed's engine yet; use strategy fsdp on GPUs."
-        )
+        from forgeml.train.deepspeed import check_deepspeed_runtime
+
+        check_deepspeed_runtime(cuda=ctx.device.type == "cuda")
+        # `fit` hands the placed model to deepspeed.initialize with its optimiser and LR
+        # schedule, which only it builds; DeepSpeed's engine replaces the DDP wrapper
+        return model.to(ctx.device)
     if strategy == "fsdp" and ctx.device.type != "cuda":
         raise ConfigError("fsdp needs GPUs; use strategy ddp on CPU.")
     model.to(ctx.device)

@@ -3,7 +3,9 @@
 `fit` trains a model on `TaskData` as a `TrainConfig` says: AdamW/Adam/SGD with a warm-up
 schedule stepped per optimiser step, gradient accumulation, clipping, bf16 autocast,
 evaluation and early stopping, atomic checkpoints and exact resume, and DDP when the caller
-passes a wrapped model and a `DistContext`.
+passes a wrapped model and a `DistContext`. Under `strategy: deepspeed` the model, optimiser
+and schedule go into DeepSpeed's engine (ZeRO 1-3, zero.py), which then does backward,
+clipping and the step; checkpoints stay forgeml's (with ZeRO's shards beside them).
 
 Data order is a pure function of (seed, epoch): epoch e visits the train rows in the order
 torch.randperm(N, generator=manual_seed(seed + e)), in global batches of `batch_size`
@@ -20,7 +22,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,32 +33,31 @@ from torch import nn
 
 from forgeml.core.errors import ConfigError, ForgemlError, UsageError
 from forgeml.train.checkpoint import (
+    Checkpoint,
     TrainState,
     checkpoint_due,
     config_digest,
     load_latest,
-    save_checkpoint,
 )
 from forgeml.train.config import TrainConfig
+from forgeml.train.deepspeed import check_deepspeed_runtime
 from forgeml.train.evaluate import evaluate, scalar_metrics
 from forgeml.train.logger import MetricLogger
-from forgeml.train.schedule import build_optimizer, build_scheduler
+from forgeml.train.recorder import MetricRecorder, Progress
 from forgeml.train.step import (
     BatchPlan,
     DistContext,
     accumulate_gradients,
-    clip_gradients,
     epoch_order,
     plan_batches,
     step_statistics,
     unwrap_model,
 )
+from forgeml.train.stepper import start_stepper
 from forgeml.train.task import SplitData, TaskData
 
 if TYPE_CHECKING:
     from forgeml.train.models import Objective
-
-Progress = Callable[[int, int, dict[str, float]], None]
 
 
 class TrainingDivergedError(ForgemlError):
@@ -118,34 +119,24 @@ def fit(
         CheckpointError: A checkpoint cannot be written or restored.
     """
     dist = dist or DistContext(device=_device_of(model))
-    raw_model = unwrap_model(model)
+    _check_setup(config, data, teacher, objective, dist)  # refusals come before any work
     if dist.world_size == 1:
-        raw_model.to(dist.device)
-    _check_setup(config, data, teacher, objective, dist)
+        unwrap_model(model).to(dist.device)
     plan = plan_batches(config, len(data.train), dist.world_size)
-    optimizer = build_optimizer(raw_model, config.optimizer, dist.device.type)
-    scheduler = build_scheduler(optimizer, config.schedule, plan.total_steps)
+    # the optimiser and LR schedule; under strategy deepspeed, DeepSpeed's engine of them
+    stepper = start_stepper(model, config, dist, plan)
+    model = stepper.model
     if resume and dist.world_size > 1:
         # rank 0 may still be writing the checkpoint of a run that just ended in this job
         torch.distributed.barrier()
-    state = _start_state(run_dir, config, raw_model, optimizer, scheduler, resume)
-    trainable = [p for p in raw_model.parameters() if p.requires_grad]
+    state = _start_state(run_dir, config, resume, stepper.restore)
     if teacher is not None:
         teacher.to(dist.device).eval()
 
     def checkpoint() -> None:
-        # every rank joins (FSDP gathers its shards); rank 0 alone writes
-        save_checkpoint(
-            run_dir,
-            model=raw_model,
-            optimizer=optimizer,
-            scheduler=scheduler,
-            state=state,
-            keep=config.checkpoint.keep,
-            write=dist.is_main,
-        )
+        stepper.save(run_dir, state, config.checkpoint.keep, dist)
 
-    recorder = _Recorder(logger, dist.is_main, progress, config.log_every_steps)
+    recorder = MetricRecorder(logger, dist.is_main, progress, config.log_every_steps)
     eval_metrics: dict[str, float] = {}
     matrices: dict[str, list[list[int]]] = {}
     evaluated_step = -1
@@ -159,15 +150,13 @@ def fit(
         loss = accumulate_gradients(
             model, data, order, state.batch_in_epoch, plan, dist, config, teacher, objective
         )
-        grad_norm = clip_gradients(trainable, config.clip_grad_norm)
+        grad_norm = stepper.clip(config.clip_grad_norm)
         # the step's one host-device sync: loss (for the log and the NaN check) and stop flag
         loss_value, norm_value, preempted = step_statistics(loss, grad_norm, should_stop, dist)
-        lr = optimizer.param_groups[0]["lr"]
+        lr = stepper.lr
         if not math.isfinite(loss_value):
             raise _diverged(state.step + 1, loss_value, lr, checkpointed_step)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
+        stepper.step()
         # the step is done: move the data position past it (a checkpoint now resumes after it)
         if _advance(state, plan):
             order = epoch_order(len(data.train), config.seed, state.epoch)
@@ -179,7 +168,7 @@ def fit(
 
         if _eval_due(config, state, data.eval):
             eval_metrics = _evaluate_split(
-                raw_model, data, "eval", config, dist, matrices, objective
+                stepper.scored, data, "eval", config, dist, matrices, objective
             )
             evaluated_step = state.step
             recorder.log(eval_metrics, state.step, "eval_")
@@ -196,7 +185,7 @@ def fit(
     if not preempted:  # preemption returns at once; the resumed run evaluates
         fresh = eval_metrics if evaluated_step == state.step else None
         eval_metrics = _final_metrics(
-            raw_model, data, config, dist, matrices, fresh, recorder, state.step, objective
+            stepper.scored, data, config, dist, matrices, fresh, recorder, state.step, objective
         )
     return FitResult(
         steps=state.step,
@@ -238,26 +227,34 @@ def _check_setup(
         raise ConfigError(
             "Distillation applies to classification and language models, not regression."
         )
-    if objective is not None and (config.distill is not None or dist.world_size > 1):
+    if objective is not None and (
+        config.distill is not None or dist.world_size > 1 or _zero(config)
+    ):
         raise own_objective_error(config.model.name)
+    if _zero(config):
+        check_deepspeed_runtime(cuda=dist.device.type == "cuda")
+
+
+def _zero(config: TrainConfig) -> bool:
+    return config.strategy == "deepspeed"
 
 
 def own_objective_error(model_name: str) -> ConfigError:
     """Why a family with its own objective cannot train distributed or distilled."""
-    # its loss calls the model's own methods, which a DDP wrapper does not synchronise
+    # its loss calls the model's own methods, which a DDP wrapper or DeepSpeed's engine
+    # does not synchronise
     return ConfigError(
         f"Model '{model_name}' trains with its own objective, which runs in one process "
-        "without distillation; set workers: 1 and remove the distill section."
+        "without distillation or DeepSpeed; set workers: 1, strategy: ddp and remove the "
+        "distill section."
     )
 
 
 def _start_state(
     run_dir: Path,
     config: TrainConfig,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
     resume: bool,
+    restore: Callable[[Checkpoint], None],
 ) -> TrainState:
     """A fresh, seeded state; or, on resume, everything restored from the last checkpoint."""
     digest = config_digest(config)
@@ -275,7 +272,7 @@ def _start_state(
             f"Cannot resume from {checkpoint.path}: the training config differs from the one "
             "that wrote it; resume with the same config or start a new run."
         )
-    checkpoint.restore(model, optimizer, scheduler)
+    restore(checkpoint)
     return checkpoint.state
 
 
@@ -391,7 +388,7 @@ def _final_metrics(
     dist: DistContext,
     matrices: dict[str, list[list[int]]],
     fresh_eval: dict[str, float] | None,
-    recorder: _Recorder,
+    recorder: MetricRecorder,
     step: int,
     objective: Objective | None,
 ) -> dict[str, float]:
@@ -403,64 +400,6 @@ def _final_metrics(
     test = _evaluate_split(model, data, "test", config, dist, matrices, objective)
     recorder.log(test, step, "test_")
     return {**final, **{f"test_{name}": value for name, value in test.items()}}
-
-
-@dataclass
-class _Recorder:
-    """Rank 0's outlet for metrics: the logger, the progress callback and the history.
-
-    The history keeps every step; the logger gets the training metrics once per
-    `log_every` steps, averaged over them (the last lr and epoch), because a tracking store
-    write costs about as much CPU as a small model's step (MLflow's SQL store: ~0.5 ms a
-    metric) and logging each step was measured at ~20% of an Adult MLP's training time.
-    """
-
-    logger: MetricLogger
-    is_main: bool
-    on_progress: Progress | None
-    log_every: int = 1
-    history: list[tuple[int, dict[str, float]]] = field(default_factory=list)
-    _window: list[dict[str, float]] = field(default_factory=list)
-
-    def log(self, metrics: dict[str, float], step: int, prefix: str = "") -> None:
-        """Send `metrics` now (evaluation results) and keep them in the history."""
-        if self.is_main and metrics:
-            named = {prefix + name: value for name, value in metrics.items()} if prefix else metrics
-            self.logger.log_metrics(named, step)
-            self.history.append((step, named))
-
-    def log_step(self, metrics: dict[str, float], step: int, *, last: bool) -> None:
-        """Keep one training step's metrics; send the window's means when it is full."""
-        if not self.is_main:
-            return
-        self.history.append((step, metrics))
-        self._window.append(metrics)
-        if last or step % self.log_every == 0:
-            self.flush_steps(step)
-
-    def flush_steps(self, step: int) -> None:
-        """Send the means of the training metrics kept since the last send, if any."""
-        if not self._window:
-            return
-        window, self._window = self._window, []
-        summary = {
-            name: value if name in _LAST_VALUE_METRICS else _mean(w[name] for w in window)
-            for name, value in window[-1].items()
-        }
-        self.logger.log_metrics(summary, step)
-
-    def progress(self, step: int, total: int, metrics: dict[str, float]) -> None:
-        if self.is_main and self.on_progress is not None:
-            self.on_progress(step, total, metrics)
-
-
-# reported as their value at the window's last step rather than a mean
-_LAST_VALUE_METRICS = frozenset({"lr", "epoch"})
-
-
-def _mean(values: Iterable[float]) -> float:
-    items = list(values)
-    return sum(items) / len(items)
 
 
 def _device_of(model: nn.Module) -> torch.device:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from forgeml.train.checkpoint import CheckpointError
 from forgeml.train.config import TrainConfig
 from forgeml.train.data import load_task_data
 from forgeml.train.logger import MetricLogger
@@ -94,6 +95,10 @@ def run(
     task = load_task_data(workspace, config)
     model = prepare_model(config, task)
     trained = model
+    if config.strategy == "deepspeed" and dist is None:
+        from forgeml.train.distributed import init_distributed
+
+        dist = init_distributed()  # one process alone: on the first GPU
     # DeepSpeed drives its own engine even on one GPU; never train it silently without
     if config.strategy == "deepspeed" or (dist is not None and dist.world_size > 1):
         from forgeml.train.distributed import wrap_model
@@ -114,6 +119,10 @@ def run(
     )
     bundle_dir = run_dir / "bundle"
     if dist is None or dist.is_main:
+        if config.strategy == "deepspeed":
+            # the engine cast the model (bf16) or sharded it (ZeRO-3): the fp32 weights are
+            # the final checkpoint's, rebuilt from ZeRO's shards
+            model = _final_weights(config, task, run_dir)
         save_bundle(model, config, task, bundle_dir)
         spec_digest = task.meta.get("feature_spec_digest")
         if spec_digest:  # serving applies the very spec training applied
@@ -121,6 +130,19 @@ def run(
                 workspace.artifacts.get_bytes(spec_digest)
             )
     return TrainOutcome(result, bundle_dir, task.meta)
+
+
+def _final_weights(config: TrainConfig, task: TaskData, run_dir: Path) -> nn.Module:
+    from safetensors.torch import load_model
+
+    from forgeml.train.checkpoint import load_latest
+
+    final = load_latest(run_dir)
+    if final is None:  # fit always checkpoints its last step
+        raise CheckpointError(f"Run folder {run_dir} has no final checkpoint to bundle.")
+    model = prepare_model(config, task)
+    load_model(model, str(final.path / "model.safetensors"), strict=True)
+    return model
 
 
 def save_bundle(model: nn.Module, config: TrainConfig, task: TaskData, bundle_dir: Path) -> None:

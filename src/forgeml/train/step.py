@@ -3,8 +3,10 @@
 `fit` (loop.py) calls these in order each step: `micro_batch_rows` picks this rank's rows of
 the global batch, `accumulate_gradients` runs forward and backward over the `grad_accum`
 micro-steps (gradients all-reduced once, on the last), `clip_gradients`, then
-`step_statistics` makes the step's one host-device sync. Data order is a pure function of
-(seed, epoch) (`epoch_order`), which is what makes resume and the DDP equivalence exact.
+`step_statistics` makes the step's one host-device sync. Under `strategy: deepspeed` the
+model is DeepSpeed's engine: `engine.backward` replaces `loss.backward`, and the engine
+clips in its own step. Data order is a pure function of (seed, epoch) (`epoch_order`),
+which is what makes resume and the DDP equivalence exact.
 """
 
 from __future__ import annotations
@@ -117,13 +119,15 @@ def accumulate_gradients(
         The detached mean loss of this rank's rows (no device sync here).
     """
     accum = config.grad_accum
+    # a DeepSpeed engine casts the model itself (its bf16/fp16 section)
+    precision = "fp32" if is_engine(model) else config.precision
     losses: list[torch.Tensor] = []
     for micro_step in range(config.grad_accum):
         rows = micro_batch_rows(order, batch_index, micro_step, plan, dist, config.grad_accum)
         inputs, targets = _gather(data.train, rows, dist.device)
         last = micro_step == config.grad_accum - 1
         # gradients are all-reduced once per optimiser step, not per micro-step
-        with _gradient_sync(model, last), _autocast(dist.device, config.precision):
+        with _gradient_sync(model, last), _autocast(dist.device, precision):
             if objective is None:
                 logits = model(**inputs)
                 teacher_logits = None if teacher is None else predict_teacher(teacher, inputs)
@@ -133,9 +137,24 @@ def accumulate_gradients(
             loss = compute_loss(data.task, logits, targets, teacher_logits, config.distill)
         else:
             loss = own_loss.float()
-        (loss / accum if accum > 1 else loss).backward()
+        _backward(model, loss, accum, last)
         losses.append(loss.detach())
     return losses[0] if accum == 1 else torch.stack(losses).mean()
+
+
+def _backward(model: nn.Module, loss: torch.Tensor, accum: int, last: bool) -> None:
+    if not is_engine(model):
+        (loss / accum if accum > 1 else loss).backward()
+        return
+    model.backward(loss)  # type: ignore[operator]  # DeepSpeed divides by grad_accum itself
+    if not last:
+        # counts the micro-step: the engine reduces gradients and steps at the last one only
+        model.step()  # type: ignore[operator]
+
+
+def is_engine(model: nn.Module) -> bool:
+    """Whether `model` is a DeepSpeed engine, which owns backward and the optimiser step."""
+    return type(model).__module__.startswith("deepspeed.")
 
 
 def compute_loss(

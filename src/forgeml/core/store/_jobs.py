@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -95,6 +96,10 @@ class JobAttemptRecord(Base):
     peak_memory_gb: Mapped[float] = mapped_column(Float, default=0.0)
     wall_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     cost: Mapped[float] = mapped_column(Float, default=0.0)
+    # NVML over the GPUs the attempt held; NULL without a GPU (absent, not 0)
+    gpu_utilization: Mapped[float | None] = mapped_column(Float)
+    gpu_peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    gpu_energy_joules: Mapped[float | None] = mapped_column(Float)
 
 
 class JobEventRecord(Base):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forgeml.core.nvml import GpuUsage, combine_gpu_usage
 from forgeml.scheduler.executors._ray_worker import STOP_REQUESTED, WorkerReport
 from forgeml.scheduler.executors.base import AttemptStatus, AttemptUsage
 
@@ -62,12 +63,21 @@ class RayAttempt:
     def usage(self) -> AttemptUsage:
         """The workers' use summed (peak memory too: they may share a node); wall: longest."""
         usages = [report.usage for report in self.reports if report is not None]
+        gpu = combine_gpu_usage(
+            [
+                GpuUsage(u.gpu_utilization, u.gpu_peak_memory_bytes, u.gpu_energy_joules)
+                for u in usages
+            ]
+        )
         return AttemptUsage(
             cpu_seconds=sum(u.cpu_seconds for u in usages),
             gpu_seconds=sum(u.gpu_seconds for u in usages),
             memory_gb_seconds=sum(u.memory_gb_seconds for u in usages),
             peak_memory_gb=sum(u.peak_memory_gb for u in usages),
             wall_seconds=max((u.wall_seconds for u in usages), default=0.0),
+            gpu_utilization=gpu.utilization,
+            gpu_peak_memory_bytes=gpu.peak_memory_bytes,
+            gpu_energy_joules=gpu.energy_joules,
         )
 
     def failures(self) -> list[Failure]:

@@ -53,6 +53,10 @@ class AttemptUsage:
     memory_gb_seconds: float = 0.0
     peak_memory_gb: float = 0.0
     wall_seconds: float = 0.0
+    # NVML readings of the GPUs the attempt held (None: no GPU or no NVML: absent, not 0)
+    gpu_utilization: float | None = None  # time-weighted mean, 0-1 per GPU
+    gpu_peak_memory_bytes: int | None = None
+    gpu_energy_joules: float | None = None
 
 
 @dataclass(frozen=True)
