@@ -217,3 +217,14 @@ class PromptRequestError(ForgemlError):
 
 class PromptTemplateError(ConfigError):
     """A prompt template does not parse, reaches for Python internals, or renders too much."""
+
+
+class InvalidLabelError(InvalidDataError):
+    """A label is outside its task's schema (an unknown class, a span past the text)."""
+
+
+class LabelStateError(ForgemlError):
+    """A labelling step that the item's state forbids (leased to another annotator, already
+    labelled by this one, not assigned to the task)."""
+
+    http_status = 409
