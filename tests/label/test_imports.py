@@ -85,8 +85,9 @@ def test_label_studio_export_imports_choices_and_agreement_follows(
 
 def test_label_studio_spans_and_boxes_convert(tmp_path: Path) -> None:
     span = {"type": "labels", "value": {"start": 0, "end": 5, "text": "Paris", "labels": ["PLACE"]}}
-    box = {"type": "rectanglelabels", "original_width": 200, "original_height": 100,
-           "value": {"x": 10, "y": 20, "width": 50, "height": 50, "rectanglelabels": ["cat"]}}  # fmt: skip
+    region = {"x": 10, "y": 20, "width": 50, "height": 50, "rectanglelabels": ["cat"]}
+    box = {"type": "rectanglelabels", "original_width": 200, "original_height": 100}
+    box["value"] = region
     path = tmp_path / "export.json"
     path.write_text(json.dumps([_ls_task("r5", [span], 3), _ls_task("r6", [box], 3)]))
     spans, boxes = read_labels(path, "label-studio", None, "id")
