@@ -55,7 +55,7 @@ def detect_format(path: Path) -> str:
 def read_labels(
     path: Path, file_format: str, annotator: str | None, key: str
 ) -> list[ImportedLabel]:
-    """The labels in `path`, not yet checked against a task.
+    """The labels in the file at `path` (see `parse_labels`).
 
     Raises:
         InvalidDataError: the file cannot be read or a row lacks what it needs.
@@ -66,28 +66,40 @@ def read_labels(
         raise InvalidDataError(f"{path}: no such file.") from None
     except (UnicodeDecodeError, IsADirectoryError):
         raise InvalidDataError(f"{path} is not a UTF-8 text file.") from None
+    return parse_labels(text, path.name, file_format, annotator, key)
+
+
+def parse_labels(
+    text: str, source: str, file_format: str, annotator: str | None, key: str
+) -> list[ImportedLabel]:
+    """The labels in `text` (a file's content; `source` names it in errors), not yet
+    checked against a task.
+
+    Raises:
+        InvalidDataError: the text does not parse or a row lacks what it needs.
+    """
     if file_format == "label-studio":
-        return _label_studio(path, text, key)
-    rows = _csv_rows(text) if file_format == "csv" else _jsonl_rows(path, text)
+        return _label_studio(source, text, key)
+    rows = _csv_rows(text) if file_format == "csv" else _jsonl_rows(source, text)
     found = []
     for where, row in rows:
         if key not in row or "label" not in row:
-            raise InvalidDataError(f"{path.name} {where} lacks '{key}' or 'label'.")
+            raise InvalidDataError(f"{source} {where} lacks '{key}' or 'label'.")
         who = row.get("annotator") or annotator
         if not who:
-            raise InvalidDataError(f"{path.name} {where} names no annotator; give --annotator.")
+            raise InvalidDataError(f"{source} {where} names no annotator; give --annotator.")
         value = row["label"]
         if file_format == "csv" and isinstance(value, str) and value.startswith("["):
-            value = _json(path, where, value)
+            value = _json(source, where, value)
         found.append(ImportedLabel(where, row[key], str(who), value))
     return found
 
 
-def _json(path: Path, where: str, text: str) -> Any:
+def _json(source: str, where: str, text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise InvalidDataError(f"{path.name} {where} is not valid JSON ({error.msg}).") from None
+        raise InvalidDataError(f"{source} {where} is not valid JSON ({error.msg}).") from None
 
 
 def _csv_rows(text: str) -> list[tuple[str, dict[str, Any]]]:
@@ -95,32 +107,35 @@ def _csv_rows(text: str) -> list[tuple[str, dict[str, Any]]]:
     return [(f"line {number}", dict(row)) for number, row in enumerate(reader, start=2)]
 
 
-def _jsonl_rows(path: Path, text: str) -> list[tuple[str, dict[str, Any]]]:
+def _jsonl_rows(source: str, text: str) -> list[tuple[str, dict[str, Any]]]:
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        row = _json(path, f"line {number}", line)
+        row = _json(source, f"line {number}", line)
         if not isinstance(row, dict):
-            raise InvalidDataError(f"{path.name} line {number} is not a JSON object.")
+            raise InvalidDataError(f"{source} line {number} is not a JSON object.")
         rows.append((f"line {number}", row))
     return rows
 
 
-def _label_studio(path: Path, text: str, key: str) -> list[ImportedLabel]:
-    tasks = _json(path, "(the whole file)", text)
+def _label_studio(source: str, text: str, key: str) -> list[ImportedLabel]:
+    tasks = _json(source, "(the whole file)", text)
     if not isinstance(tasks, list):
-        raise InvalidDataError(f"{path.name} is not a Label Studio export (a JSON list of tasks).")
+        raise InvalidDataError(f"{source} is not a Label Studio export (a JSON list of tasks).")
     found = []
     for t, task in enumerate(tasks, start=1):
         data = task.get("data") if isinstance(task, dict) else None
         if not isinstance(data, dict) or key not in data:
-            raise InvalidDataError(f"{path.name} task {t} has no data.{key} naming its item.")
-        for a, annotation in enumerate(task.get("annotations") or [], start=1):
+            raise InvalidDataError(f"{source} task {t} has no data.{key} naming its item.")
+        annotations = task.get("annotations") or []
+        for a, annotation in enumerate(annotations if isinstance(annotations, list) else [None], 1):
+            where = f"task {t}, annotation {a}"
+            if not isinstance(annotation, dict):
+                raise InvalidDataError(f"{source} {where} is not a JSON object.")
             if annotation.get("was_cancelled"):
                 continue
-            where = f"task {t}, annotation {a}"
-            value = _ls_value(path, where, annotation.get("result") or [])
+            value = _ls_value(source, where, annotation.get("result") or [])
             who = _ls_annotator(annotation.get("completed_by"))
             found.append(ImportedLabel(where, data[key], who, value))
     return found
@@ -132,23 +147,34 @@ def _ls_annotator(completed_by: Any) -> str:
     return str(completed_by)
 
 
-def _ls_value(path: Path, where: str, results: list[Any]) -> Any:
+def _ls_value(source: str, where: str, results: list[Any]) -> Any:
     regions: list[dict[str, Any]] = []
-    for result in results:
-        kind, value = result.get("type"), result.get("value") or {}
-        if kind == "choices" and value.get("choices"):
-            return value["choices"][0]
-        if kind == "labels" and value.get("labels"):
-            regions.append(
-                {"start": value.get("start"), "end": value.get("end"), "label": value["labels"][0]}
-            )
-        elif kind == "rectanglelabels" and value.get("rectanglelabels"):
-            regions.append(_ls_box(result, value))
-        else:
+    for result in results if isinstance(results, list) else [None]:
+        if not isinstance(result, dict) or not isinstance(result.get("value"), dict):
+            raise InvalidDataError(f"{source} {where} holds a result without a value object.")
+        kind, value = result.get("type"), result["value"]
+        try:
+            found = _ls_region(kind, result, value)
+        except (KeyError, TypeError, IndexError):
+            found = None
+        if found is None:
             raise InvalidDataError(
-                f"{path.name} {where} holds a '{kind}' result forgeml does not read."
+                f"{source} {where} holds a '{kind}' result forgeml does not read."
             )
+        if kind == "choices":
+            return found
+        regions.append(found)
     return regions
+
+
+def _ls_region(kind: Any, result: dict[str, Any], value: dict[str, Any]) -> Any:
+    if kind == "choices":
+        return value["choices"][0]
+    if kind == "labels":
+        return {"start": value["start"], "end": value["end"], "label": value["labels"][0]}
+    if kind == "rectanglelabels":
+        return _ls_box(result, value)
+    return None
 
 
 def _ls_box(result: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
