@@ -27,6 +27,10 @@ def test_the_labelling_flow_as_the_caller(api_workspace: Workspace, tmp_path: Pa
         assert created.status_code == 201, created.text
         assert created.json()["items"] == 6
         assert [t["name"] for t in client.get("/api/v1/labels").json()] == ["sentiment"]
+        reordered = client.post(
+            "/api/v1/labels/sentiment/reorder", json={"strategy": "random", "seed": 4}
+        )
+        assert reordered.status_code == 200, reordered.text
         served = client.post("/api/v1/labels/sentiment/next").json()
         stored = client.post(
             "/api/v1/labels/sentiment/submit", json={"item": served["item"], "label": "pos"}
@@ -53,7 +57,8 @@ def test_the_labelling_flow_as_the_caller(api_workspace: Workspace, tmp_path: Pa
         ).all()
     assert {actor for _, actor in actors} == {"alice"}
     assert [a for a, _ in actors] == [
-        "label.task.create", "label.submit", "label.import", "label.submit",
+        "label.task.create", "label.task.reorder", "label.submit", "label.import",
+        "label.submit",
     ]  # fmt: skip
 
 

@@ -83,6 +83,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("GET", "/api/v1/labels"): {"owner", "viewer"},
     ("POST", "/api/v1/labels"): {"owner"},
     ("GET", "/api/v1/labels/{name}"): {"owner", "viewer"},
+    ("POST", "/api/v1/labels/{name}/reorder"): {"owner"},
     ("POST", "/api/v1/labels/{name}/next"): {"owner"},
     ("POST", "/api/v1/labels/{name}/submit"): {"owner"},
     ("POST", "/api/v1/labels/{name}/adjudicate"): {"owner"},

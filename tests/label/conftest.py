@@ -62,3 +62,10 @@ def reviews(workspace: Workspace, tmp_path: Path) -> Workspace:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture
+def any_reviews(any_workspace: Workspace, tmp_path: Path) -> Workspace:
+    """`reviews@v1` on each metadata backend (SQLite always, PostgreSQL when up)."""
+    add_reviews(any_workspace, tmp_path)
+    return any_workspace

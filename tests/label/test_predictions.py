@@ -10,7 +10,7 @@ import pytest
 from forgeml.core.errors import NotFoundError
 from forgeml.core.workspace import Workspace
 from forgeml.data import catalog, pipeline
-from forgeml.label import TaskSpec, create_task, next_item, uncertainty
+from forgeml.label import Reorder, TaskSpec, create_task, next_item, reorder_task, uncertainty
 from forgeml.label.predictions import model_probabilities
 from tests.serve.conftest import open_home
 from tests.train.conftest import copy_home, trained_adult_template
@@ -58,6 +58,11 @@ def test_entropy_order_serves_the_model_s_least_sure_rows_first(
     # the first rows served are far less sure than the pool as a whole
     order = np.argsort(-scores)
     assert probabilities[order[:10]].max(axis=1).mean() < probabilities.max(axis=1).mean() - 0.1
+    # a random task reordered by the model serves the same first item
+    create_task(workspace, TaskSpec.model_validate({**spec, "name": "income-2"}))
+    reorder_task(workspace, "income-2", Reorder(strategy="entropy", model="adult-mlp@v1"))
+    again = next_item(workspace, "income-2", "ann")
+    assert again is not None and scores[again["item"]] == pytest.approx(scores.max())
 
 
 @pytest.mark.slow

@@ -49,8 +49,9 @@ def test_an_item_is_leased_to_one_annotator_until_it_expires(
 
 
 def test_overlap_serves_each_item_to_that_many_annotators(
-    reviews: Workspace, clock: FakeClock
+    any_reviews: Workspace, clock: FakeClock
 ) -> None:
+    reviews = any_reviews
     make_task(reviews, overlap=2, assignees=["ann", "bob"])
     labelled: dict[str, list[int]] = {"ann": [], "bob": []}
     for who in ["ann", "bob"] * 6:
@@ -100,3 +101,29 @@ def test_spans_must_lie_inside_the_text(reviews: Workspace, clock: FakeClock) ->
         submit(reviews, "sentiment", 5, "bob", [{"start": 0, "end": 5, "label": "PERSON"}])
     with pytest.raises(InvalidLabelError, match="list of spans"):
         submit(reviews, "sentiment", 5, "bob", "PLACE")
+
+
+def test_reorder_changes_what_next_serves_and_keeps_the_labels(
+    reviews: Workspace, clock: FakeClock
+) -> None:
+    from forgeml.core.configfile import parse_model
+    from forgeml.core.errors import ConfigError
+    from forgeml.label import Reorder, reorder_task
+
+    make_task(reviews, seed=0)
+    first = next_item(reviews, "sentiment", "ann", clock)
+    assert first is not None
+    submit(reviews, "sentiment", first["item"], "ann", "pos", clock=clock)
+    orders = set()
+    for seed in range(4):
+        task = reorder_task(reviews, "sentiment", Reorder(strategy="random", seed=seed))
+        orders.add(tuple(task.item_order))
+        served = next_item(reviews, "sentiment", "bob", clock)
+        # the first item of the new order that still needs a label
+        expected = next(item for item in task.item_order if item != first["item"])
+        assert served is not None and served["item"] == expected
+        clock.advance(10_000)  # bob's lease lapses before the next order
+    assert len(orders) == 4
+    assert describe_task(reviews, "sentiment")["progress"]["labels"] == 1
+    with pytest.raises(ConfigError, match="needs a model version"):
+        parse_model(Reorder, {"strategy": "margin"}, "reorder")

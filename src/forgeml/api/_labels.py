@@ -18,6 +18,7 @@ from forgeml.api._json import CliRouter
 from forgeml.api._pages import Page, in_memory, link, pages
 from forgeml.label import (
     FORMATS,
+    Reorder,
     TaskSpec,
     create_task,
     describe_task,
@@ -25,6 +26,7 @@ from forgeml.label import (
     import_labels,
     list_tasks,
     next_item,
+    reorder_task,
     submit,
     task_agreement,
     task_summary,
@@ -96,6 +98,12 @@ def create(request: Request, body: TaskSpec) -> dict[str, Any]:
 def show(request: Request, name: str) -> dict[str, Any]:
     """A task and its progress (as `label show --json`)."""
     return describe_task(workspace(request), name)
+
+
+@router.post("/{name}/reorder", dependencies=[require("labels:manage")])
+def reorder(request: Request, name: str, body: Reorder) -> dict[str, Any]:
+    """Rank the task's items again (the next round of active learning)."""
+    return task_summary(reorder_task(acting(request), name, body))
 
 
 @router.post("/{name}/next", dependencies=[require("labels:submit")])

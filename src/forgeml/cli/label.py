@@ -93,6 +93,30 @@ def create(
     )
 
 
+@app.command("reorder")
+def reorder(
+    name: TaskArg,
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="random, least-confidence, margin, entropy.")
+    ],
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model version for uncertainty.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the order.")] = 0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Rank the task's items again, e.g. by a model retrained on the labels so far."""
+    from forgeml.core.configfile import parse_model
+    from forgeml.label import Reorder, reorder_task, task_summary
+
+    change = parse_model(Reorder, {"strategy": strategy, "model": model, "seed": seed}, "reorder")
+    task = reorder_task(_workspace(), name, change)
+    if as_json:
+        print_json(task_summary(task))
+        return
+    say(f"label task {task.name} now serves items in {task.strategy} order")
+
+
 @app.command("list")
 def list_(as_json: JsonFlag = False) -> None:
     """Every labelling task."""

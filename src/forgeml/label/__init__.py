@@ -11,13 +11,22 @@ from forgeml.label.imports import FORMATS, detect_format, import_labels, read_la
 from forgeml.label.queue import next_item, submit
 from forgeml.label.sampling import STRATEGIES, label_order, uncertainty
 from forgeml.label.schema import LabelSchema, check_label
-from forgeml.label.tasks import TaskSpec, create_task, describe_task, list_tasks, task_summary
+from forgeml.label.tasks import (
+    Reorder,
+    TaskSpec,
+    create_task,
+    describe_task,
+    list_tasks,
+    reorder_task,
+    task_summary,
+)
 
 __all__ = [
     "FORMATS",
     "RESOLVE_CHOICES",
     "STRATEGIES",
     "LabelSchema",
+    "Reorder",
     "TaskSpec",
     "check_label",
     "cohen_kappa",
@@ -31,6 +40,7 @@ __all__ = [
     "list_tasks",
     "next_item",
     "read_labels",
+    "reorder_task",
     "settle",
     "submit",
     "task_agreement",

@@ -120,6 +120,64 @@ def create_task(workspace: Workspace, spec: TaskSpec) -> LabelTaskRecord:
     return task
 
 
+def _order(
+    workspace: Workspace, frame: Any, strategy: Strategy, model: str | None, seed: int
+) -> list[int]:
+    probabilities = None
+    if strategy != "random" and model is not None:
+        from forgeml.label.predictions import model_probabilities
+
+        probabilities = model_probabilities(workspace, model, frame)
+    return label_order(frame.height, strategy, np.random.default_rng(seed), probabilities)
+
+
+class Reorder(BaseModel):
+    """A new item order for a task: after a model retrained on the labels so far (the next
+    round of active learning), or random."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: Strategy = Field(description=TaskSpec.model_fields["strategy"].description)
+    model: str | None = Field(None, max_length=160, description="Model version (NAME@vN).")
+    seed: int = Field(0, description="Seed of the random order and of ties.")
+
+    @model_validator(mode="after")
+    def _model_for_uncertainty(self) -> Reorder:
+        if self.strategy != "random" and self.model is None:
+            raise ValueError(f"the {self.strategy} strategy needs a model version (--model)")
+        return self
+
+
+def reorder_task(workspace: Workspace, name: str, change: Reorder) -> LabelTaskRecord:
+    """Rank task `name`'s items again; labels and leases stay, `next` follows the new order.
+
+    Raises:
+        NotFoundError: no such task or model version.
+        ConfigError: the model answers no probabilities.
+    """
+    from forgeml.core.store import DatasetVersion
+    from forgeml.data import catalog
+
+    with workspace.store.session() as session:
+        version = session.get(DatasetVersion, get_task(session, name).dataset_version_id)
+    if version is None:
+        raise NotFoundError(f"The dataset version of label task '{name}' is gone.")
+    frame = catalog.read_frame(workspace, version)
+    order = _order(workspace, frame, change.strategy, change.model, change.seed)
+    with workspace.store.session() as session:
+        task = get_task(session, name)
+        task.item_order, task.strategy, task.model_ref = order, change.strategy, change.model
+        workspace.audit(
+            session,
+            "label.task.reorder",
+            name,
+            {"strategy": change.strategy, "model": change.model},
+        )
+        session.flush()
+        session.expunge(task)
+    return task
+
+
 def _refuse_taken(session: Session, name: str) -> None:
     if session.scalar(select(LabelTaskRecord.id).where(LabelTaskRecord.name == name)):
         raise AlreadyExistsError(f"Label task '{name}' already exists.")
