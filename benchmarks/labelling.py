@@ -43,9 +43,9 @@ class Plan:
 
 
 PLANS = {
-    ("adult", False): Plan(pool=20_000, test=0, start=20, batch=20, budget=400, seeds=5),
+    ("adult", False): Plan(pool=10_000, test=0, start=20, batch=20, budget=300, seeds=3),
     ("adult", True): Plan(pool=4_000, test=4_000, start=20, batch=20, budget=200, seeds=3),
-    ("sst2", False): Plan(pool=6_000, test=0, start=20, batch=20, budget=400, seeds=5),
+    ("sst2", False): Plan(pool=2_000, test=0, start=20, batch=20, budget=300, seeds=3),
     ("sst2", True): Plan(pool=800, test=0, start=20, batch=20, budget=160, seeds=3),
 }
 
@@ -126,8 +126,7 @@ def learning_curve(
         curve.append(float(model.score(x_test, y_test)))
         if len(labelled) >= plan.budget:
             return curve
-        chosen = set(labelled)
-        rest = np.array([i for i in range(len(y_pool)) if i not in chosen])
+        rest = np.setdiff1d(np.arange(len(y_pool)), labelled)
         probabilities = model.predict_proba(x_pool[rest]) if strategy != "random" else None
         order = label_order(len(rest), strategy, rng, probabilities)  # type: ignore[arg-type]
         labelled += [int(rest[i]) for i in order[: plan.batch]]
