@@ -21,18 +21,6 @@ AnnotatorOpt = Annotated[
 ]
 
 
-def _help(field: str) -> str:
-    from forgeml.label.tasks import TaskSpec
-
-    return TaskSpec.model_fields[field].description or ""
-
-
-def _schema_help(field: str) -> str:
-    from forgeml.label.schema import LabelSchema
-
-    return LabelSchema.model_fields[field].description or ""
-
-
 def _workspace() -> Any:
     from forgeml.core.workspace import open_workspace
 
