@@ -34,7 +34,8 @@ def test_the_labelling_benchmark_measures_both_orders_on_adult(shared_data: Path
         # logistic regression on a few hundred Adult labels: well above the 76% majority
         assert 0.78 < curve[-1] < 0.87
     assert adult["target_accuracy"] == adult["accuracy"]["random"][-1]
-    gains = [a - r for a, r in zip(adult["accuracy"]["entropy"], adult["accuracy"]["random"])]
+    curves = adult["accuracy"]
+    gains = [a - r for a, r in zip(curves["entropy"], curves["random"], strict=True)]
     assert adult["mean_gain"] == pytest.approx(sum(gains[1:]) / len(gains[1:]))
 
 
