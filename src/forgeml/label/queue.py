@@ -20,6 +20,7 @@ import polars as pl
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError as SqlIntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
 
 from forgeml.core.errors import LabelStateError, NotFoundError
 from forgeml.core.ids import new_id
@@ -71,7 +72,7 @@ def next_item(
                     task.instructions,
                 )
             break
-        except SqlIntegrityError:
+        except (SqlIntegrityError, StaleDataError):  # the lease row changed under us
             continue
     else:
         raise LabelStateError(f"Label task '{name}' is contended; ask for the next item again.")
