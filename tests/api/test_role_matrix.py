@@ -95,6 +95,16 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("GET", "/api/v1/cost/budgets"): {"owner", "viewer"},
     ("GET", "/api/v1/audit"): {"owner"},
     ("GET", "/api/v1/audit/verify"): {"owner"},
+    ("GET", "/api/v1/labels"): {"owner", "viewer"},
+    ("POST", "/api/v1/labels"): {"owner"},
+    ("GET", "/api/v1/labels/{name}"): {"owner", "viewer"},
+    ("POST", "/api/v1/labels/{name}/reorder"): {"owner"},
+    ("POST", "/api/v1/labels/{name}/next"): {"owner"},
+    ("POST", "/api/v1/labels/{name}/submit"): {"owner"},
+    ("POST", "/api/v1/labels/{name}/adjudicate"): {"owner"},
+    ("POST", "/api/v1/labels/{name}/import"): {"owner"},
+    ("GET", "/api/v1/labels/{name}/agreement"): {"owner", "viewer"},
+    ("POST", "/api/v1/labels/{name}/export"): {"owner"},
 }
 # acting in the other project: only its member may; resources all live in `default`, so a
 # resource route naming another project still acts there (its member gains nothing by it)

@@ -110,6 +110,18 @@ def test_a_store_with_prompt_splits_gains_the_account_tables(backend_url: str) -
     store.dispose()
 
 
+def test_a_store_at_0013_gains_the_labelling_tables(backend_url: str) -> None:
+    assert "label_tasks" not in _store_at(backend_url, "0013")
+
+    store = open_store(backend_url)
+
+    tables = set(inspect(store.engine).get_table_names())
+    assert {"label_tasks", "label_leases", "label_annotations"} <= tables
+    unique = inspect(store.engine).get_unique_constraints("label_annotations")
+    assert ["task_id", "item", "annotator"] in [c["column_names"] for c in unique]
+    store.dispose()
+
+
 def test_sqlite_uses_wal_foreign_keys_and_busy_timeout(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'forgeml.db'}")
     with store.engine.connect() as connection:

@@ -28,9 +28,11 @@ READ = frozenset(
         "pipelines:read",
         "cost:read",
         "projects:read",
+        "labels:read",
     }
 )
-# what a developer adds: changing data, runs and models, not releasing them
+# what a developer adds: changing data, runs and models (labelling items too), not releasing
+# them
 WRITE = frozenset(
     {
         "datasets:write",
@@ -44,10 +46,12 @@ WRITE = frozenset(
         "alerts:ack",
         "pipelines:write",
         "pipelines:run",
+        "labels:submit",
     }
 )
 # what a maintainer adds: releasing (promote, deploy, shift traffic), approving agent calls,
-# queue settings, receiving Alertmanager's webhook, reading keys, users and the audit log
+# queue settings, receiving Alertmanager's webhook, reading keys, users and the audit log,
+# running labelling tasks (create, adjudicate, import, export)
 RELEASE = frozenset(
     {
         "models:promote",
@@ -60,6 +64,7 @@ RELEASE = frozenset(
         "alerts:receive",
         "audit:read",
         "users:read",
+        "labels:manage",
     }
 )
 # what an admin adds: people, projects' members, gateway keys and others' tokens

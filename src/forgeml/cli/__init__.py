@@ -121,6 +121,11 @@ COMMANDS = (
         "forgeml.cli.keys:app",
         "API keys for the gateway: stored as salted hashes, scoped to deployments.",
     ),
+    LazyCommand(
+        "label",
+        "forgeml.cli.label:app",
+        "Labelling tasks: active-learning order, agreement, import and export of labels.",
+    ),
     LazyCommand("rag", "forgeml.cli.rag:app", "RAG indexes: build, version, rebuild and search."),
     LazyCommand(
         "agent", "forgeml.cli.agent:app", "Agents that call tools, within budgets, with approval."

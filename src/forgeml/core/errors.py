@@ -226,6 +226,17 @@ class PromptTemplateError(ConfigError):
     """A prompt template does not parse, reaches for Python internals, or renders too much."""
 
 
+class InvalidLabelError(InvalidDataError):
+    """A label is outside its task's schema (an unknown class, a span past the text)."""
+
+
+class LabelStateError(ForgemlError):
+    """A labelling step that the item's state forbids (leased to another annotator, already
+    labelled by this one, not assigned to the task)."""
+
+    http_status = 409
+
+
 def _code_of(cls: type[ForgemlError]) -> str:
     name = cls.__name__.removesuffix("Error")
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")

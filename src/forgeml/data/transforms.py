@@ -36,6 +36,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "split": ("forgeml.data.split", "SplitParams"),
     "augment": ("forgeml.data.augment", "AugmentParams"),
     "features": ("forgeml.data.features", "FeatureSpecConfig"),
+    "label": ("forgeml.data.labelled", "LabelledParams"),
 }
 
 

@@ -11,6 +11,11 @@ from forgeml.core.store._auth import (
 from forgeml.core.store._engine import Store, open_store
 from forgeml.core.store._feedback import FeedbackRecord
 from forgeml.core.store._jobs import JobAttemptRecord, JobEventRecord, JobRecord, QueueRecord
+from forgeml.core.store._labels import (
+    LabelAnnotationRecord,
+    LabelLeaseRecord,
+    LabelTaskRecord,
+)
 from forgeml.core.store._models import (
     AuditEvent,
     Base,
@@ -58,6 +63,9 @@ __all__ = [
     "JobEventRecord",
     "JobRecord",
     "KeyUsageRecord",
+    "LabelAnnotationRecord",
+    "LabelLeaseRecord",
+    "LabelTaskRecord",
     "LineageEdge",
     "LoginAttemptRecord",
     "MembershipRecord",

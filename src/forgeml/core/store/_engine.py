@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from forgeml.core.errors import ForgemlError
 
 # Bumped with every new migration in core/migrations/versions.
-HEAD_REVISION = "0014"
+HEAD_REVISION = "0015"
 # Any constant works: it only has to be the same for every forgeml process.
 _PG_WRITE_LOCK = 0x666F72676D6C
 
