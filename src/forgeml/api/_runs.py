@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request, Response
 from sqlalchemy import select
+from sqlalchemy.orm import defer, lazyload
 
 from forgeml.api._authz import require
 from forgeml.api._context import workspace
@@ -33,7 +34,8 @@ def runs(
     """Runs (as `runs list --json`), newest first unless sorted; dead runs marked KILLED first."""
     home = workspace(request)
     _reap_due(request, home)
-    query = select(RunRecord)
+    # a summary shows neither the config (50+ params) nor the dataset: left unread
+    query = select(RunRecord).options(lazyload(RunRecord.dataset_version), defer(RunRecord.config))
     for column, wanted in (
         (RunRecord.name, name), (RunRecord.status, status),
         (RunRecord.parent_run_id, parent_run_id),
