@@ -42,8 +42,8 @@ class SeededRun:
 
 
 def make_runs(count: int, seed: int = 0) -> Iterator[SeededRun]:
-    """`count` runs, one second apart, 90% FINISHED (of each name too), `accuracy` uniform in [0, 1), about
-    RUNS_PER_NAME to a name."""
+    """`count` runs, one second apart, 90% FINISHED (of each name too), `accuracy` uniform
+    in [0, 1), about RUNS_PER_NAME to a name."""
     rng = random.Random(seed)
     names = max(1, count // RUNS_PER_NAME)
     for i in range(count):
