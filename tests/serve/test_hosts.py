@@ -87,6 +87,7 @@ def test_the_cli_refuses_a_malformed_allowed_host(tmp_path: Path, command: str) 
     done = subprocess.run(
         forgeml_command(*args, "--allowed-host", "a/b"),
         env=subprocess_env(tmp_path / "home"), capture_output=True, text=True, timeout=120,
+        check=False,
     )  # fmt: skip
 
     assert done.returncode == 2  # a usage error
