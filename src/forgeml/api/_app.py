@@ -34,6 +34,7 @@ from forgeml.api._limits import ApiLimits, StreamSlots
 from forgeml.api._models import router as models_router
 from forgeml.api._oidc import oidc_router
 from forgeml.api._oidc_accounts import oidc_sign_in
+from forgeml.api._openapi import with_path_patterns
 from forgeml.api._pipelines import router as pipelines_router
 from forgeml.api._prompts import router as prompts_router
 from forgeml.api._queues import router as queues_router
@@ -115,6 +116,7 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     _declare_errors(app)
+    with_path_patterns(app)
     return app
 
 
