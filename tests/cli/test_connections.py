@@ -6,6 +6,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from forgeml.core.config import get_settings
+from tests._wait import wait_until
 from tests.conftest import CliResult
 
 
@@ -37,10 +38,10 @@ def test_a_cli_command_leaves_no_database_connection_open(
 ) -> None:
     cli, connections = pg_cli
     assert cli("users", "list", "--json").code == 0  # creates the tables
-    before = connections()
+    # a closed connection's server process leaves pg_stat_activity a moment after: polled
+    wait_until(lambda: connections() == 0, 5, "the first command's connections to close")
 
     result = cli(*command)
 
     assert result.code in (0, 1), result.stderr
-    assert before == 0
-    assert connections() == 0
+    wait_until(lambda: connections() == 0, 5, f"{' '.join(command)}'s connections to close")
