@@ -42,8 +42,8 @@ class SeededRun:
 
 
 def make_runs(count: int, seed: int = 0) -> Iterator[SeededRun]:
-    """`count` runs, one second apart, 90% FINISHED, `accuracy` uniform in [0, 1), about
-    RUNS_PER_NAME to a name."""
+    """`count` runs, one second apart, 90% FINISHED (of each name too), `accuracy` uniform
+    in [0, 1), about RUNS_PER_NAME to a name."""
     rng = random.Random(seed)
     names = max(1, count // RUNS_PER_NAME)
     for i in range(count):
@@ -54,7 +54,8 @@ def make_runs(count: int, seed: int = 0) -> Iterator[SeededRun]:
         yield SeededRun(
             run_id=uuid.UUID(int=rng.getrandbits(128)).hex,
             name=f"sweep-{i % names}",
-            status="FINISHED" if i % 10 else "FAILED",
+            # every tenth run of each name failed (not `i % 10`: it aligns with the names)
+            status="FINISHED" if (i // names) % 10 else "FAILED",
             started=_START + timedelta(seconds=i),
             params=params,
             metrics=metrics,
@@ -129,21 +130,31 @@ def _forgeml_rows(chunk: Sequence[SeededRun]) -> list[dict[str, Any]]:
     ]
 
 
-def seed(forgeml_url: str, mlflow_url: str, experiment_id: str, count: int) -> None:
-    """Write `count` runs into both stores (whose schemas exist already)."""
+def seed(
+    forgeml_url: str,
+    mlflow_url: str,
+    experiment_id: str,
+    count: int,
+    mlflow_count: int | None = None,
+) -> None:
+    """Write `count` runs into forgeml's store and the first `mlflow_count` of them (all
+    by default) into MLflow's (whose schemas exist already)."""
     from forgeml.core.store import RunRecord
 
     postgres = mlflow_url.startswith("postgresql")
     mlflow_engine, forgeml_engine = create_engine(mlflow_url), create_engine(forgeml_url)
+    left = count if mlflow_count is None else mlflow_count
     try:
         for chunk in _chunks(make_runs(count)):
-            raw = mlflow_engine.raw_connection()
-            try:
-                for table, rows in _mlflow_rows(chunk, experiment_id).items():
-                    _write(raw, postgres, table, rows)
-                raw.commit()
-            finally:
-                raw.close()
+            if left > 0:
+                raw = mlflow_engine.raw_connection()
+                try:
+                    for table, rows in _mlflow_rows(chunk[:left], experiment_id).items():
+                        _write(raw, postgres, table, rows)
+                    raw.commit()
+                finally:
+                    raw.close()
+                left -= len(chunk)
             with forgeml_engine.begin() as connection:
                 connection.execute(RunRecord.__table__.insert(), _forgeml_rows(chunk))
         if postgres:  # fresh statistics, as autovacuum would give a store that grew slowly

@@ -135,3 +135,23 @@ def test_the_last_owner_cannot_be_removed_demoted_or_disabled(any_workspace) -> 
     set_disabled(any_workspace, "bob", True, actor="alice")
     remove_member(any_workspace, "vision", "bob", actor="alice")
     assert _roles(any_workspace, "vision") == {"alice": "owner"}
+
+
+def test_group_sync_never_drops_the_last_owner(any_workspace) -> None:
+    for name in ("alice", "bob"):
+        create_user(any_workspace, name, actor="tester")
+    set_project_roles(any_workspace, "alice", {"vision": "owner", "nlp": "owner"}, actor="oidc")
+    set_project_roles(any_workspace, "bob", {"nlp": "owner"}, actor="oidc")
+
+    # the provider drops alice from vision's owners and demotes her in nlp
+    held = set_project_roles(any_workspace, "alice", {"nlp": "viewer"}, actor="oidc")
+
+    # vision has no other owner: alice stays; nlp has bob: the demotion goes through
+    assert held == {"vision": "owner", "nlp": "viewer"}
+    held = set_project_roles(any_workspace, "alice", {"vision": "developer"}, actor="oidc")
+    assert held["vision"] == "owner"
+    with any_workspace.store.session() as session:
+        kept = session.scalars(
+            select(AuditEvent.object_ref).where(AuditEvent.action == "project.member.keep")
+        ).all()
+    assert kept == ["project:vision", "project:vision"]

@@ -37,10 +37,12 @@ from forgeml.api._limits import ApiLimits, StreamSlots
 from forgeml.api._models import router as models_router
 from forgeml.api._oidc import oidc_router
 from forgeml.api._oidc_accounts import oidc_sign_in
+from forgeml.api._openapi import with_path_patterns
 from forgeml.api._pipelines import router as pipelines_router
 from forgeml.api._prompts import router as prompts_router
 from forgeml.api._queues import router as queues_router
 from forgeml.api._rag import router as rag_router
+from forgeml.api._reading import Cadence, ReadOnlyGets
 from forgeml.api._run_jobs import router as run_jobs_router
 from forgeml.api._runs import router as runs_router
 from forgeml.api._token_routes import router as token_router
@@ -64,6 +66,7 @@ def create_app(
     limits: ApiLimits | None = None,
     oidc: OidcConfig | None = None,
     hosts: ServedHosts | None = None,
+    reap_every: Cadence | None = None,
 ) -> FastAPI:
     """The control-plane app over `workspace` (shared with the caller; not closed here).
 
@@ -73,6 +76,8 @@ def create_app(
     streams (`ApiLimits()`). `oidc`: also sign people in through this identity provider
     (`/api/v1/auth/oidc/login`), which needs accounts. `hosts`: the names and origins it
     answers to (`ServedHosts()`: loopback only); requests for others are refused (`_hosts`).
+    `reap_every`: how often a runs read first marks dead runs KILLED (`Cadence(15)`);
+    GET requests otherwise only read (`_reading`).
 
     Raises:
         UsageError: `oidc` without accounts.
@@ -96,11 +101,13 @@ def create_app(
         )
     app.state.limits = limits or ApiLimits()
     app.state.log_streams = StreamSlots(app.state.limits.max_log_streams)
+    app.state.reap_every = reap_every or Cadence(15.0)
     app.state.trusted_proxies = (
         app.state.authorizer.settings.trusted_proxies
         if isinstance(app.state.authorizer, AccountsAuthorizer)
         else []
     )
+    app.add_middleware(ReadOnlyGets)
     app.add_middleware(
         HostGuard, hosts=hosts or ServedHosts(), trusted_proxies=app.state.trusted_proxies
     )
@@ -116,6 +123,7 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     _declare_errors(app)
+    with_path_patterns(app)
     return app
 
 

@@ -6,12 +6,14 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request, Response
 from sqlalchemy import select
+from sqlalchemy.orm import defer, lazyload
 
 from forgeml.api._authz import require
 from forgeml.api._context import workspace
 from forgeml.api._json import CliRouter
 from forgeml.api._pages import Page, finish, keyset, link, pages
 from forgeml.core.store import RunRecord
+from forgeml.core.workspace import Workspace
 from forgeml.tracking import get_run, reap_expired, run_detail, run_summary
 from forgeml.tracking.history import metric_history
 
@@ -31,8 +33,9 @@ def runs(
 ) -> list[dict[str, Any]]:
     """Runs (as `runs list --json`), newest first unless sorted; dead runs marked KILLED first."""
     home = workspace(request)
-    reap_expired(home)
-    query = select(RunRecord)
+    _reap_due(request, home)
+    # a summary shows neither the config (50+ params) nor the dataset: left unread
+    query = select(RunRecord).options(lazyload(RunRecord.dataset_version), defer(RunRecord.config))
     for column, wanted in (
         (RunRecord.name, name), (RunRecord.status, status),
         (RunRecord.parent_run_id, parent_run_id),
@@ -51,7 +54,7 @@ def runs(
 def show(request: Request, ref: str) -> dict[str, Any]:
     """A run (id, id prefix or name) as `runs show --json` prints it."""
     home = workspace(request)
-    reap_expired(home)
+    _reap_due(request, home)
     return run_detail(get_run(home, ref))
 
 
@@ -69,3 +72,9 @@ def metrics(
         "run_id": record.id,
         "metrics": {name: [list(p) for p in c] for name, c in curves.items()},
     }
+
+
+def _reap_due(request: Request, home: Workspace) -> None:
+    # a write (its own session): on the app's cadence, not on every read
+    if request.app.state.reap_every.due():
+        reap_expired(home)

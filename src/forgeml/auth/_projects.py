@@ -18,6 +18,7 @@ from forgeml.auth.roles import check_role, role_permissions
 from forgeml.core import audit
 from forgeml.core.errors import (
     AlreadyExistsError,
+    LastOwnerError,
     NotFoundError,
     PermissionDeniedError,
 )
@@ -172,6 +173,28 @@ def _grant(
     return membership
 
 
+def _keeps_last_owner(
+    session: Session,
+    account: UserRecord,
+    membership: MembershipRecord,
+    project: str,
+    change: str,
+    actor: str,
+) -> bool:
+    """Whether a synced change (`change`: the owner's removal or demotion) is skipped
+    because `account` is `project`'s last enabled owner; the kept role is audited. An
+    identity provider's group edit must not leave a project nobody can manage."""
+    if membership.role != "owner":
+        return False
+    try:
+        check_not_last_owner(session, account, change, project)
+    except LastOwnerError as error:
+        payload = {"user": account.name, "role": "owner", "why": str(error)}
+        audit.append(session, actor, "project.member.keep", f"project:{project}", payload)
+        return True
+    return False
+
+
 def add_member(
     workspace: Workspace,
     project: str,
@@ -249,7 +272,8 @@ def set_project_roles(
 ) -> dict[str, str]:
     """Make `user`'s `source` memberships exactly `roles_by_project` (an OIDC sign-in's
     groups mapped to roles): projects are created when missing, memberships of `source`
-    absent from the mapping are removed, and a manual membership is never changed.
+    absent from the mapping are removed, and a manual membership is never changed. The
+    last enabled owner of a project stays its owner (audited `project.member.keep`).
 
     Returns:
         Every role `user` now holds, by project.
@@ -272,13 +296,20 @@ def set_project_roles(
             ).all()
         }
         for name, membership in held.items():
-            if membership.source == source and name not in roles_by_project:
-                session.delete(membership)
-                payload = {"user": user, "role": membership.role}
-                audit.append(session, actor, "project.member.remove", f"project:{name}", payload)
+            if membership.source != source or name in roles_by_project:
+                continue
+            if _keeps_last_owner(session, account, membership, name, f"remove {user}", actor):
+                continue
+            session.delete(membership)
+            payload = {"user": user, "role": membership.role}
+            audit.append(session, actor, "project.member.remove", f"project:{name}", payload)
         for name, role in sorted(roles_by_project.items()):
             current = held.get(name)
             if current is not None and (current.source != source or current.role == role):
+                continue
+            if current is not None and _keeps_last_owner(
+                session, account, current, name, f"make {user} {role}", actor
+            ):
                 continue
             project = _ensure_project(session, name, actor, moment)
             _grant(session, project, account, role, source, actor, moment)

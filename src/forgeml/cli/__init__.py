@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+from contextlib import nullcontext
 from functools import cache
 from typing import NoReturn
 
@@ -23,6 +24,8 @@ from typer.exceptions import Abort
 from forgeml.cli._lazy import LazyCommand, LazyGroup
 from forgeml.cli._remote import check_command, close_remote, take_options
 from forgeml.core.errors import ForgemlError
+from forgeml.core.reading import reading
+from forgeml.core.workspace import close_opened_workspaces
 
 # `forgeml --help` lists these in this order; `summary` is the first paragraph of each
 # command's own help (tests/cli/test_startup.py holds the two equal)
@@ -175,7 +178,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         args = take_options(args)
         check_command(args)
-        code = command_tree().main(args=args, prog_name="forgeml", standalone_mode=False)
+        with reading() if _only_reads(args) else nullcontext():
+            code = command_tree().main(args=args, prog_name="forgeml", standalone_mode=False)
     except ForgemlError as error:
         _fail(f"error: {error}", error.exit_code, debug)
     except NoArgsIsHelpError as error:
@@ -192,11 +196,22 @@ def main(argv: list[str] | None = None) -> None:
         _fail("Aborted.", _INTERRUPTED, debug)
     finally:
         close_remote()
+        close_opened_workspaces()
     # without standalone mode click returns the code of a `typer.Exit` instead of exiting
     if code == _INTERRUPTED:
         _fail("Aborted.", _INTERRUPTED, debug=False)
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+# leaf commands that only read: their store sessions take no writers' lock (a write they
+# must do, like reaping dead runs or creating the default queue, asks for one itself)
+_READ_COMMANDS = frozenset({"list", "show", "compare"})
+
+
+def _only_reads(args: list[str]) -> bool:
+    words = [arg for arg in args[:2] if not arg.startswith("-")]
+    return len(words) == 2 and words[1] in _READ_COMMANDS
 
 
 def usage_line(error: ClickUsageError) -> str:

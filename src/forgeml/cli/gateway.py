@@ -30,6 +30,14 @@ def gateway(
     max_body_mb: Annotated[
         float, typer.Option(help=f"{_help('max_body_bytes').rstrip('.')} (MiB).")
     ] = _FIELDS["max_body_bytes"].default / _MIB,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Another name clients reach the gateway by (repeat), e.g. its DNS name; a "
+            "request naming any other host is refused (DNS rebinding). The bound address, "
+            "and the loopback names on loopback, always are.",
+        ),
+    ] = None,
 ) -> None:
     """Serve every deployment behind API keys, limits, canary routing and retries."""
     import uvicorn
@@ -37,6 +45,7 @@ def gateway(
 
     from forgeml.core.workspace import open_workspace
     from forgeml.gateway import create_app
+    from forgeml.serve.hosts import guarded, served_hosts
     from forgeml.serve.transport import CoalescingHttpProtocol
 
     try:
@@ -44,7 +53,8 @@ def gateway(
     except ValidationError as error:
         first = error.errors()[0]
         raise UsageError(f"Invalid {_FLAGS[str(first['loc'][0])]}: {first['msg']}.") from None
-    app = create_app(open_workspace(), options)
+    hosts = served_hosts(host, allowed_host or [])
+    app = guarded(create_app(open_workspace(), options), hosts)
     config = uvicorn.Config(  # proxy_headers off: the gateway reads no client address
         app, host=host, port=port, log_level="warning", access_log=False,
         timeout_graceful_shutdown=10, http=CoalescingHttpProtocol, proxy_headers=False,

@@ -19,10 +19,14 @@ from forgeml.serve.options import RuntimeName, ServeOptions
 
 if TYPE_CHECKING:
     from forgeml.cli._serve_rag import RagServing
+    from forgeml.serve.hosts import ServedHosts
 
 _FIELDS = ServeOptions.model_fields
 _RAG_FIELDS = RagServeOptions.model_fields
-_FLAGS = {"intra_op_threads": "threads", "reload_interval_s": "reload_interval"}
+_FLAGS = {
+    "intra_op_threads": "threads", "reload_interval_s": "reload_interval",
+    "allowed_hosts": "allowed_host",
+}  # fmt: skip
 
 
 def _help(name: str) -> str:
@@ -48,6 +52,7 @@ def serve(
         "max_wait_ms"
     ].default,
     name: Annotated[str | None, typer.Option(help=_help("name"))] = None,
+    allowed_host: Annotated[list[str] | None, typer.Option(help=_help("allowed_hosts"))] = None,
     threads: Annotated[int | None, typer.Option(help=_help("intra_op_threads"))] = None,
     max_body_bytes: Annotated[int, typer.Option(help=_help("max_body_bytes"))] = _FIELDS[
         "max_body_bytes"
@@ -86,12 +91,15 @@ def serve(
     """Serve models over HTTP until SIGTERM/Ctrl-C; ready when /v2/health/ready answers 200."""
     from pydantic import ValidationError
 
+    from forgeml.serve.hosts import served_hosts
+
     options_input = {
         "runtime": runtime,
         "device": device,
         "max_batch_size": max_batch_size,
         "max_wait_ms": max_wait_ms,
         "name": name,
+        "allowed_hosts": allowed_host or [],
         "intra_op_threads": threads,
         "max_body_bytes": max_body_bytes,
         "freeze_heap": freeze_heap,
@@ -110,6 +118,7 @@ def serve(
         field = str(first["loc"][0])
         flag = "--" + _FLAGS.get(field, field).replace("_", "-")
         raise UsageError(f"Invalid {flag}: {first['msg']}.") from None
+    hosts = served_hosts(host, options.allowed_hosts)  # refused before any model loads
     if options.log_path is not None:  # refused before any model is resolved (CVE-2024-0087)
         from forgeml.core.config import get_settings
         from forgeml.core.workspace import inside_home
@@ -125,7 +134,7 @@ def serve(
     try:
         listener = _bind(host, port)
         try:
-            _run(refs, options, listener, rag_serving)
+            _run(refs, options, listener, hosts, rag_serving)
         finally:
             listener.close()
     finally:
@@ -174,6 +183,7 @@ def _run(
     refs: list[str],
     options: ServeOptions,
     listener: socket.socket,
+    hosts: ServedHosts,
     rag_serving: RagServing | None = None,
 ) -> None:
     import uvicorn
@@ -181,6 +191,7 @@ def _run(
     from forgeml.core.workspace import open_workspace
     from forgeml.serve import ModelRepository, build_app
     from forgeml.serve.batcher import serving_batch_size
+    from forgeml.serve.hosts import guarded
     from forgeml.serve.transport import CoalescingHttpProtocol
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -201,7 +212,7 @@ def _run(
     if rag_serving is not None:
         extra_routers.append(rag_serving.router(repository, host, port))
         rag_serving.warm()
-    app = build_app(repository, extra_routers=extra_routers)
+    app = guarded(build_app(repository, extra_routers=extra_routers), hosts)
     config = uvicorn.Config(
         app, log_config=None, access_log=False, timeout_graceful_shutdown=10,
         http=CoalescingHttpProtocol,

@@ -12,7 +12,11 @@ import orjson
 
 from forgeml.core.errors import InvalidNameError, UsageError
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# the grammars of names and references, also published in the API's OpenAPI document
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+# NAME, NAME@vN, NAME@<digest prefix>, NAME@ALIAS
+REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}(@[A-Za-z0-9_-]+)?$"
+_NAME = re.compile(NAME_PATTERN)
 _VERSION = re.compile(r"^v(\d+)$")
 _DIGEST = re.compile(r"^[0-9a-f]{4,64}$")
 _ALIAS = re.compile(r"^[A-Za-z0-9_-]+$")

@@ -98,11 +98,25 @@ class Workspace:
             self.store.dispose()
 
 
+# what `open_workspace` opened and `close_opened_workspaces` has not closed yet
+_opened: list[Workspace] = []
+
+
 def open_workspace(settings: Settings | None = None) -> Workspace:
-    """The workspace described by `settings` (default: the environment's)."""
+    """The workspace described by `settings` (default: the environment's); closed by its
+    opener or, at the latest, by `close_opened_workspaces` (the CLI's end of a command)."""
     from forgeml.core.config import get_settings
 
-    return Workspace(settings or get_settings())
+    workspace = Workspace(settings or get_settings())
+    _opened.append(workspace)
+    return workspace
+
+
+def close_opened_workspaces() -> None:
+    """Close every workspace `open_workspace` opened: their database connections end
+    (a PostgreSQL server counts each until then)."""
+    while _opened:
+        _opened.pop().close()
 
 
 def inside_home(home: Path, path: Path, what: str) -> Path:

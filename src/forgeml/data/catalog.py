@@ -284,7 +284,8 @@ def profile_of(workspace: Workspace, version: DatasetVersion) -> dict[str, Any]:
     label = version.profile.get("label")
     known = [edge.parent.profile for edge in version.parent_edges if is_profiled(edge.parent)]
     computed = quality.profile(read_frame(workspace, version), label, known=known)
-    with workspace.store.session() as session:
+    # a write even when a read (a GET, `data show`) asked for the profile
+    with workspace.store.session(write=True) as session:
         row = session.get(DatasetVersion, version.id)
         if row is None:
             raise NotFoundError(f"Dataset version {version.ref} no longer exists.")

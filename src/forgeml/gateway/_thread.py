@@ -35,6 +35,7 @@ def gateway_in_thread(
     import uvicorn
 
     from forgeml.gateway._app import create_app
+    from forgeml.serve.hosts import ServedHosts, guarded
     from forgeml.serve.transport import (
         CoalescingHttpProtocol,
         bind_listener,
@@ -45,7 +46,8 @@ def gateway_in_thread(
     # proxy_headers off: the gateway reads no client address, so uvicorn's X-Forwarded-*
     # rewrite of every request's scope would be work for nothing
     config = uvicorn.Config(
-        create_app(workspace, options), log_level="warning", access_log=False,
+        guarded(create_app(workspace, options), ServedHosts(bind=host)),
+        log_level="warning", access_log=False,
         http=CoalescingHttpProtocol, timeout_graceful_shutdown=10, proxy_headers=False,
     )  # fmt: skip
     # graceful stop: in-flight requests finish, usage is flushed

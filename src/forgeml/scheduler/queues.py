@@ -75,9 +75,15 @@ def create_queue(workspace: Workspace, spec: QueueSpec) -> QueueRecord:
 
 def list_queues(workspace: Workspace) -> list[QueueRecord]:
     """Every queue, by name (the default one included)."""
+    query = select(QueueRecord).order_by(QueueRecord.name)
     with workspace.store.session() as session:
+        found = list(session.scalars(query))
+    if any(queue.name == DEFAULT_QUEUE for queue in found):
+        return found
+    # the first list creates `default`: a write even when a read asked
+    with workspace.store.session(write=True) as session:
         ensure_default_queue(session, workspace.actor)
-        return list(session.scalars(select(QueueRecord).order_by(QueueRecord.name)))
+        return list(session.scalars(query))
 
 
 def get_queue(session: Session, name: str) -> QueueRecord:
@@ -145,7 +151,8 @@ def queue_detail(workspace: Workspace, name: str) -> dict[str, Any]:
     """What `queues show` answers: the queue's summary and its jobs counted by state."""
     from forgeml.core.store import JobRecord
 
-    with workspace.store.session() as session:
+    # `default` is created on first use: a write even when a read asked
+    with workspace.store.session(write=True if name == DEFAULT_QUEUE else None) as session:
         record = get_queue(session, name)
         counts = dict(
             session.execute(

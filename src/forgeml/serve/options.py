@@ -59,6 +59,12 @@ class ServeOptions(DeviceOptions):
         description="Seconds between checks that an alias or latest reference still names "
         "the served version (a moved one is loaded and swapped in).",
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Another name clients reach the server by (repeat), e.g. its DNS name; a "
+        "request naming any other host is refused (DNS rebinding). The bound address, and "
+        "the loopback names on loopback, always are.",
+    )
     name: str | None = Field(
         default=None,
         min_length=1,

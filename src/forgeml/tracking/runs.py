@@ -392,7 +392,8 @@ def reap_expired(workspace: Workspace, now: datetime | None = None) -> list[str]
         The ids of the runs reaped.
     """
     now = now or datetime.now(UTC)
-    with workspace.store.session() as session:
+    # a write even inside `reading()` (a list that reaps first)
+    with workspace.store.session(write=True) as session:
         running = session.scalars(
             select(RunRecord).where(RunRecord.status == RunStatus.RUNNING.value)
         ).all()

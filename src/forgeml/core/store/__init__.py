@@ -1,5 +1,6 @@
 """The metadata store: SQLAlchemy models, engines and sessions, migrations."""
 
+from forgeml.core.reading import reading
 from forgeml.core.store._alerts import AlertDeliveryRecord, AlertRecord
 from forgeml.core.store._auth import (
     LoginAttemptRecord,
@@ -87,4 +88,5 @@ __all__ = [
     "TokenRecord",
     "UserRecord",
     "open_store",
+    "reading",
 ]

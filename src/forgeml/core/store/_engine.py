@@ -1,10 +1,19 @@
-"""Engines and sessions: SQLite (WAL, foreign keys, busy timeout) or PostgreSQL by URL."""
+"""Engines and sessions: SQLite (WAL, foreign keys, busy timeout) or PostgreSQL by URL.
+
+A write session serialises writers (SQLite `BEGIN IMMEDIATE`, a PostgreSQL advisory
+lock) so read-then-write sequences (the next version number, the audit chain's head)
+cannot interleave between processes. A read session takes no such lock: a deferred
+`BEGIN` under WAL on SQLite (readers never wait for the writer), a `REPEATABLE READ
+READ ONLY` transaction on PostgreSQL; both refuse writes, so a read session can never
+slip a write past the writers' lock. Inside `reading()` (the API's GET routes, the
+CLI's list and show commands) every `Store.session()` is a read session.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +22,14 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.orm import Session, sessionmaker
 
 from forgeml.core.errors import ForgemlError
+from forgeml.core.reading import is_reading
 
 # Bumped with every new migration in core/migrations/versions.
-HEAD_REVISION = "0015"
+HEAD_REVISION = "0016"
 # Any constant works: it only has to be the same for every forgeml process.
 _PG_WRITE_LOCK = 0x666F72676D6C
+# the execution option that marks a read session's connection (see `_on_begin`)
+_READ_ONLY = "forgeml_read_only"
 
 
 class StoreUnavailableError(ForgemlError):
@@ -40,8 +52,14 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
+        if connection.get_execution_options().get(_READ_ONLY):
+            # deferred: a WAL reader sees the last commit and never waits for the writer
+            connection.exec_driver_sql("BEGIN")
+            connection.exec_driver_sql("PRAGMA query_only=ON")
+            return
         # IMMEDIATE takes the write lock up front, so read-then-write sequences
         # (next version number, audit chain head) cannot interleave between processes.
+        connection.exec_driver_sql("PRAGMA query_only=OFF")
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
@@ -51,19 +69,43 @@ class Store:
 
     engine: Engine
     sessions: sessionmaker[Session]
+    read_sessions: sessionmaker[Session] = field(init=False)
+
+    def __post_init__(self) -> None:
+        options: dict[str, Any] = {_READ_ONLY: True}
+        if not self.is_sqlite:
+            # one snapshot for every query of the session (a page and its cursor agree)
+            options |= {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+        self.read_sessions = sessionmaker(
+            self.engine.execution_options(**options), expire_on_commit=False
+        )
 
     @property
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        """A session in one transaction: committed on success, rolled back on error."""
+    def session(self, *, write: bool | None = None) -> Iterator[Session]:
+        """A session in one transaction: committed on success, rolled back on error.
+
+        Args:
+            write: True: a write session (the writers' lock); False: a read session (no
+                lock, writes refused); None: a read session inside `reading()`, else a
+                write session.
+        """
+        if write is False or (write is None and is_reading()):
+            with self.read_sessions.begin() as session:
+                yield session
+            return
         with self.sessions.begin() as session:
             if not self.is_sqlite:
                 # serialise writers on PostgreSQL the way BEGIN IMMEDIATE does on SQLite
                 session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_WRITE_LOCK})
             yield session
+
+    def read_session(self) -> AbstractContextManager[Session]:
+        """A read session: no writers' lock, writes refused (`session(write=False)`)."""
+        return self.session(write=False)
 
     def dispose(self) -> None:
         self.engine.dispose()

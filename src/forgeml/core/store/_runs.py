@@ -33,6 +33,7 @@ class RunRecord(Base):
     __table_args__ = (
         Index("ix_runs_started_at_id", "started_at", "id"),
         Index("ix_runs_status_started_at_id", "status", "started_at", "id"),
+        Index("ix_runs_name_started_at_id", "name", "started_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
