@@ -9,12 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
-from forgeml.cli import _data_transforms
+from forgeml.cli import _data_streams, _data_transforms
 from forgeml.cli._output import print_json, print_table, say, step, when
 from forgeml.cli._remote import source
 
 app = typer.Typer(help="Versioned datasets and their pipelines.", no_args_is_help=True)
 _data_transforms.register(app)
+_data_streams.register(app)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 SplitOption = Annotated[

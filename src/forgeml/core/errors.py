@@ -217,3 +217,9 @@ class PromptRequestError(ForgemlError):
 
 class PromptTemplateError(ConfigError):
     """A prompt template does not parse, reaches for Python internals, or renders too much."""
+
+
+class StreamError(ForgemlError):
+    """A stream broker cannot be reached, refuses the subscription, or sent a bad message."""
+
+    http_status = 502
