@@ -19,7 +19,7 @@ def _help(field: str) -> str:
 
 def _progress(count: int) -> None:
     # one plain line per received batch on stderr: a person or a supervisor sees progress
-    sys.stderr.write(f"received {count} records\n")
+    sys.stderr.write(f"received {count} records\n" if count else "subscribed\n")
     sys.stderr.flush()
 
 

@@ -60,7 +60,8 @@ def ingest_stream(
             subject, queue or stream as its path.
         options: the window's bounds and payload format.
         clock: seconds, monotonic (tests pass a fake).
-        on_progress: called with the window's record count after each received batch.
+        on_progress: called with 0 once subscribed, then with the window's record count
+            after each received batch.
 
     Raises:
         StreamError: bad URL, unknown scheme, unreachable broker, refused subscription.
@@ -70,6 +71,7 @@ def ingest_stream(
     parsed = parse_stream_url(url)
     committed = _version.unconfirmed_positions(workspace, name, parsed.redacted)
     source = open_source(parsed, f"forgeml-{name}")
+    on_progress(0)  # subscribed: from here on the broker holds what this window misses
     try:
         window = collect(
             source, options.max_records, options.max_seconds, committed, clock, on_progress
