@@ -184,7 +184,7 @@ def _print_show(detail: dict[str, Any]) -> None:
         f"lineage: parents {', '.join(detail['parents']) or '(source)'}; "
         f"children {', '.join(detail['children']) or '(none)'}"
     )
-    if detail["op"] == "ingest":
+    if detail["op"] in ("ingest", "ingest-stream"):
         say(f"source: {detail['recipe']['params']['source']}")
     print_profile(detail["profile"], detail["schema"])
 

@@ -122,7 +122,9 @@ class AmqpBroker:
         self._base = base
         self.queue = f"forgeml-test-{uuid.uuid4().hex}"
         self.url = f"{base}/{self.queue}"
-        asyncio.run(self._on_channel(lambda channel: channel.declare_queue(self.queue, durable=True)))
+        asyncio.run(
+            self._on_channel(lambda channel: channel.declare_queue(self.queue, durable=True))
+        )
 
     async def _on_channel(self, work: object) -> None:
         import aio_pika
@@ -177,9 +179,13 @@ class MqttBroker:
         import paho.mqtt.client as mqtt
 
         client = mqtt.Client(
-            mqtt.CallbackAPIVersion.VERSION2, client_id=f"forgeml-{self.dataset}", protocol=mqtt.MQTTv5
+            mqtt.CallbackAPIVersion.VERSION2,
+            client_id=f"forgeml-{self.dataset}",
+            protocol=mqtt.MQTTv5,
         )
-        client.connect(self._parts.hostname or "127.0.0.1", self._parts.port or 1883, clean_start=True)
+        client.connect(
+            self._parts.hostname or "127.0.0.1", self._parts.port or 1883, clean_start=True
+        )
         client.loop_start()
         client.disconnect()
         client.loop_stop()

@@ -84,7 +84,8 @@ def parse_stream_url(url: str) -> StreamUrl:
     Raises:
         StreamError: the URL has no host or no topic/subject/queue/stream name.
     """
-    parts: SplitResult = urlsplit(url)
+    # no broker URL has a fragment: '#' is MQTT's multi-level wildcard (mqtt://host/site/#)
+    parts: SplitResult = urlsplit(url, allow_fragments=False)
     try:
         port = parts.port
     except ValueError:

@@ -49,6 +49,7 @@ class MqttSource:
             self._client.username_pw_set(url.username, url.password)
         self._client.on_connect = self._on_connect
         self._client.on_subscribe = self._on_subscribe
+        self._client.on_disconnect = self._on_disconnect
         self._client.on_message = lambda _client, _data, message: self._inbox.put(message)
         properties = Properties(PacketTypes.CONNECT)
         properties.SessionExpiryInterval = _NEVER_EXPIRES
@@ -67,11 +68,13 @@ class MqttSource:
 
     def _subscribe(self, topic: str) -> None:
         self._ready.clear()
-        try:
-            self._client.subscribe(topic, qos=1)
-        except ValueError:
+        if not is_topic_filter(topic):
             self.close()
-            raise StreamError(f"'{topic}' is not a valid MQTT topic filter.") from None
+            raise StreamError(
+                f"'{topic}' is not a valid MQTT topic filter ('#' only as the last level, "
+                "'+' only as a whole level)."
+            )
+        self._client.subscribe(topic, qos=1)
         self._wait(f"the subscription to '{topic}'")
 
     def _wait(self, what: str) -> None:
@@ -87,6 +90,11 @@ class MqttSource:
         if reason.is_failure:
             self._outcome = str(reason)
         self._ready.set()
+
+    def _on_disconnect(self, _client: Any, _data: Any, _flags: Any, reason: Any, _p: Any) -> None:
+        if not self._ready.is_set():
+            self._outcome = f"the broker closed the connection ({reason})"
+            self._ready.set()
 
     def _on_subscribe(self, _client: Any, _data: Any, _mid: int, reasons: Any, _p: Any) -> None:
         if any(reason.is_failure for reason in reasons):
@@ -111,6 +119,19 @@ class MqttSource:
     def close(self) -> None:
         self._client.disconnect()
         self._client.loop_stop()
+
+
+def is_topic_filter(topic: str) -> bool:
+    """Whether `topic` is a valid MQTT topic filter (MQTT 5.0, section 4.7.1)."""
+    if not topic or "\0" in topic or len(topic.encode()) > 65535:
+        return False
+    levels = topic.split("/")
+    for index, level in enumerate(levels):
+        if "#" in level and (level != "#" or index != len(levels) - 1):
+            return False
+        if "+" in level and level != "+":
+            return False
+    return True
 
 
 def _message(incoming: Any) -> Message:

@@ -44,8 +44,11 @@ class NatsSource:
                 user=url.username,
                 password=url.password,
                 connect_timeout=CONNECT_TIMEOUT_S,
-                max_reconnect_attempts=0,
+                # 0 would mean "retry forever"; 1 gives up after a second try
+                max_reconnect_attempts=1,
+                reconnect_time_wait=0.2,
                 allow_reconnect=False,
+                error_cb=_ignore,  # the default logs each failed attempt with a traceback
             )
         except (OSError, NatsError, TimeoutError) as exc:
             raise StreamError(f"Cannot reach NATS at {url.redacted}: {reason(exc)}.") from None
@@ -101,6 +104,10 @@ class NatsSource:
             self._runner.run(self._client.close())
         finally:
             self._runner.close()
+
+
+async def _ignore(_error: Exception) -> None:
+    """Errors reach the caller as exceptions; nats-py's callback would only log them."""
 
 
 def open_nats(url: StreamUrl, durable: str) -> NatsSource:
