@@ -82,8 +82,13 @@ class AmqpSource:
         self._runner.run(self._ack(messages))
 
     async def _ack(self, messages: Sequence[Message]) -> None:
-        for message in messages:
-            await message.token.ack()
+        from aiormq.exceptions import AMQPError
+
+        try:
+            for message in messages:
+                await message.token.ack()
+        except (AMQPError, OSError) as exc:
+            raise StreamError(f"RabbitMQ refused an ack ({type(exc).__name__}).") from None
 
     def close(self) -> None:
         try:

@@ -13,11 +13,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from forgeml.core.errors import StreamError
 from forgeml.core.ids import validate_name
 from forgeml.core.workspace import Workspace
 from forgeml.data import catalog
 from forgeml.data.streams import _version
-from forgeml.data.streams._base import parse_stream_url
+from forgeml.data.streams._base import Message, StreamSource, parse_stream_url
 from forgeml.data.streams._registry import open_source
 from forgeml.data.streams._window import collect
 from forgeml.data.streams.options import StreamOptions
@@ -82,7 +83,7 @@ def ingest_stream(
         recorded = _version.commit(
             workspace, name, parsed.redacted, window.messages, options.payload
         )
-        source.ack(window.messages + window.copies)
+        _ack_committed(source, recorded, window.messages + window.copies)
     finally:
         source.close()
     _version.confirm_acked(workspace, recorded.version, len(window.messages))
@@ -93,3 +94,15 @@ def ingest_stream(
         recorded.version.recipe["params"]["payload"],
         parsed.redacted,
     )
+
+
+def _ack_committed(
+    source: StreamSource, recorded: catalog.Recorded, messages: list[Message]
+) -> None:
+    try:
+        source.ack(messages)
+    except StreamError as exc:
+        raise StreamError(
+            f"{recorded.version.ref} is recorded, but acknowledging its messages failed "
+            f"({str(exc).rstrip('.')}); the next run drops the ones the broker delivers again."
+        ) from None

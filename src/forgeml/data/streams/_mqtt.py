@@ -38,6 +38,7 @@ class MqttSource:
 
         self._inbox: queue.Queue[Any] = queue.Queue()
         self._ready = threading.Event()
+        self._disconnected = threading.Event()
         self._outcome: str | None = None
         self._client = mqtt.Client(
             mqtt.CallbackAPIVersion.VERSION2,
@@ -92,6 +93,7 @@ class MqttSource:
         self._ready.set()
 
     def _on_disconnect(self, _client: Any, _data: Any, _flags: Any, reason: Any, _p: Any) -> None:
+        self._disconnected.set()
         if not self._ready.is_set():
             self._outcome = f"the broker closed the connection ({reason})"
             self._ready.set()
@@ -112,12 +114,19 @@ class MqttSource:
         return received
 
     def ack(self, messages: Sequence[Message]) -> None:
+        import paho.mqtt.client as mqtt
+
         for message in messages:
             mid, qos = message.token
-            self._client.ack(mid, qos)
+            code = self._client.ack(mid, qos)
+            if code != mqtt.MQTT_ERR_SUCCESS:
+                raise StreamError(f"The MQTT PUBACK could not be sent: {mqtt.error_string(code)}.")
 
     def close(self) -> None:
-        self._client.disconnect()
+        # PUBACKs only sit in paho's queue until its thread writes them: wait until the
+        # DISCONNECT queued after them is written, or stopping the thread would drop them
+        if self._client.disconnect() == 0:
+            self._disconnected.wait(CONNECT_TIMEOUT_S)
         self._client.loop_stop()
 
 

@@ -96,8 +96,13 @@ class NatsSource:
         self._runner.run(self._ack(messages))
 
     async def _ack(self, messages: Sequence[Message]) -> None:
-        for message in messages:
-            await message.token.ack_sync(timeout=CONNECT_TIMEOUT_S)
+        from nats.errors import Error as NatsError
+
+        try:
+            for message in messages:
+                await message.token.ack_sync(timeout=CONNECT_TIMEOUT_S)
+        except (NatsError, TimeoutError) as exc:
+            raise StreamError(f"NATS did not confirm an ack: {reason(exc)}.") from None
 
     def close(self) -> None:
         try:

@@ -68,8 +68,14 @@ class RedisSource:
         return [_message(key, fields, redelivered) for key, fields in entries if fields]
 
     def ack(self, messages: Sequence[Message]) -> None:
-        if messages:
+        import redis
+
+        if not messages:
+            return
+        try:
             self._client.xack(self._key, self._group, *[m.position for m in messages])
+        except redis.RedisError as exc:
+            raise StreamError(f"Redis refused XACK on '{self._key}': {reason(exc)}.") from None
 
     def close(self) -> None:
         self._client.close()
