@@ -28,6 +28,7 @@ def redis_broker() -> Iterator[RedisBroker]:
 class _AckRefused:
     def __init__(self, inner: StreamSource) -> None:
         self._inner = inner
+        self.acks_confirmed = inner.acks_confirmed
 
     def receive(self, limit: int, timeout: float) -> list[Message]:
         return self._inner.receive(limit, timeout)

@@ -38,12 +38,16 @@ class _Crash(BaseException):
 class _DiesBeforeAck:
     def __init__(self, inner: StreamSource) -> None:
         self._inner = inner
+        self.acks_confirmed = inner.acks_confirmed
 
     def receive(self, limit: int, timeout: float) -> list[Any]:
         return self._inner.receive(limit, timeout)
 
     def ack(self, messages: Any) -> None:
-        raise _Crash
+        if all(message.redelivered for message in messages):
+            self._inner.ack(messages)  # copies of committed records, dropped in the window
+            return
+        raise _Crash  # the ack of the window's new records, after its commit
 
     def close(self) -> None:
         self._inner.close()
@@ -142,7 +146,9 @@ def test_kill_9_mid_window_then_crash_after_commit_loses_and_duplicates_nothing(
         workspace_home, broker.dataset, broker.url, StreamOptions(max_records=7, max_seconds=2)
     )
     assert after.dropped == 5
-    assert after.records == 2
+    assert after.records == 2, [
+        sorted(f["n"].to_list()) for f in _frames(workspace_home, broker.dataset)
+    ]
     frames = _frames(workspace_home, broker.dataset)
     assert [sorted(frame["n"].to_list()) for frame in frames] == [
         list(range(5)),

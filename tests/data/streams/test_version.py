@@ -96,3 +96,15 @@ def test_positions_of_unconfirmed_versions_are_the_ones_checked(workspace: Works
 def catalog_digest(workspace: Workspace, ref: str) -> str:
     with workspace.store.session() as session:
         return catalog.resolve(session, ref).digest
+
+
+def test_the_latest_versions_are_checked_too_when_acks_go_unanswered(
+    workspace: Workspace,
+) -> None:
+    from forgeml.data.streams._version import confirm_acked
+
+    for position in ("1", "2", "3"):
+        recorded = commit(workspace, "sensors", SOURCE, [_json(position, n=1)], "auto")
+        confirm_acked(workspace, recorded.version, 1)
+    assert unconfirmed_positions(workspace, "sensors", SOURCE) == set()
+    assert unconfirmed_positions(workspace, "sensors", SOURCE, recent=2) == {"2", "3"}

@@ -13,6 +13,7 @@ class ScriptedSource:
     def __init__(self, clock: FakeClock, batches: list[list[Message]]) -> None:
         self.clock, self.batches = clock, batches
         self.acked: list[str] = []
+        self.acks_confirmed = True
         self.waits: list[float] = []
 
     def receive(self, limit: int, timeout: float) -> list[Message]:

@@ -23,6 +23,8 @@ _POLL_S = 0.05  # basic.get answers at once; wait this long between empty answer
 class AmqpSource:
     """A channel with manual acks on the existing queue `url.name`."""
 
+    acks_confirmed = True
+
     def __init__(self, url: StreamUrl) -> None:
         self._runner = asyncio.Runner()
         try:

@@ -40,7 +40,14 @@ class Message:
 
 
 class StreamSource(Protocol):
-    """A connected subscription to one topic, subject, queue or stream."""
+    """A connected subscription to one topic, subject, queue or stream.
+
+    `acks_confirmed` says whether the broker confirms an ack before `ack` returns (or before
+    `close` returns, for acks written ahead of a closing handshake). MQTT sends PUBACK with
+    no answer, so a version whose acks were sent is still checked for copies for a while.
+    """
+
+    acks_confirmed: bool
 
     def receive(self, limit: int, timeout: float) -> list[Message]:
         """Up to `limit` messages, waiting at most `timeout` seconds for the first."""

@@ -43,6 +43,11 @@ class StreamIngestResult:
     source: str
 
 
+# a broker that never answers an ack (MQTT) may deliver again what the latest versions hold
+# (seen with Mosquitto 2.0 resuming a session): their positions are checked as well
+_UNANSWERED_ACK_VERSIONS = 2
+
+
 def ingest_stream(
     workspace: Workspace,
     name: str,
@@ -70,10 +75,11 @@ def ingest_stream(
     """
     validate_name(name, "dataset name")
     parsed = parse_stream_url(url)
-    committed = _version.unconfirmed_positions(workspace, name, parsed.redacted)
     source = open_source(parsed, f"forgeml-{name}")
     on_progress(0)  # subscribed: from here on the broker holds what this window misses
     try:
+        recent = 0 if source.acks_confirmed else _UNANSWERED_ACK_VERSIONS
+        committed = _version.unconfirmed_positions(workspace, name, parsed.redacted, recent)
         window = collect(
             source, options.max_records, options.max_seconds, committed, clock, on_progress
         )

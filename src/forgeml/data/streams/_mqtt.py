@@ -31,6 +31,8 @@ _RECEIVE_MAXIMUM = 65535  # let a whole window be in flight (the broker's defaul
 class MqttSource:
     """A persistent QoS 1 subscription to `url.name` as client `client_id`."""
 
+    acks_confirmed = False  # PUBACK has no answer
+
     def __init__(self, url: StreamUrl, client_id: str) -> None:
         import paho.mqtt.client as mqtt
         from paho.mqtt.packettypes import PacketTypes

@@ -21,6 +21,8 @@ _DEFAULT_ACK_WAIT_S = 30.0
 class NatsSource:
     """A durable pull consumer `durable` on the JetStream stream holding `url.name`."""
 
+    acks_confirmed = True
+
     def __init__(self, url: StreamUrl, durable: str) -> None:
         self._runner = asyncio.Runner()
         self._subject = url.name

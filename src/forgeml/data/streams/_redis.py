@@ -23,6 +23,8 @@ _CONSUMER = "forgeml"
 class RedisSource:
     """A consumer in group `group` of the Redis stream `url.name`."""
 
+    acks_confirmed = True
+
     def __init__(self, url: StreamUrl, group: str) -> None:
         import redis
 

@@ -100,8 +100,11 @@ def _json_objects(records: Sequence[RawRecord], strict: bool) -> list[dict[str, 
     return rows
 
 
-def stream_versions(workspace: Workspace, name: str, source: str) -> list[DatasetVersion]:
-    """The versions of `name` ingested from `source` whose acks were never confirmed."""
+def stream_versions(
+    workspace: Workspace, name: str, source: str, recent: int = 0
+) -> list[DatasetVersion]:
+    """The versions of `name` from `source` whose acks were never confirmed, and the
+    `recent` latest ones whatever their acks."""
     with workspace.store.session() as session:
         dataset = session.scalar(select(Dataset).where(Dataset.name == name))
         if dataset is None:
@@ -113,6 +116,7 @@ def stream_versions(workspace: Workspace, name: str, source: str) -> list[Datase
             )
             if v.recipe.get("op") == OP and v.recipe["params"]["source"] == source
         ]
+        versions.sort(key=lambda version: version.version)
         confirmed = set(
             session.scalars(
                 select(AuditEvent.object_ref).where(
@@ -121,13 +125,17 @@ def stream_versions(workspace: Workspace, name: str, source: str) -> list[Datase
                 )
             )
         )
-    return [v for v in versions if f"{name}@v{v.version}" not in confirmed]
+    latest = {v.version for v in versions[-recent:]} if recent else set()
+    return [v for v in versions if f"{name}@v{v.version}" not in confirmed or v.version in latest]
 
 
-def unconfirmed_positions(workspace: Workspace, name: str, source: str) -> set[str]:
-    """Positions held by versions of `name` from `source` not yet confirmed as acked."""
+def unconfirmed_positions(
+    workspace: Workspace, name: str, source: str, recent: int = 0
+) -> set[str]:
+    """Positions held by versions of `name` from `source` not yet confirmed as acked (and
+    by its `recent` latest versions)."""
     positions: set[str] = set()
-    for version in stream_versions(workspace, name, source):
+    for version in stream_versions(workspace, name, source, recent):
         raw = workspace.artifacts.get_bytes(version.recipe["params"]["raw_digest"])
         positions.update(position for position, _ in decode_raw(raw))
     return positions
