@@ -60,6 +60,7 @@ def test_a_redis_window_becomes_a_version_and_rebuilds(cli: Any) -> None:
         ("mqtt://127.0.0.1", "needs a host and a name"),
         ("redis://127.0.0.1:99999/x", "invalid port"),
         ("nats://127.0.0.1/s?ack_wait=soon", "not a positive number of seconds"),
+        ("redis://127.0.0.1/s?db=main", "not a database number"),
     ],
 )
 def test_a_malformed_url_is_one_sentence(cli: Any, url: str, expected: str) -> None:

@@ -34,7 +34,7 @@ class RedisSource:
             port=url.port or 6379,
             username=url.username,
             password=url.password,
-            db=int(url.query.get("db", "0")),
+            db=_database(url),
             socket_connect_timeout=CONNECT_TIMEOUT_S,
         )
         # first our own pending entries (after id `_after`), then new ones (`>`)
@@ -81,6 +81,13 @@ class RedisSource:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _database(url: StreamUrl) -> int:
+    raw = url.query.get("db", "0")
+    if not raw.isdigit():
+        raise StreamError(f"'db={raw}' in the Redis URL is not a database number.")
+    return int(raw)
 
 
 def _message(entry_id: bytes, fields: dict[bytes, bytes], redelivered: bool) -> Message:
