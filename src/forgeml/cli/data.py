@@ -9,13 +9,14 @@ from typing import Annotated, Any
 
 import typer
 
-from forgeml.cli import _data_sources, _data_transforms
+from forgeml.cli import _data_sources, _data_streams, _data_transforms
 from forgeml.cli._output import print_json, print_table, say, step, when
 from forgeml.cli._remote import source
 
 app = typer.Typer(help="Versioned datasets and their pipelines.", no_args_is_help=True)
 _data_transforms.register(app)
 _data_sources.register(app)
+_data_streams.register(app)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 SplitOption = Annotated[
@@ -266,7 +267,7 @@ def _print_show(detail: dict[str, Any]) -> None:
         f"lineage: parents {', '.join(detail['parents']) or '(source)'}; "
         f"children {', '.join(detail['children']) or '(none)'}"
     )
-    if detail["op"] == "ingest":
+    if detail["op"] in ("ingest", "ingest-stream"):
         say(f"source: {detail['recipe']['params']['source']}")
     print_profile(detail["profile"], detail["schema"])
 

@@ -226,6 +226,12 @@ class PromptTemplateError(ConfigError):
     """A prompt template does not parse, reaches for Python internals, or renders too much."""
 
 
+class StreamError(ForgemlError):
+    """A stream broker cannot be reached, refuses the subscription, or sent a bad message."""
+
+    http_status = 502
+
+
 class InvalidLabelError(InvalidDataError):
     """A label is outside its task's schema (an unknown class, a span past the text)."""
 

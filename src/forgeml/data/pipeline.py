@@ -22,6 +22,7 @@ from forgeml.core.workspace import Workspace
 from forgeml.data import catalog, fetching
 from forgeml.data._parquet import write_frame
 from forgeml.data.ingest import IngestOptions, ingest
+from forgeml.data.streams import STREAM_OP, replay_stream
 from forgeml.data.transforms import get_transform
 
 FEATURE_SPEC_ARTIFACT = "feature_spec"
@@ -169,6 +170,8 @@ def rebuild(workspace: Workspace, ref: str) -> Rebuilt:
             fetching.replay(workspace, version, temp)
         elif version.recipe["op"] == "ingest":
             _replay_ingest(workspace, version, temp)
+        elif version.recipe["op"] == STREAM_OP:
+            replay_stream(workspace, version, temp)  # from the raw messages it kept
         else:
             _replay_transform(workspace, version, parents, temp)
         actual = file_digest(temp)
