@@ -142,6 +142,9 @@ GROUPS = {
     "alerts": ["list", "show", "ack"],
     "monitor": ["drift", "feedback", "accuracy", "online", "rules", "dashboard", "policy"],
     "deploy": ["create", "list", "show", "rollback", "delete", "check"],
+    "label": [
+        "create", "reorder", "list", "show", "next", "submit", "import", "agreement", "export",
+    ],
 }  # fmt: skip
 
 

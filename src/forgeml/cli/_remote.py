@@ -63,6 +63,9 @@ REMOTE_COMMANDS = frozenset(
         ("projects", "create"), ("projects", "list"), ("projects", "members"),
         ("projects", "add-member"), ("projects", "remove-member"),
         ("tokens", "create"), ("tokens", "list"), ("tokens", "revoke"),
+        ("label", "create"), ("label", "reorder"), ("label", "list"), ("label", "show"),
+        ("label", "next"), ("label", "submit"), ("label", "import"), ("label", "agreement"),
+        ("label", "export"),
     }
 )  # fmt: skip
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
+from forgeml.cli._remote import is_remote, source
 
 app = typer.Typer(
     help="Labelling tasks: active-learning order, agreement, import and export of labels.",
@@ -25,6 +27,89 @@ def _workspace() -> Any:
     from forgeml.core.workspace import open_workspace
 
     return open_workspace()
+
+
+class _LocalLabels:
+    """The local side of the seam: what `forgeml.client.Labels` answers, from the
+    workspace, labelling as `annotator` (default: the workspace's actor)."""
+
+    def __init__(self, annotator: str | None = None) -> None:
+        self.annotator = annotator
+
+    def create(self, spec: dict[str, Any]) -> dict[str, Any]:
+        from forgeml.label import TaskSpec, create_task, task_summary
+
+        with closing(_workspace()) as workspace:
+            return task_summary(create_task(workspace, TaskSpec.model_validate(spec)))
+
+    def reorder(self, name: str, strategy: str, model: str | None, seed: int) -> dict[str, Any]:
+        from forgeml.label import Reorder, reorder_task, task_summary
+
+        change = Reorder.model_validate({"strategy": strategy, "model": model, "seed": seed})
+        with closing(_workspace()) as workspace:
+            return task_summary(reorder_task(workspace, name, change))
+
+    def list(self) -> list[dict[str, Any]]:
+        from forgeml.label import list_tasks
+
+        with closing(_workspace()) as workspace:
+            return list_tasks(workspace)
+
+    def show(self, name: str) -> dict[str, Any]:
+        from forgeml.label import describe_task
+
+        with closing(_workspace()) as workspace:
+            return describe_task(workspace, name)
+
+    def next(self, name: str) -> dict[str, Any] | None:
+        from forgeml.label import next_item
+
+        with closing(_workspace()) as workspace:
+            return next_item(workspace, name, self.annotator or workspace.actor)
+
+    def submit(self, name: str, item: int, label: Any, *, adjudicate: bool) -> dict[str, Any]:
+        from forgeml.label import submit
+
+        with closing(_workspace()) as workspace:
+            who = self.annotator or workspace.actor
+            return submit(workspace, name, item, who, label, adjudicate=adjudicate)
+
+    def import_labels(
+        self, name: str, content: str, file_format: str, key: str, annotator: str | None
+    ) -> dict[str, Any]:
+        from forgeml.label import import_labels
+        from forgeml.label.imports import parse_labels
+
+        labels = parse_labels(content, "the content", file_format, annotator, key)
+        with closing(_workspace()) as workspace:
+            return import_labels(workspace, name, labels, key)
+
+    def agreement(self, name: str) -> dict[str, Any]:
+        from forgeml.label import task_agreement
+
+        with closing(_workspace()) as workspace:
+            return task_agreement(workspace, name)
+
+    def export(self, name: str, dataset: str | None, column: str, resolve: str) -> dict[str, Any]:
+        from forgeml.label import export_task
+        from forgeml.label.export import Resolve
+
+        chosen = cast("Resolve", resolve)  # `export` checked it against RESOLVE_CHOICES
+        with closing(_workspace()) as workspace:
+            return export_task(workspace, name, dataset=dataset, column=column, resolve=chosen)
+
+
+def _labels(annotator: str | None = None) -> Any:
+    """The client's `Labels` in remote mode (where the annotator is the token's user), else
+    the workspace's."""
+    from forgeml.core.errors import UsageError
+
+    if annotator is not None and is_remote():
+        raise UsageError(
+            "--annotator cannot be given in remote mode: the server labels as the user of "
+            "the token (FORGEML_TOKEN or --token)."
+        )
+    return source(lambda client: client.labels, lambda: _LocalLabels(annotator))
 
 
 @app.command("create")
@@ -53,7 +138,7 @@ def create(
 ) -> None:
     """Create a labelling task over a dataset version, its items in active-learning order."""
     from forgeml.core.configfile import parse_model
-    from forgeml.label import TaskSpec, create_task, task_summary
+    from forgeml.label import TaskSpec
 
     fields = {
         "name": name,
@@ -71,13 +156,15 @@ def create(
         "model": model,
         "seed": seed,
     }
-    task = create_task(_workspace(), parse_model(TaskSpec, fields, "label task"))
+    # checked here, so a bad spec is refused alike in remote mode
+    spec = parse_model(TaskSpec, fields, "label task").model_dump(mode="json", by_alias=True)
+    task = _labels().create(spec)
     if as_json:
-        print_json(task_summary(task))
+        print_json(task)
         return
     say(
-        f"label task {task.name} created over {task.dataset_ref}: "
-        f"{len(task.item_order)} items, {task.strategy} order"
+        f"label task {task['name']} created over {task['dataset']}: "
+        f"{task['items']} items, {task['strategy']} order"
     )
 
 
@@ -95,22 +182,20 @@ def reorder(
 ) -> None:
     """Rank the task's items again, e.g. by a model retrained on the labels so far."""
     from forgeml.core.configfile import parse_model
-    from forgeml.label import Reorder, reorder_task, task_summary
+    from forgeml.label import Reorder
 
     change = parse_model(Reorder, {"strategy": strategy, "model": model, "seed": seed}, "reorder")
-    task = reorder_task(_workspace(), name, change)
+    task = _labels().reorder(name, change.strategy, change.model, change.seed)
     if as_json:
-        print_json(task_summary(task))
+        print_json(task)
         return
-    say(f"label task {task.name} now serves items in {task.strategy} order")
+    say(f"label task {task['name']} now serves items in {task['strategy']} order")
 
 
 @app.command("list")
 def list_(as_json: JsonFlag = False) -> None:
     """Every labelling task."""
-    from forgeml.label import list_tasks
-
-    tasks = list_tasks(_workspace())
+    tasks = _labels().list()
     if as_json:
         print_json(tasks)
         return
@@ -131,9 +216,7 @@ def list_(as_json: JsonFlag = False) -> None:
 @app.command("show")
 def show(name: TaskArg, as_json: JsonFlag = False) -> None:
     """A task, its instructions and its progress per annotator."""
-    from forgeml.label import describe_task
-
-    detail = describe_task(_workspace(), name)
+    detail = _labels().show(name)
     if as_json:
         print_json(detail)
         return
@@ -151,10 +234,7 @@ def show(name: TaskArg, as_json: JsonFlag = False) -> None:
 @app.command("next")
 def next_(name: TaskArg, annotator: AnnotatorOpt = None, as_json: JsonFlag = False) -> None:
     """Lease the next item to label (most informative first) and print it."""
-    from forgeml.label import next_item
-
-    workspace = _workspace()
-    served = next_item(workspace, name, annotator or workspace.actor)
+    served = _labels(annotator).next(name)
     if as_json:
         print_json(served)
         return
@@ -175,13 +255,8 @@ def submit_(
     as_json: JsonFlag = False,
 ) -> None:
     """Record a label for an item (and release its lease)."""
-    from forgeml.label import submit
-
-    workspace = _workspace()
     value = _label_value(label)
-    stored = submit(
-        workspace, name, item, annotator or workspace.actor, value, adjudicate=adjudicate
-    )
+    stored = _labels(annotator).submit(name, item, value, adjudicate=adjudicate)
     if as_json:
         print_json(stored)
         return
@@ -216,12 +291,14 @@ def import_(
 ) -> None:
     """Import labels made elsewhere; all are checked first, and stored together or not at all."""
     from forgeml.core.errors import UsageError
-    from forgeml.label import FORMATS, detect_format, import_labels, read_labels
+    from forgeml.label import FORMATS, detect_format, read_labels
 
     chosen = file_format or detect_format(file)
     if chosen not in FORMATS:
         raise UsageError(f"Unknown format '{chosen}': choose one of {', '.join(FORMATS)}.")
-    result = import_labels(_workspace(), name, read_labels(file, chosen, annotator, key), key)
+    read_labels(file, chosen, annotator, key)  # the file's own errors, named after it
+    content = file.read_text(encoding="utf-8")
+    result = _labels().import_labels(name, content, chosen, key, annotator)
     if as_json:
         print_json(result)
         return
@@ -231,9 +308,7 @@ def import_(
 @app.command("agreement")
 def agreement(name: TaskArg, as_json: JsonFlag = False) -> None:
     """Agreement between annotators: Cohen's kappa per pair, Fleiss' kappa for all."""
-    from forgeml.label import task_agreement
-
-    found = task_agreement(_workspace(), name)
+    found = _labels().agreement(name)
     if as_json:
         print_json(found)
         return
@@ -263,13 +338,13 @@ def export(
 ) -> None:
     """Record the task's settled labels as a new dataset version whose lineage names it."""
     from forgeml.core.errors import UsageError
-    from forgeml.label import RESOLVE_CHOICES, export_task
+    from forgeml.label import RESOLVE_CHOICES
 
     if resolve not in RESOLVE_CHOICES:
         raise UsageError(
             f"Unknown --resolve '{resolve}': choose one of {', '.join(RESOLVE_CHOICES)}."
         )
-    found = export_task(_workspace(), name, dataset=dataset, column=column, resolve=resolve)
+    found = _labels().export(name, dataset, column, resolve)
     if as_json:
         print_json(found)
         return

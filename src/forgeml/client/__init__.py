@@ -17,6 +17,7 @@ from forgeml.client._settings import RemoteSettings
 if TYPE_CHECKING:
     from forgeml.client._accounts import Projects, Tokens, Users
     from forgeml.client._client import Client
+    from forgeml.client._labels import Labels
     from forgeml.client._registries import Agents, Pipelines, Prompts, Rag
     from forgeml.client._resources import (
         Alerts,
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Agents", "Alerts", "Audit", "Client", "Cost", "Datasets", "Deployments", "Jobs", "Keys",
-    "Models", "Pipelines", "Projects", "Prompts", "Queues", "Rag", "RemoteSettings", "Runs",
-    "Tokens", "Users",
+    "Labels", "Models", "Pipelines", "Projects", "Prompts", "Queues", "Rag", "RemoteSettings",
+    "Runs", "Tokens", "Users",
 ]  # fmt: skip
 
 _LAZY = (
@@ -56,6 +57,7 @@ _LAZY = (
     )
     | dict.fromkeys(("Agents", "Pipelines", "Prompts", "Rag"), "forgeml.client._registries")
     | dict.fromkeys(("Projects", "Tokens", "Users"), "forgeml.client._accounts")
+    | {"Labels": "forgeml.client._labels"}
 )
 
 
