@@ -2,7 +2,8 @@
 
 The SDK mirrors the CLI: `forgeml.data` holds the dataset operations
 (`add`, `derive`, `rebuild`, `catalog.resolve`, `catalog.read_frame`, `catalog.profile_of`,
-`run_query`) and `forgeml.open_workspace()` opens the store the environment describes.
+`run_query`) and `forgeml.open_workspace()` opens the store the environment describes
+(with `FORGEML_SERVER` set that store is the server's: it refuses, naming `connect()`).
 `forgeml.connect()` is the seam of remote mode, as the CLI's: with `FORGEML_SERVER` set it
 answers the control plane's `forgeml.client.Client` (its token `FORGEML_TOKEN`), else the
 local workspace.
@@ -12,10 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from forgeml.core.workspace import Workspace, open_workspace
+from forgeml.core.errors import UsageError
+from forgeml.core.workspace import Workspace
+from forgeml.core.workspace import open_workspace as _open_local
 
 if TYPE_CHECKING:
     from forgeml.client import Client
+    from forgeml.core.config import Settings
 
 __all__ = ["Workspace", "connect", "open_workspace"]
 __version__ = "0.1.0"
@@ -32,3 +36,21 @@ def connect() -> Client | Workspace:
 
     client = Client.from_env()
     return client if client is not None else open_workspace()
+
+
+def open_workspace(settings: Settings | None = None) -> Workspace:
+    """The local workspace `settings` describe (default: the environment's).
+
+    Raises:
+        UsageError: no `settings` were given and `FORGEML_SERVER` is set: the environment
+            names the server's store, which only `connect()` (its `Client`) reaches; a
+            workspace opened here would silently be another one.
+    """
+    from forgeml.client import RemoteSettings
+
+    if settings is None and RemoteSettings().server:
+        raise UsageError(
+            "FORGEML_SERVER is set, so the workspace is the server's: use forgeml.connect() "
+            "for its Client, or unset FORGEML_SERVER to open the local workspace."
+        )
+    return _open_local(settings)

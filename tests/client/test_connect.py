@@ -10,7 +10,7 @@ import pytest
 
 import forgeml
 from forgeml.client import Client
-from forgeml.core.config import get_settings
+from forgeml.core.config import Settings, get_settings
 from forgeml.core.errors import (
     AlreadyExistsError,
     KeyStateError,
@@ -91,3 +91,43 @@ def test_a_token_revoked_twice_is_a_key_state_error_not_a_name_taken(client: Cli
 
     with pytest.raises(KeyStateError, match="revoked already"):
         client.tokens.revoke(token["prefix"])
+
+
+def test_open_workspace_refuses_when_the_environment_names_a_server(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORGEML_SERVER", served.url)
+
+    with pytest.raises(UsageError) as refused:
+        forgeml.open_workspace()
+
+    assert str(refused.value) == (
+        "FORGEML_SERVER is set, so the workspace is the server's: use forgeml.connect() "
+        "for its Client, or unset FORGEML_SERVER to open the local workspace."
+    )
+
+
+def test_open_workspace_opens_the_workspace_its_settings_name_even_with_a_server(
+    served: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORGEML_SERVER", served.url)
+
+    workspace = forgeml.open_workspace(Settings(home=tmp_path / "home", user="ada"))
+    try:
+        assert workspace.settings.home == tmp_path / "home"
+    finally:
+        workspace.close()
+
+
+def test_open_workspace_opens_the_local_one_without_a_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FORGEML_SERVER", raising=False)
+    monkeypatch.setenv("FORGEML_HOME", str(tmp_path / "home"))
+    get_settings.cache_clear()
+    try:
+        workspace = forgeml.open_workspace()
+        assert workspace.settings.home == tmp_path / "home"
+        workspace.close()
+    finally:
+        get_settings.cache_clear()
