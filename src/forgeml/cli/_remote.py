@@ -87,6 +87,8 @@ _BESIDE = "run it beside the server (unset FORGEML_SERVER)"
 # commands of a group that has a remote mode, which run beside their workspace: why
 LOCAL_COMMANDS: dict[tuple[str, str | None], str] = {
     ("data", "crawl"): f"fetches web pages from this machine; {_BESIDE}",
+    ("data", "ingest-stream"): f"reads a message broker from this machine; {_BESIDE}",
+    ("models", "export"): f"writes the model's files into a folder of this machine; {_BESIDE}",
     ("jobs", "export"): f"writes or submits a Volcano manifest with this machine's kubeconfig; "
     f"{_BESIDE}",
     ("models", "compare"): f"loads and times the models on this machine; {_BESIDE}",
