@@ -170,7 +170,7 @@ def logout(request: Request, response: Response) -> dict[str, Any]:
     if isinstance(authorizer, AccountsAuthorizer) and cookie:
         token = auth.unsign(authorizer.session_key, cookie)
         try:
-            caller = auth.authenticate(authorizer.workspace, token or "", now=authorizer.clock())
+            caller = authorizer.authenticate(token or "")
         except AuthenticationError:
             caller = None
         if caller is not None and caller.via == "session":

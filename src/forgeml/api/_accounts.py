@@ -100,7 +100,7 @@ class AccountsAuthorizer:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
                 raise AuthenticationError("The Authorization header must be 'Bearer <token>'.")
-            return authenticate(self.workspace, token.strip(), now=self.clock())
+            return self.authenticate(token.strip())
         cookie = request.cookies.get(SESSION_COOKIE)
         if cookie is None:
             raise AuthenticationError(
@@ -110,10 +110,16 @@ class AccountsAuthorizer:
         session = unsign(self.session_key, cookie)
         if session is None:
             raise AuthenticationError("The session cookie was not issued by this server.")
-        caller = authenticate(self.workspace, session, now=self.clock())
+        caller = self.authenticate(session)
         if caller.via != "session":
             raise AuthenticationError("The session cookie holds no session.")
         return caller
+
+    def authenticate(self, token: str, *, now: datetime | None = None) -> Caller:
+        """The caller `token` stands for, at `now` (default: the clock); see
+        `forgeml.auth.authenticate`."""
+        every = timedelta(seconds=self.settings.token_last_used_every_s)
+        return authenticate(self.workspace, token, now=now or self.clock(), touch_every=every)
 
     def set_session_cookie(self, response: Response, token: str, *, secure: bool) -> None:
         """Put session `token`, signed, in `response`'s cookie (HttpOnly, SameSite=Strict;
@@ -145,7 +151,7 @@ class AccountsAuthorizer:
         except InvalidRequestError:
             raise AuthenticationError(f"The account {user!r} is disabled.") from None
         self.set_session_cookie(response, token, secure=secure)
-        return authenticate(self.workspace, token, now=now)
+        return self.authenticate(token, now=now)
 
     def authorize(self, request: Request, permission: str) -> Principal:
         caller = self.caller(request)

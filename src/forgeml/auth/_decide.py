@@ -14,8 +14,8 @@ from forgeml.core.workspace import Workspace
 def permissions_in(workspace: Workspace, caller: Caller, project: str) -> frozenset[str]:
     """What `caller` may do in `project`: its role's permissions and its own account's,
     cut to its token's scope."""
-    # read on every request: no writer lock needed
-    with workspace.store.sessions.begin() as session:
+    # read on every request: a read session, no writers' lock
+    with workspace.store.read_session() as session:
         role = role_in(session, caller.user_id, project)
     held = role_permissions(role) | ACCOUNT_PERMISSIONS
     return held if caller.scopes is None else held & caller.scopes
@@ -23,5 +23,5 @@ def permissions_in(workspace: Workspace, caller: Caller, project: str) -> frozen
 
 def has_accounts(workspace: Workspace) -> bool:
     """Whether any account exists (then the control plane asks every caller to sign in)."""
-    with workspace.store.sessions.begin() as session:
+    with workspace.store.read_session() as session:
         return session.scalar(select(UserRecord.id).limit(1)) is not None

@@ -95,7 +95,8 @@ class PasswordLogin:
             self.workspace, username, "session", actor=username,
             expires_in=lifetime, kind="session", now=moment,
         )  # fmt: skip
-        return authenticate(self.workspace, token, now=moment), token
+        every = timedelta(seconds=self.settings.token_last_used_every_s)
+        return authenticate(self.workspace, token, now=moment, touch_every=every), token
 
     def _check_limits(self, session: Session, username: str, address: str, now: datetime) -> None:
         window = now - timedelta(seconds=self.settings.login_window_s)

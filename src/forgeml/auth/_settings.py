@@ -34,6 +34,12 @@ class AuthSettings(BaseSettings):
     login_failures_per_address: int = Field(
         default=20, ge=1, description="Failed sign-ins from one address before it must wait."
     )
+    token_last_used_every_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="Seconds between two writes of a token's last-used time: the requests "
+        "in between only read the store (0: every request writes it).",
+    )
     trusted_proxies: list[str] = Field(
         default_factory=list,
         description="Addresses of the reverse proxies in front of the server; only a request "

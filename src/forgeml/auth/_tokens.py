@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
+from forgeml.auth._settings import get_auth_settings
 from forgeml.auth._users import aware, find_user
 from forgeml.auth.roles import check_scopes
 from forgeml.core import audit
@@ -37,8 +38,6 @@ from forgeml.core.workspace import Workspace
 
 PREFIX = "fmlt_"
 _TOKEN = re.compile(r"^fmlt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
-# last-used times are written at most this often per token (a read stays a read)
-_TOUCH_EVERY = timedelta(seconds=60)
 
 
 @dataclass(frozen=True)
@@ -137,8 +136,18 @@ def issue_token(
     return token_summary(record, user), f"{PREFIX}{token_id}_{secret}"
 
 
-def authenticate(workspace: Workspace, token: str, *, now: datetime | None = None) -> Caller:
+def authenticate(
+    workspace: Workspace,
+    token: str,
+    *,
+    now: datetime | None = None,
+    touch_every: timedelta | None = None,
+) -> Caller:
     """The caller `token` stands for.
+
+    The check is a read (no writers' lock); the token's last-used time is written in a
+    short write of its own only when it is `touch_every` old or older (default: the
+    `token_last_used_every_s` setting), so the requests in between write nothing.
 
     Raises:
         AuthenticationError: a malformed, unknown, revoked or expired token, or a disabled
@@ -151,31 +160,55 @@ def authenticate(workspace: Workspace, token: str, *, now: datetime | None = Non
         )
     token_id, secret = match.groups()
     moment = now or datetime.now(UTC)
-    # a transaction of its own, without the store's writer lock (PostgreSQL's advisory
-    # lock): every request is checked here, and the only write is the last-used time
-    with workspace.store.sessions.begin() as session:
+    with workspace.store.read_session() as session:
         found = session.execute(
             select(TokenRecord, UserRecord)
             .join(UserRecord, UserRecord.id == TokenRecord.user_id)
             .where(TokenRecord.id == token_id)
         ).first()
-        if found is None or not hmac.compare_digest(found[0].secret_hash, _hash(token_id, secret)):
-            raise AuthenticationError("The token is unknown.")
-        record, user = found
-        if record.revoked_at is not None:
-            raise AuthenticationError(f"The token {PREFIX}{token_id} was revoked.")
-        expires = aware(record.expires_at)
-        if expires is not None and expires <= moment:
-            raise AuthenticationError(
-                f"The token {PREFIX}{token_id} expired at {expires:%Y-%m-%d %H:%M} UTC."
+    if found is None or not hmac.compare_digest(found[0].secret_hash, _hash(token_id, secret)):
+        raise AuthenticationError("The token is unknown.")
+    record, user = found
+    _check_usable(record, user, moment)
+    every = touch_every if touch_every is not None else _touch_every_setting()
+    last = aware(record.last_used_at)
+    if last is None or moment - last >= every:
+        _touch(workspace, token_id, moment, moment - every)
+    scopes = frozenset(record.scopes) if record.scopes is not None else None
+    return Caller(user.id, user.name, user.kind, token_id, record.kind, scopes)
+
+
+def _check_usable(record: TokenRecord, user: UserRecord, moment: datetime) -> None:
+    if record.revoked_at is not None:
+        raise AuthenticationError(f"The token {PREFIX}{record.id} was revoked.")
+    expires = aware(record.expires_at)
+    if expires is not None and expires <= moment:
+        raise AuthenticationError(
+            f"The token {PREFIX}{record.id} expired at {expires:%Y-%m-%d %H:%M} UTC."
+        )
+    if user.disabled:
+        raise AuthenticationError(f"The account {user.name!r} is disabled.")
+
+
+def _touch_every_setting() -> timedelta:
+    return timedelta(seconds=get_auth_settings().token_last_used_every_s)
+
+
+def _touch(workspace: Workspace, token_id: str, moment: datetime, stale: datetime) -> None:
+    """Write the token's last use: one UPDATE in a short transaction of its own (SQLite's
+    write lock for that statement only; not PostgreSQL's writers' lock: it reads nothing
+    first, so no other write can slip in between). Its condition keeps the time from
+    moving back: of the requests that all found it stale, the first one's write stands."""
+    with workspace.store.sessions.begin() as session:
+        session.execute(
+            update(TokenRecord)
+            .where(
+                TokenRecord.id == token_id,
+                or_(TokenRecord.last_used_at.is_(None), TokenRecord.last_used_at <= stale),
             )
-        if user.disabled:
-            raise AuthenticationError(f"The account {user.name!r} is disabled.")
-        last = aware(record.last_used_at)
-        if last is None or moment - last >= _TOUCH_EVERY:
-            record.last_used_at = moment
-        scopes = frozenset(record.scopes) if record.scopes is not None else None
-        return Caller(user.id, user.name, user.kind, token_id, record.kind, scopes)
+            .values(last_used_at=moment)
+            .execution_options(synchronize_session=False)
+        )
 
 
 def list_tokens(workspace: Workspace, user: str | None = None) -> list[dict[str, Any]]:
