@@ -229,8 +229,8 @@ def test_a_refused_approval_is_one_sentence_and_the_run_still_waits(
 ) -> None:
     reply = api.post(f"{RUNS}/{waiting_run}/approve", json=decision)
 
-    assert (reply.status_code, reply.json()) == (
-        status, {"error": sentence.format(run=waiting_run)},
+    assert (reply.status_code, reply.json()["error"]) == (
+        status, sentence.format(run=waiting_run),
     )  # fmt: skip
     assert api.get(f"{RUNS}/{waiting_run}").json()["stop_reason"] == "awaiting_approval"
 
@@ -244,8 +244,8 @@ def test_approving_a_run_that_no_longer_waits_is_409(
 
     reply = api.post(f"{RUNS}/{run_id}/approve", json={"approve": ["c1"]})
 
-    assert (reply.status_code, reply.json()) == (
-        409, {"error": f"Agent run {run_id} is not waiting for approval (it stopped: answered)."},
+    assert (reply.status_code, reply.json()["error"]) == (
+        409, f"Agent run {run_id} is not waiting for approval (it stopped: answered).",
     )  # fmt: skip
 
 
@@ -255,8 +255,8 @@ def test_approving_a_run_that_no_longer_waits_is_409(
 def test_an_unknown_run_is_404(api: httpx.Client, method: str, path: str) -> None:
     reply = api.request(method, path, json={"approve": ["c1"]} if method == "POST" else None)
 
-    assert (reply.status_code, reply.json()) == (
-        404, {"error": "There is no saved agent run nosuch."},
+    assert (reply.status_code, reply.json()["error"]) == (
+        404, "There is no saved agent run nosuch.",
     )  # fmt: skip
 
 
@@ -288,8 +288,8 @@ def test_a_refused_start_is_422_with_one_sentence_and_saves_nothing(
 
     reply = api.post(RUNS, json=body)
 
-    assert (reply.status_code, reply.json()) == (
-        422, {"error": sentence.replace("{MISSING}", missing).replace("{HOME}", folder)},
+    assert (reply.status_code, reply.json()["error"]) == (
+        422, sentence.replace("{MISSING}", missing).replace("{HOME}", folder),
     )  # fmt: skip
     assert not list((home / "agents" / "runs").glob("*.json"))
     assert chat_server.requests == []
@@ -331,7 +331,7 @@ def test_a_spec_path_outside_the_home_is_400_and_nothing_is_read(
     reply = api.post(RUNS, json={"spec_path": spec_path.replace("{OUTSIDE}", str(outside)),
                                  "task": "t"})  # fmt: skip
 
-    assert (reply.status_code, reply.json()) == (400, {"error": sentence})
+    assert (reply.status_code, reply.json()["error"]) == (400, sentence)
     assert not list((home / "agents" / "runs").glob("*.json"))
     assert chat_server.requests == []
 
@@ -442,10 +442,10 @@ def test_a_run_over_http_naming_no_prompt_is_422_with_one_sentence(
 
     reply = api.post(RUNS, json={"spec": body, "task": "Hi"})
 
-    assert (reply.status_code, reply.json()) == (
+    assert (reply.status_code, reply.json()["error"]) == (
         422,
-        {"error": "Cannot use system_prompt nosuch: Prompt 'nosuch' does not exist "
-                  "(see `forgeml prompts list`)."},
+        "Cannot use system_prompt nosuch: Prompt 'nosuch' does not exist "
+        "(see `forgeml prompts list`).",
     )  # fmt: skip
     assert chat_server.requests == []
     assert not list((home / "agents" / "runs").glob("*.json"))

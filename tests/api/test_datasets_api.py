@@ -129,7 +129,8 @@ def test_an_upload_over_the_limit_is_413_and_records_nothing(
     for answer in (declared, streamed):
         assert answer.status_code == 413
         assert answer.json() == {
-            "error": f"The upload is larger than this server's limit of {len(body) - 1:,} bytes."
+            "error": f"The upload is larger than this server's limit of {len(body) - 1:,} bytes.",
+            "code": "payload_too_large",
         }
     assert fits.status_code == 201
     with api_workspace.store.session() as session:

@@ -106,7 +106,8 @@ def test_log_streams_are_capped_per_caller_and_freed_when_the_job_ends(
         second = api.get(url)
         assert second.status_code == 429
         assert second.json() == {
-            "error": "alice already follows 1 log streams, this server's limit; close one first."
+            "error": "alice already follows 1 log streams, this server's limit; close one first.",
+            "code": "rate_limited",
         }
         api.post(f"/api/v1/jobs/{job['job_id']}/cancel")
         events = list(_events(lines))

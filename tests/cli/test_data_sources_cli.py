@@ -47,4 +47,4 @@ def test_sources_are_refused_in_remote_mode(cli: Cli, monkeypatch: pytest.Monkey
     crawled = cli("data", "crawl", "x", "https://example.com/")
 
     assert_cli_error(added, "reads a URL on this machine only", code=2)
-    assert_cli_error(crawled, "has no remote mode", code=2)
+    assert_cli_error(crawled, "fetches web pages from this machine", code=2)

@@ -133,11 +133,11 @@ def test_a_viewer_cannot_acknowledge_an_alert(forgeml: Forgeml, names: dict[str,
 GROUPS = {
     "data": [
         "add", "list", "versions", "show", "head", "diff", "export", "query", "rebuild",
-        "clean", "validate", "redact", "split", "augment", "features",
+        "clean", "validate", "redact", "split", "augment", "features", "crawl", "ingest-stream",
     ],
     "jobs": ["submit", "list", "show", "logs", "cancel", "retry", "export"],
     "runs": ["list", "show", "compare", "reproduce"],
-    "models": ["list", "show", "promote", "compare", "import"],
+    "models": ["list", "show", "promote", "compare", "import", "export"],
     "cost": ["report", "budgets"],
     "alerts": ["list", "show", "ack"],
     "monitor": ["drift", "feedback", "accuracy", "online", "rules", "dashboard", "policy"],
