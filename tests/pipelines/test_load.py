@@ -62,7 +62,7 @@ steps:
   - {name: b, kind: teleport, argv: [echo]}
 """,
         "step 'b': key 'kind': unknown step kind 'teleport' (known: canary, command, data, "
-        "deploy, evaluate, finetune, gate, optimize, promote, train, tune).",
+        "deploy, evaluate, finetune, gate, optimize, promote, stream, train, tune).",
     ),
     "a reference to an unknown step": (
         """

@@ -3,7 +3,8 @@
 A command step's program runs as a child of this job (its output goes to the job's log);
 what it made comes back in the job's `JobResult` (`scheduler/contract.py`): the path and
 digest of each file it declares as an output. A data step derives or adds a dataset
-version; its output is the version's reference, digest and row count.
+version, a stream step ingests one window of a stream as one; the output is the version's
+reference, digest and row count.
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from forgeml.core.artifacts import file_digest
-from forgeml.core.errors import CommandFailedError, NotFoundError
-from forgeml.pipelines.steps import DIGESTS_OUTPUT, CommandStep, DataStep
+from forgeml.core.errors import CommandFailedError, NotFoundError, StreamError
+from forgeml.pipelines.steps import DIGESTS_OUTPUT, CommandStep, DataStep, StreamStep
 from forgeml.scheduler.contract import JobContext, run_job, spec_argument
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
 
 
 class StepJobSpec(BaseModel):
@@ -102,12 +106,56 @@ def run_data(step: DataStep) -> dict[str, Any]:
         workspace.close()
 
 
+def run_stream(step: StreamStep) -> dict[str, Any]:
+    """Ingest one window of the step's stream; the new version's reference, digest and
+    rows (an empty window: the dataset's latest version's, so the steps after it run on
+    what there is).
+
+    Raises:
+        StreamError: the broker failed, or the window was empty and there is no version yet.
+    """
+    from forgeml.core.workspace import open_workspace
+    from forgeml.data.streams import StreamOptions, ingest_stream
+
+    options = StreamOptions.model_validate(step.model_dump(include=set(StreamOptions.model_fields)))
+    workspace = open_workspace()
+    try:
+        result = ingest_stream(workspace, step.dataset, step.url, options, on_progress=_progress)
+        if result.recorded is None:
+            return _latest(workspace, step)
+        version = result.recorded.version
+        return {"dataset": version.ref, "digest": version.digest, "rows": version.rows}
+    finally:
+        workspace.close()
+
+
+def _latest(workspace: Workspace, step: StreamStep) -> dict[str, Any]:
+    from forgeml.data import catalog
+
+    with workspace.store.session() as session:
+        try:
+            version = catalog.resolve(session, step.dataset)
+        except NotFoundError:
+            raise StreamError(
+                f"Step '{step.name}': the window held no new records and dataset "
+                f"'{step.dataset}' has no version yet."
+            ) from None
+        return {"dataset": version.ref, "digest": version.digest, "rows": version.rows}
+
+
+def _progress(count: int) -> None:
+    # one line per received batch in the job's log
+    sys.stdout.write(f"received {count} records\n" if count else "subscribed\n")
+    sys.stdout.flush()
+
+
 def _body(_context: JobContext | None) -> dict[str, Any]:
     spec = StepJobSpec.model_validate(spec_argument())
     cwd = Path(spec.cwd) if spec.cwd else Path.cwd()
     runners: dict[str, Callable[[], dict[str, Any]]] = {
         "command": lambda: run_command(CommandStep.model_validate(spec.step), cwd),
         "data": lambda: run_data(DataStep.model_validate(spec.step)),
+        "stream": lambda: run_stream(StreamStep.model_validate(spec.step)),
     }
     return runners[spec.kind]()
 

@@ -24,8 +24,15 @@ from forgeml.pipelines._kind_base import (
     step_path,
 )
 from forgeml.pipelines.model_kinds import MODEL_KINDS, training_inputs, training_job
-from forgeml.pipelines.release_kinds import RELEASE_KINDS
-from forgeml.pipelines.steps import CommandStep, DataStep, OptimizeStep, StepBase, TrainStep
+from forgeml.pipelines.release_kinds import EFFECT_KINDS, RELEASE_KINDS
+from forgeml.pipelines.steps import (
+    CommandStep,
+    DataStep,
+    OptimizeStep,
+    StepBase,
+    StreamStep,
+    TrainStep,
+)
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -70,6 +77,31 @@ class DataKind:
         if step.add is not None:
             fields["add"] = str(step_path(base, step.add))
         return JobCall(STEP_MODULE, {"kind": self.name, "step": fields}, "data")
+
+
+class StreamKind:
+    """A stream window: its outputs are a data step's; what it reads is whatever came since
+    the last window, which no key can digest, so it is never cached (`UNCACHED_KINDS`)."""
+
+    name = "stream"
+
+    def outputs(self, step: StepBase) -> frozenset[str]:
+        return frozenset({"dataset", "digest", "rows"})
+
+    def inputs(self, workspace: Workspace, step: StepBase, base: Path) -> dict[str, str]:
+        return {}
+
+    def check(self, step: StepBase, base: Path) -> None:
+        from forgeml.data.streams import check_stream_url
+
+        assert isinstance(step, StreamStep)
+        if "${" not in step.url:  # an upstream step's output: checked when it is known
+            check_stream_url(step.url)
+
+    def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
+        return JobCall(
+            STEP_MODULE, {"kind": self.name, "step": step.model_dump(mode="json")}, "data"
+        )
 
 
 class TrainKind:
@@ -131,6 +163,8 @@ class OptimizeKind:
 
 
 KINDS: dict[str, StepKind] = {}
+# never taken from the cache nor recorded in it: each run runs them
+UNCACHED_KINDS = EFFECT_KINDS | {StreamKind.name}
 
 
 def register_kind(kind: StepKind) -> None:
@@ -146,6 +180,7 @@ def get_kind(name: str) -> StepKind:
 for _kind in (
     CommandKind(),
     DataKind(),
+    StreamKind(),
     TrainKind(),
     *MODEL_KINDS,
     OptimizeKind(),
@@ -156,6 +191,7 @@ for _kind in (
 __all__ = [
     "SCHEDULING_FIELDS",
     "STEP_MODULE",
+    "UNCACHED_KINDS",
     "CheckedKind",
     "JobCall",
     "StepKind",

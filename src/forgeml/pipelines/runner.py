@@ -4,7 +4,8 @@ A step whose dependencies all succeeded is resolved (`${...}` substituted), keye
 (`cache.py`), and either taken from the cache (its outputs reused, no job submitted) or
 run as a job through the scheduler's contract on whatever executor runs jobs here; its
 outputs are its job's `JobResult` outputs. Steps that change the world (promote, deploy,
-canary: `EFFECT_KINDS`) always run. A failed step stops the steps that need it
+canary) and stream windows, which read what came since the last run (`UNCACHED_KINDS`),
+always run. A failed step stops the steps that need it
 (SKIPPED), never its siblings. Steps run one at a time.
 """
 
@@ -20,8 +21,7 @@ from pydantic import ValidationError
 
 from forgeml.core.errors import ConfigError, ForgemlError
 from forgeml.pipelines import _refs, cache
-from forgeml.pipelines.kinds import get_kind
-from forgeml.pipelines.release_kinds import EFFECT_KINDS
+from forgeml.pipelines.kinds import UNCACHED_KINDS, get_kind
 from forgeml.pipelines.runs import (
     StepState,
     find_run,
@@ -120,7 +120,7 @@ def _run_step(run: _RunState, name: str) -> None:
         return
     key = cache.cache_key(parts)
     with run.workspace.store.session() as session:
-        hit = None if step.kind in EFFECT_KINDS else cache.lookup(session, key)
+        hit = None if step.kind in UNCACHED_KINDS else cache.lookup(session, key)
         if hit is not None and not get_kind(step.kind).outputs(step) <= hit.keys():
             hit = None  # recorded by a forgeml whose kind had fewer outputs
         if hit is not None:
@@ -209,7 +209,7 @@ def _run_job(run: _RunState, step: StepBase, key: str, parts: cache.KeyParts) ->
                 outputs=result.outputs,
                 finished_at=utcnow(),
             )
-            if step.kind not in EFFECT_KINDS:
+            if step.kind not in UNCACHED_KINDS:
                 cache.remember(session, key, parts, result.outputs, record.id)
     run.states[step.name] = StepState.SUCCEEDED if succeeded else StepState.FAILED
     if succeeded and result is not None:

@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from forgeml.data.streams.options import StreamOptions
+
 # a command step's outputs also hold the digests of its files, under this key
 DIGESTS_OUTPUT = "digests"
 _OUTPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
@@ -90,6 +92,19 @@ class DataStep(StepBase):
         if (self.derive is None) == (self.add is None):
             raise ValueError("give exactly one of `derive` and `add`")
         return self
+
+
+class StreamStep(StepBase, StreamOptions):
+    """One bounded window of a broker's stream as the next version of a dataset, as
+    `forgeml data ingest-stream` reads it (`max_records`, `max_seconds` and `payload` are
+    its options); never taken from the cache: each run reads the messages that came since."""
+
+    kind: Literal["stream"]
+    dataset: str = Field(description="The dataset's name; also names the durable consumer.")
+    url: str = Field(
+        description="mqtt://, nats://, amqp:// or redis:// broker URL with the topic, "
+        "subject, queue or stream as its path."
+    )
 
 
 class TrainStep(StepBase):
@@ -303,6 +318,7 @@ class CanaryStep(StepBase):
 Step = Annotated[
     CommandStep
     | DataStep
+    | StreamStep
     | TrainStep
     | FinetuneStep
     | TuneStep

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from forgeml.data.streams._base import STREAM_OP, Message, StreamSource, StreamUrl, parse_stream_url
 from forgeml.data.streams._registry import (
     TransportOpener,
+    check_stream_url,
     open_source,
     register_transport,
     transport_schemes,
@@ -40,6 +41,7 @@ __all__ = [
     "StreamSource",
     "StreamUrl",
     "TransportOpener",
+    "check_stream_url",
     "ingest_stream",
     "open_source",
     "parse_stream_url",

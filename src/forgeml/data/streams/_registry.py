@@ -1,6 +1,7 @@
 """Stream transports by URL scheme; each imported only when its scheme is used.
 
-`register_transport(scheme, opener)` adds one; `open_source(url, consumer)` connects.
+`register_transport(scheme, opener)` adds one; `open_source(url, consumer)` connects;
+`check_stream_url(url)` checks a URL without connecting.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from forgeml.core.errors import StreamError
-from forgeml.data.streams._base import StreamSource, StreamUrl
+from forgeml.data.streams._base import StreamSource, StreamUrl, parse_stream_url
 
 # opener(url, consumer): `consumer` names the durable state on the broker (client id,
 # consumer group, durable consumer) so that a restart resumes where the last run stopped
@@ -57,16 +58,31 @@ def transport_schemes() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def open_source(url: StreamUrl, consumer: str) -> StreamSource:
-    """Connect to the broker `url` names as durable consumer `consumer`.
+def check_stream_url(url: str) -> StreamUrl:
+    """`url` parsed, its scheme a registered transport's; nothing is connected.
 
     Raises:
-        StreamError: the scheme is unknown, or the broker cannot be reached or refuses.
+        StreamError: no host or name, an invalid port, or an unknown scheme.
     """
+    parsed = parse_stream_url(url)
+    _opener(parsed)
+    return parsed
+
+
+def _opener(url: StreamUrl) -> TransportOpener:
     opener = _REGISTRY.get(url.scheme)
     if opener is None:
         raise StreamError(
             f"Unknown stream scheme '{url.scheme}://'; use one of "
             f"{', '.join(s + '://' for s in transport_schemes())}."
         )
-    return opener(url, consumer)
+    return opener
+
+
+def open_source(url: StreamUrl, consumer: str) -> StreamSource:
+    """Connect to the broker `url` names as durable consumer `consumer`.
+
+    Raises:
+        StreamError: the scheme is unknown, or the broker cannot be reached or refuses.
+    """
+    return _opener(url)(url, consumer)
