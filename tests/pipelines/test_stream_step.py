@@ -6,11 +6,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from forgeml.core.errors import ConfigError
+from forgeml.core.errors import ConfigError, StreamError
 from forgeml.core.store import PipelineCacheRecord
 from forgeml.core.workspace import Workspace
 from forgeml.data import catalog
 from forgeml.pipelines import load_pipeline
+from forgeml.pipelines.job import _with_password
+from forgeml.pipelines.steps import StreamStep
 from tests.data.streams.conftest import RedisBroker, broker_address
 from tests.pipelines.conftest import run, steps_by_name, write_pipeline
 
@@ -147,3 +149,38 @@ def test_a_stream_url_from_the_params_is_checked_with_them_in_place(tmp_path: Pa
     assert load_pipeline(path, ["params.broker=nats://127.0.0.1/meters"]).kinds == {
         "window": "stream"
     }
+
+
+def test_a_password_in_a_stream_url_is_refused_at_load_time_and_never_shown(
+    tmp_path: Path,
+) -> None:
+    path = _pipeline(tmp_path, "amqp://guest:s3cret@127.0.0.1:5672/meters")
+
+    with pytest.raises(ConfigError) as raised:
+        load_pipeline(path)
+
+    message = str(raised.value)
+    assert "its URL holds a password" in message and "password_env" in message
+    assert "s3cret" not in message
+
+
+def test_a_password_env_must_be_passed_to_the_job(tmp_path: Path) -> None:
+    path = _pipeline(tmp_path, "amqp://guest@127.0.0.1:5672/meters")
+
+    with pytest.raises(ConfigError, match="password_env BROKER_PW is not in its env list"):
+        load_pipeline(path, ["steps.window.password_env=BROKER_PW"])
+
+
+def test_the_job_puts_the_password_from_its_environment_into_the_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    step = StreamStep(
+        name="window", kind="stream", dataset="meters", env=["BROKER_PW"],
+        url="amqp://guest@127.0.0.1:5672/meters", password_env="BROKER_PW",
+    )  # fmt: skip
+    monkeypatch.setenv("BROKER_PW", "p@ss:word/1")
+
+    assert _with_password(step) == "amqp://guest:p%40ss%3Aword%2F1@127.0.0.1:5672/meters"
+    monkeypatch.delenv("BROKER_PW")
+    with pytest.raises(StreamError, match="BROKER_PW \\(password_env\\) is not set"):
+        _with_password(step)

@@ -9,6 +9,7 @@ reference, digest and row count.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -118,15 +119,38 @@ def run_stream(step: StreamStep) -> dict[str, Any]:
     from forgeml.data.streams import StreamOptions, ingest_stream
 
     options = StreamOptions.model_validate(step.model_dump(include=set(StreamOptions.model_fields)))
+    url = _with_password(step)
     workspace = open_workspace()
     try:
-        result = ingest_stream(workspace, step.dataset, step.url, options, on_progress=_progress)
+        result = ingest_stream(workspace, step.dataset, url, options, on_progress=_progress)
         if result.recorded is None:
             return _latest(workspace, step)
         version = result.recorded.version
         return {"dataset": version.ref, "digest": version.digest, "rows": version.rows}
     finally:
         workspace.close()
+
+
+def _with_password(step: StreamStep) -> str:
+    """The step's URL with the password from its `password_env` variable, if it names one.
+
+    Raises:
+        StreamError: the variable is not set in the job's environment.
+    """
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    if step.password_env is None:
+        return step.url
+    password = os.environ.get(step.password_env)
+    if password is None:
+        raise StreamError(
+            f"Step '{step.name}': the environment variable {step.password_env} "
+            "(password_env) is not set."
+        )
+    parts = urlsplit(step.url)
+    user, _, host = parts.netloc.rpartition("@")
+    netloc = f"{user.split(':', 1)[0]}:{quote(password, safe='')}@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _latest(workspace: Workspace, step: StreamStep) -> dict[str, Any]:

@@ -95,8 +95,19 @@ class StreamKind:
         from forgeml.data.streams import check_stream_url
 
         assert isinstance(step, StreamStep)
-        if "${" not in step.url:  # an upstream step's output: checked when it is known
-            check_stream_url(step.url)
+        if step.password_env is not None and step.password_env not in step.env:
+            raise ConfigError(
+                f"Step '{step.name}': password_env {step.password_env} is not in its env "
+                "list, so its job would not receive it; add it to env."
+            )
+        if "${" in step.url:  # an upstream step's output: checked when it is known
+            return
+        if check_stream_url(step.url).password is not None:
+            raise ConfigError(
+                f"Step '{step.name}': its URL holds a password, which the pipeline's records "
+                "would keep; put it in an environment variable named by password_env (and "
+                "listed in env)."
+            )
 
     def job(self, workspace: Workspace, step: StepBase, base: Path) -> JobCall:
         return JobCall(

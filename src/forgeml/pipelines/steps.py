@@ -103,7 +103,12 @@ class StreamStep(StepBase, StreamOptions):
     dataset: str = Field(description="The dataset's name; also names the durable consumer.")
     url: str = Field(
         description="mqtt://, nats://, amqp:// or redis:// broker URL with the topic, "
-        "subject, queue or stream as its path."
+        "subject, queue or stream as its path; never with a password (see password_env)."
+    )
+    password_env: str | None = Field(
+        None,
+        description="An environment variable holding the broker's password, also listed in "
+        "`env` (the job receives it; the pipeline's records never hold it).",
     )
 
 
