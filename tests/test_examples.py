@@ -47,6 +47,7 @@ CONFIG_MODELS: dict[str, type[BaseModel]] = {
     "augment.yaml": AugmentParams,
     "tune.yaml": TuneOptions,  # a training config with `tune` and `search` sections
     "adult-data.yaml": PipelineSpec,  # checked whole by `load_pipeline`
+    "meters-stream.yaml": PipelineSpec,
     "qa.yaml": PromptSpec,
     "qa-module.yaml": PromptSpec,
     "agent.yaml": AgentSpec,

@@ -29,7 +29,9 @@ def test_add_list_firings_and_remove(
     path = write_pipeline(tmp_path, PIPELINE)
     assert_ok(cli("data", "add", "small", small_csv))
 
-    assert_ok(cli("pipelines", "trigger", "add", "nightly", path, "--cron", "0 3 * * *"))
+    nightly = json_out(cli("pipelines", "trigger", "add", "nightly", path, "--cron", "0 3 * * *",
+                           "--json"))  # fmt: skip
+    assert (nightly["name"], nightly["kind"], nightly["on"]) == ("nightly", "cron", "0 3 * * *")
     added = cli("pipelines", "trigger", "add", "fresh", path, "--on-dataset", "small",
                 "--set", "params.greeting=hi")  # fmt: skip
     assert_ok(added)

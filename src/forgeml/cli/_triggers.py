@@ -53,10 +53,11 @@ def add(
         list[str] | None,
         typer.Option("--set", help="Override a key of the pipeline: --set params.lr=0.1."),
     ] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Run the pipeline FILE on each slot of --cron, each new version of --on-dataset, each
     alert of --on-alert that fires, or each promotion of --on-promoted."""
-    from forgeml.pipelines.triggers import add_trigger
+    from forgeml.pipelines.triggers import add_trigger, trigger_summary
 
     trigger = add_trigger(
         _workspace(),
@@ -68,6 +69,9 @@ def add(
         alert=alert,
         promoted=promoted,
     )
+    if as_json:
+        print_json(trigger_summary(trigger))
+        return
     on = {
         "cron": f"cron '{trigger.subject}'",
         "dataset": f"dataset {trigger.subject}",
