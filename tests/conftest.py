@@ -69,39 +69,36 @@ def adult_csv(shared_data: Path) -> Path:
 
 
 @contextmanager
+def _fresh_database(server_url: str, quote: str, force: str = "") -> Iterator[str]:
+    """The URL of a fresh, empty database on `server_url`'s server, dropped after."""
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    name = f"{quote}forgeml_test_{uuid.uuid4().hex[:12]}{quote}"
+    with admin.connect() as connection:
+        connection.execute(text(f"CREATE DATABASE {name}"))
+    try:
+        yield server_url.rsplit("/", 1)[0] + f"/{name.strip(quote)}"
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f"DROP DATABASE IF EXISTS {name}{force}"))
+        admin.dispose()
+
+
+@contextmanager
 def fresh_postgres_database() -> Iterator[str]:
     """The URL of a fresh, empty database on FORGEML_TEST_PG_URL's server, dropped after."""
     assert PG_URL, "FORGEML_TEST_PG_URL is not set"
-    from sqlalchemy import create_engine, text
-
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    name = f"forgeml_test_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield PG_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with _fresh_database(PG_URL, '"', " WITH (FORCE)") as url:
+        yield url
 
 
 @contextmanager
 def fresh_mysql_database() -> Iterator[str]:
     """The URL of a fresh, empty database on FORGEML_TEST_MYSQL_URL's server, dropped after."""
     assert MYSQL_URL, "FORGEML_TEST_MYSQL_URL is not set"
-    from sqlalchemy import create_engine, text
-
-    admin = create_engine(MYSQL_URL, isolation_level="AUTOCOMMIT")
-    name = f"forgeml_test_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as connection:
-        connection.execute(text(f"CREATE DATABASE `{name}`"))
-    try:
-        yield MYSQL_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
-        admin.dispose()
+    with _fresh_database(MYSQL_URL, "`") as url:
+        yield url
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from forgeml.auth import issue_token
 from forgeml.core.config import Settings, get_settings
 from forgeml.core.workspace import Workspace
 from tests.auth._accounts import fast_settings, person
+from tests.client._remote_home import RemoteHome
 from tests.conftest import PG_URL, CliResult, fresh_postgres_database
 
 ACTOR = "olivia"
@@ -70,7 +71,7 @@ def served_on(backend: str, factory: pytest.TempPathFactory) -> Iterator[Served]
 class Forgeml:
     """`forgeml ...` in-process on the served workspace, locally or through its server."""
 
-    def __init__(self, served: Served, capsys: pytest.CaptureFixture[str]) -> None:
+    def __init__(self, served: Served | RemoteHome, capsys: pytest.CaptureFixture[str]) -> None:
         self.served = served
         self.capsys = capsys
 
@@ -93,11 +94,14 @@ class Forgeml:
 
 @contextmanager
 def forgeml_on(
-    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    served: Served | RemoteHome,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    user: str = ACTOR,
 ) -> Iterator[Forgeml]:
-    """The environment of the local side set to the served workspace, acting as olivia."""
+    """The environment of the local side set to the served workspace, acting as `user`."""
     monkeypatch.setenv("FORGEML_HOME", str(served.home))
-    monkeypatch.setenv("FORGEML_USER", ACTOR)
+    monkeypatch.setenv("FORGEML_USER", user)
     for name in ("FORGEML_SERVER", "FORGEML_TOKEN", "MLFLOW_TRACKING_URI"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("FORGEML_ARTIFACTS_URL", raising=False)
@@ -110,3 +114,12 @@ def forgeml_on(
         yield Forgeml(served, capsys)
     finally:
         get_settings.cache_clear()
+
+
+def assert_same_as_local(local: CliResult, remote: CliResult, context: object = None) -> None:
+    """The remote run printed and exited as the local one, and an error is one sentence."""
+    assert (remote.code, remote.stdout, remote.stderr) == (
+        local.code, local.stdout, local.stderr,
+    ), context  # fmt: skip
+    if local.code:
+        assert local.stderr.startswith("error: ") and local.stderr.count("\n") == 1, context

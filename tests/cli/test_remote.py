@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from forgeml.core.config import Settings, get_settings
+from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
+from tests.cli._served import Forgeml, assert_same_as_local, forgeml_on
 from tests.client._remote_home import RemoteHome, remote_home
-from tests.conftest import PG_URL, CliResult, fresh_postgres_database
+from tests.conftest import PG_URL, fresh_postgres_database
 from tests.data.conftest import write_table_csv
 
 # every covered read command; `{job}` is the queued job's id
@@ -87,47 +88,12 @@ def module_postgres_url() -> Iterator[str]:
         yield url
 
 
-class Forgeml:
-    """`forgeml ...` in-process on the served workspace, locally or through its server."""
-
-    def __init__(self, served: RemoteHome, capsys: pytest.CaptureFixture[str]) -> None:
-        self.served = served
-        self.capsys = capsys
-
-    def __call__(self, *args: str, token: str | None = "olivia") -> CliResult:
-        from forgeml.cli import main
-
-        self.capsys.readouterr()
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as done:
-            code = int(done.code or 0)
-        out = self.capsys.readouterr()
-        return CliResult(code, out.out, out.err)
-
-    def remote(self, *args: str, token: str | None = "olivia") -> CliResult:
-        login = ["--token", self.served.tokens[token]] if token else []
-        return self("--server", self.served.url, *login, *args)
-
-
 @pytest.fixture
 def forgeml(
     served: RemoteHome, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Forgeml]:
-    monkeypatch.setenv("FORGEML_HOME", str(served.home))
-    monkeypatch.setenv("FORGEML_USER", "tester")
-    monkeypatch.delenv("FORGEML_SERVER", raising=False)
-    monkeypatch.delenv("FORGEML_TOKEN", raising=False)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("FORGEML_ARTIFACTS_URL", raising=False)
-    if served.db_url:
-        monkeypatch.setenv("FORGEML_DB_URL", served.db_url)
-    else:
-        monkeypatch.delenv("FORGEML_DB_URL", raising=False)
-    get_settings.cache_clear()
-    yield Forgeml(served, capsys)
-    get_settings.cache_clear()
+    with forgeml_on(served, capsys, monkeypatch, user="tester") as run:
+        yield run
 
 
 BACKENDS = pytest.mark.parametrize("served", ["sqlite", "postgresql"], indirect=True)
@@ -142,10 +108,8 @@ def test_remote_prints_what_local_prints(forgeml: Forgeml, command: tuple[str, .
     local = forgeml(*args)
     remote = forgeml.remote(*args)
 
-    assert (remote.code, remote.stdout, remote.stderr) == (local.code, local.stdout, local.stderr)
-    if local.code:  # an error is one sentence, the same through the API
-        assert local.stderr.startswith("error: ") and local.stderr.count("\n") == 1
-    else:
+    assert_same_as_local(local, remote)  # an error is one sentence, the same through the API
+    if not local.code:
         assert local.stdout and not local.stderr
 
 

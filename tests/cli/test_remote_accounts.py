@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cli._served import Forgeml, Served, forgeml_on, served_on
+from tests.cli._served import Forgeml, Served, assert_same_as_local, forgeml_on, served_on
 
 # made through the server first; each is then repeated on both sides, which must print
 # alike (a repeat finds the state the first made: often an error, the same one)
@@ -63,11 +63,7 @@ def forgeml(
 
 def _alike(forgeml: Forgeml, *args: str) -> None:
     local, remote = forgeml(*args), forgeml.remote(*args)
-    assert (remote.code, remote.stdout, remote.stderr) == (
-        local.code, local.stdout, local.stderr,
-    ), args  # fmt: skip
-    if local.code:
-        assert local.stderr.startswith("error: ") and local.stderr.count("\n") == 1, args
+    assert_same_as_local(local, remote, args)
 
 
 @pytest.mark.slow

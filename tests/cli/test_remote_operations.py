@@ -14,6 +14,7 @@ from forgeml.cli._remote import LOCAL_COMMANDS, LOCAL_ONLY, REMOTE_COMMANDS
 from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
 from tests.cli import test_remote as shared
+from tests.cli._served import assert_same_as_local
 from tests.cli.test_remote import BACKENDS, Forgeml
 
 # the served workspaces of tests/cli/test_remote.py, built once more for this module
@@ -96,10 +97,8 @@ def test_remote_operations_print_what_local_ones_print(
     local = forgeml(*args)
     remote = forgeml.remote(*args)
 
-    assert (remote.code, remote.stdout, remote.stderr) == (local.code, local.stdout, local.stderr)
-    if local.code:
-        assert local.stderr.startswith("error: ") and local.stderr.count("\n") == 1
-    else:
+    assert_same_as_local(local, remote)
+    if not local.code:
         assert local.stdout
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cli._served import Forgeml, Served, forgeml_on, served_on
+from tests.cli._served import Forgeml, Served, assert_same_as_local, forgeml_on, served_on
 
 PIPELINE = f"""
 name: hello
@@ -63,10 +63,8 @@ def test_remote_pipelines_print_what_local_prints(
     args = [arg.replace("{run}", run[:12]) for arg in command]
     local, remote = forgeml(*args), forgeml.remote(*args)
 
-    assert (remote.code, remote.stdout, remote.stderr) == (local.code, local.stdout, local.stderr)
-    if local.code:
-        assert local.stderr.startswith("error: ") and local.stderr.count("\n") == 1
-    else:
+    assert_same_as_local(local, remote)
+    if not local.code:
         assert local.stdout and not local.stderr
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli._served import Forgeml, Served, forgeml_on, served_on
+from tests.cli._served import Forgeml, Served, assert_same_as_local, forgeml_on, served_on
 
 V1 = {"template": "Q: {{ question }}\nA:", "variables": [{"name": "question"}]}
 V2 = {"template": "Question: {{ question }}\nAnswer:", "variables": [{"name": "question"}]}
@@ -102,11 +102,7 @@ def test_prompt_changes_then_reads_print_alike(forgeml: Forgeml, files: dict[str
     for command in READS:
         args = _args(command, files)
         local, remote = forgeml(*args), forgeml.remote(*args)
-        assert (remote.code, remote.stdout, remote.stderr) == (
-            local.code, local.stdout, local.stderr,
-        ), command  # fmt: skip
-        if local.code:
-            assert local.stderr.startswith("error: ") and local.stderr.count("\n") == 1
+        assert_same_as_local(local, remote, command)
 
 
 def test_the_first_create_through_the_server_prints_what_a_local_first_would(

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cli._served import Forgeml, Served, forgeml_on, served_on
+from tests.cli._served import Forgeml, Served, assert_same_as_local, forgeml_on, served_on
 
 READS = [
     ("rag", "versions", "std"),
@@ -51,10 +51,8 @@ def forgeml(
 def test_remote_rag_prints_what_local_prints(forgeml: Forgeml, command: tuple[str, ...]) -> None:
     local, remote = forgeml(*command), forgeml.remote(*command)
 
-    assert (remote.code, remote.stdout, remote.stderr) == (local.code, local.stdout, local.stderr)
-    if local.code:
-        assert local.stderr.startswith("error: ") and local.stderr.count("\n") == 1
-    else:
+    assert_same_as_local(local, remote)
+    if not local.code:
         assert local.stdout and not local.stderr
 
 
