@@ -9,6 +9,7 @@ import pytest
 
 from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
+from tests.cli._served import Forgeml, Served, forgeml_on
 from tests.conftest import CliResult
 from tests.data.conftest import write_table_csv
 
@@ -47,3 +48,13 @@ def assert_cli_error(result: CliResult, expected: str, code: int = 1) -> None:
     assert expected in errors[0], result.stderr
     assert "Traceback" not in result.stderr
     assert "Traceback" not in result.stdout
+
+
+@pytest.fixture
+def forgeml(
+    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Forgeml]:
+    """`forgeml ...` locally and remotely on the test module's `served` workspace (the
+    remote-mode parity tests, tests/cli/test_remote_<group>.py)."""
+    with forgeml_on(served, capsys, monkeypatch) as run:
+        yield run

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cli._served import Forgeml, Served, assert_same_as_local, forgeml_on, served_on
+from tests.cli._served import Forgeml, Served, assert_same_as_local, served_on
 
 # made through the server first; each is then repeated on both sides, which must print
 # alike (a repeat finds the state the first made: often an error, the same one)
@@ -51,14 +51,6 @@ def served(
 ) -> Iterator[Served]:
     with served_on(request.param, tmp_path_factory) as home:
         yield home
-
-
-@pytest.fixture
-def forgeml(
-    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Forgeml]:
-    with forgeml_on(served, capsys, monkeypatch) as run:
-        yield run
 
 
 def _alike(forgeml: Forgeml, *args: str) -> None:

@@ -13,7 +13,7 @@ import yaml
 
 from tests.agents import conftest as agents
 from tests.agents.conftest import ChatServer
-from tests.cli._served import Forgeml, Served, forgeml_on, served_on
+from tests.cli._served import Forgeml, Served, served_on
 from tests.conftest import CliResult
 from tests.tracking import conftest as tracking
 
@@ -29,14 +29,6 @@ def served(tmp_path_factory: pytest.TempPathFactory, mlflow_template: Path) -> I
         with served_on("sqlite", tmp_path_factory) as home:
             shutil.copyfile(mlflow_template, home.home / "mlflow.db")
             yield home
-
-
-@pytest.fixture
-def forgeml(
-    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Forgeml]:
-    with forgeml_on(served, capsys, monkeypatch) as run:
-        yield run
 
 
 def _spec(tmp_path: Path, chat: ChatServer, **tool: object) -> str:

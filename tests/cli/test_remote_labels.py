@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli._served import Forgeml, Served, forgeml_on, served_on
+from tests.cli._served import Forgeml, Served, served_on
 from tests.label.conftest import add_reviews
 
 # the flow, run once per side on a task of its own ({task}); {item} is the item `next` served
@@ -72,14 +72,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     )
     (folder / "unknown.jsonl").write_text('{"id": "r9", "label": "neg"}\n')
     return {"labels": str(folder / "labels.jsonl"), "unknown": str(folder / "unknown.jsonl")}
-
-
-@pytest.fixture
-def forgeml(
-    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Forgeml]:
-    with forgeml_on(served, capsys, monkeypatch) as run:
-        yield run
 
 
 def _plain(text: str, task: str) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cli._served import Forgeml, Served, assert_same_as_local, forgeml_on, served_on
+from tests.cli._served import Forgeml, Served, assert_same_as_local, served_on
 
 PIPELINE = f"""
 name: hello
@@ -43,14 +43,6 @@ def served(
         for _ in range(2):  # the second run is served from the cache
             run_pipeline(home.workspace, load_pipeline(spec, []))
         yield home
-
-
-@pytest.fixture
-def forgeml(
-    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Forgeml]:
-    with forgeml_on(served, capsys, monkeypatch) as run:
-        yield run
 
 
 @pytest.mark.parametrize("command", READS, ids=" ".join)

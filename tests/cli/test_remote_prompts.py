@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli._served import Forgeml, Served, assert_same_as_local, forgeml_on, served_on
+from tests.cli._served import Forgeml, Served, assert_same_as_local, served_on
 
 V1 = {"template": "Q: {{ question }}\nA:", "variables": [{"name": "question"}]}
 V2 = {"template": "Question: {{ question }}\nAnswer:", "variables": [{"name": "question"}]}
@@ -75,14 +75,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (folder / "bad.yaml").write_text("template: 'x'\ncolour: red\n")
     written["bad"] = str(folder / "bad.yaml")
     return written
-
-
-@pytest.fixture
-def forgeml(
-    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Forgeml]:
-    with forgeml_on(served, capsys, monkeypatch) as run:
-        yield run
 
 
 def _args(command: tuple[str, ...], files: dict[str, str]) -> list[str]:

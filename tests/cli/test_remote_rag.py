@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cli._served import Forgeml, Served, assert_same_as_local, forgeml_on, served_on
+from tests.cli._served import Forgeml, Served, assert_same_as_local, served_on
 
 READS = [
     ("rag", "versions", "std"),
@@ -36,14 +36,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         docs = write_stdlib_docs(tmp_path_factory.mktemp("docs"), ("bisect",))
         build_version(home.workspace, "std", [str(docs)], IndexOptions(chunk_tokens=96))
         yield home
-
-
-@pytest.fixture
-def forgeml(
-    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Forgeml]:
-    with forgeml_on(served, capsys, monkeypatch) as run:
-        yield run
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 from forgeml.core import netguard
 from forgeml.core.errors import SourceError, UnsafeUrlError
-from forgeml.data.sources.base import redact_secrets
+from forgeml.data.sources.base import SourceOptions, redact_secrets
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _MAX_REDIRECTS = 5
@@ -68,6 +68,27 @@ class HttpGetter:
         self._client.headers["User-Agent"] = user_agent
         self.retries, self.left, self.sleep = retries, max_bytes, sleep
         self.max_bytes = max_bytes
+
+    @classmethod
+    def under(
+        cls,
+        options: SourceOptions,
+        sleep: Sleeper,
+        resolver: netguard.Resolver,
+        allow_networks: tuple[str, ...] = (),
+        user_agent: str = "forgeml",
+    ) -> HttpGetter:
+        """A getter with the SSRF, timeout, retry and byte limits `options` set."""
+        return cls(
+            allow_private=options.allow_private,
+            timeout=options.timeout,
+            retries=options.retries,
+            max_bytes=options.max_bytes,
+            sleep=sleep,
+            resolver=resolver,
+            allow_networks=allow_networks,
+            user_agent=user_agent,
+        )
 
     def __enter__(self) -> HttpGetter:
         return self

@@ -55,15 +55,7 @@ class CrawlSource:
         if urlsplit(url).scheme not in ("http", "https"):
             raise UsageError(f"A crawl starts at an http(s) URL, not {url!r}.")
         raw = workdir / "pages.jsonl"
-        getter = HttpGetter(
-            allow_private=options.allow_private,
-            timeout=options.timeout,
-            retries=options.retries,
-            max_bytes=options.max_bytes,
-            sleep=self.sleep,
-            resolver=self.resolver,
-            user_agent=AGENT,
-        )
+        getter = HttpGetter.under(options, self.sleep, self.resolver, user_agent=AGENT)
         with getter, raw.open("wb") as out:
             crawl = _Crawl(self, getter, options, out)
             pages = crawl.run(urldefrag(url).url)

@@ -84,15 +84,7 @@ class WebSource:
 
     def getter(self, options: SourceOptions) -> HttpGetter:
         """An `HttpGetter` under `options`, with this source's sleeper and resolver."""
-        return HttpGetter(
-            allow_private=options.allow_private,
-            timeout=options.timeout,
-            retries=options.retries,
-            max_bytes=options.max_bytes,
-            sleep=self.sleep,
-            resolver=self.resolver,
-            allow_networks=self.allow_networks,
-        )
+        return HttpGetter.under(options, self.sleep, self.resolver, self.allow_networks)
 
 
 def _file_name(reply: Reply) -> str:
