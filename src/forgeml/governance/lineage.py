@@ -1,0 +1,310 @@
+"""Lineage: raw files -> dataset versions -> runs -> model versions -> deployments.
+
+The graph is read from the records each layer already keeps (nothing is written): a
+dataset version's recipe (`op`, and for an ingest its source URI and digest) and parent
+edges, a run's dataset version, a model version's run and `parent` (the `forgeml.parent`
+tag of a fine-tuned, distilled, quantised or mitigated version), a deployment's spec.
+Edges point downstream, from what was used to what used it; `lineage` keeps the nodes
+within `depth` links of the reference, up (towards the raw files), down (towards the
+deployments) or both, and every recorded edge between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select
+
+from forgeml.core.errors import UsageError
+from forgeml.core.store import DatasetVersion, LineageEdge, ModelVersionRecord, RunRecord
+from forgeml.governance.lineage_refs import node_key, resolve_root
+
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
+    from forgeml.serve.deployments import Deployment
+
+NodeKind = Literal["source", "dataset", "run", "model", "deployment"]
+Relation = Literal["ingested", "derived", "trained", "registered", "served"]
+Direction = Literal["up", "down", "both"]
+# left to right in a drawing, top to bottom in the table
+KIND_ORDER: tuple[NodeKind, ...] = get_args(NodeKind)
+DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
+
+
+class LineageOptions(BaseModel):
+    """How far `lineage` walks; the CLI's and the API's options are these fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    depth: int | None = Field(
+        None, ge=0, description="Follow at most this many links from REF (default: all)."
+    )
+    direction: Direction = Field(
+        "both",
+        description="up: what REF was made from; down: what used it; both (the default).",
+    )
+
+
+@dataclass(frozen=True)
+class Node:
+    """One record: `kind` and `ref` name it (`key` is `kind:ref`), `label` is what a
+    drawing shows, `attrs` what the record says about it (digest, rows, status...)."""
+
+    kind: NodeKind
+    ref: str
+    label: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return node_key(self.kind, self.ref)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """`source` (a node key) was used by `target`; `attrs` says how (the transform's
+    `op`, the deployment's `role`)."""
+
+    source: str
+    target: str
+    relation: Relation
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The nodes and edges around `root` (a node key), as `lineage` walked them."""
+
+    root: str
+    depth: int | None
+    direction: Direction
+    nodes: list[Node]
+    edges: list[Edge]
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `forgeml lineage --json` prints and `GET /api/v1/lineage/{ref}` answers."""
+        return {
+            "root": self.root,
+            "depth": self.depth,
+            "direction": self.direction,
+            "nodes": [
+                {"id": n.key, "kind": n.kind, "ref": n.ref, "label": n.label, "attrs": n.attrs}
+                for n in self.nodes
+            ],
+            "edges": [
+                {"source": e.source, "target": e.target, "relation": e.relation, "attrs": e.attrs}
+                for e in self.edges
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, payload: dict[str, Any]) -> Lineage:
+        """The lineage `to_dict` wrote (the API's answer, read back by the CLI)."""
+        return cls(
+            root=payload["root"],
+            depth=payload["depth"],
+            direction=payload["direction"],
+            nodes=[
+                Node(n["kind"], n["ref"], n["label"], dict(n["attrs"])) for n in payload["nodes"]
+            ],
+            edges=[
+                Edge(e["source"], e["target"], e["relation"], dict(e["attrs"]))
+                for e in payload["edges"]
+            ],
+        )
+
+    def graph(self) -> nx.MultiDiGraph:
+        """The lineage as a networkx graph: node attribute `node` (a `Node`) and `layer`
+        (its kind's place in `KIND_ORDER`), edge attribute `edge` (an `Edge`)."""
+        graph = nx.MultiDiGraph()
+        for node in self.nodes:
+            graph.add_node(node.key, node=node, layer=KIND_ORDER.index(node.kind))
+        for edge in self.edges:
+            graph.add_edge(edge.source, edge.target, edge=edge)
+        return graph
+
+
+def lineage(
+    workspace: Workspace,
+    ref: str,
+    depth: int | None = None,
+    direction: Direction = "both",
+) -> Lineage:
+    """The lineage of the record `ref` names.
+
+    Args:
+        workspace: whose records to read (read-only).
+        ref: a dataset version, model version, run or deployment, bare (`adult@v2`) or
+            with its kind (`model:adult-mlp@v1`, `run:<id>`, `deployment:NAME`).
+        depth: how many links to follow from `ref`; None: all.
+        direction: `up` to what `ref` was made from, `down` to what used it, or `both`.
+
+    Returns:
+        The nodes within `depth` links, ordered by kind then ref, and the edges between them.
+
+    Raises:
+        NotFoundError: `ref` names nothing.
+        UsageError: a bad depth or direction, or a bare `ref` naming records of two kinds.
+    """
+    if depth is not None and depth < 0:
+        raise UsageError(f"The depth is a number of links, 0 or more, not {depth}.")
+    if direction not in DIRECTIONS:
+        raise UsageError(f"Unknown direction '{direction}': use up, down or both.")
+    root = resolve_root(workspace, ref)
+    graph = records_graph(workspace)
+    kept = {root}
+    if direction in ("down", "both"):
+        kept |= set(nx.single_source_shortest_path_length(graph, root, cutoff=depth))
+    if direction in ("up", "both"):
+        upstream = graph.reverse(copy=False)
+        kept |= set(nx.single_source_shortest_path_length(upstream, root, cutoff=depth))
+    sub = graph.subgraph(kept)
+    nodes = sorted((sub.nodes[key]["node"] for key in sub), key=_node_order)
+    edges = sorted(
+        (data["edge"] for _, _, data in sub.edges(data=True)),
+        key=lambda e: (_node_order(sub.nodes[e.source]["node"]), e.target, e.relation),
+    )
+    return Lineage(root, depth, direction, nodes, edges)
+
+
+def _node_order(node: Node) -> tuple[int, str]:
+    return KIND_ORDER.index(node.kind), node.ref
+
+
+def records_graph(workspace: Workspace) -> nx.MultiDiGraph:
+    """Every lineage record of the workspace as one graph (see `Lineage.graph`)."""
+    from forgeml.serve.deployments import list_deployments
+
+    with workspace.store.session() as session:
+        versions = list(session.scalars(select(DatasetVersion)).unique())
+        parents = list(session.execute(select(LineageEdge.child_id, LineageEdge.parent_id)))
+        runs = list(session.scalars(select(RunRecord)).unique())
+        models = list(session.scalars(select(ModelVersionRecord)).unique())
+        refs = {version.id: version.ref for version in versions}
+    builder = _Builder()
+    builder.add_datasets(versions, [(child, parent) for child, parent in parents], refs)
+    builder.add_runs(runs, refs)
+    builder.add_models(models)
+    builder.add_deployments(list_deployments(workspace))
+    return builder.finish()
+
+
+class _Builder:
+    """Adds records to one graph; an edge may name a node added later (a model's parent)."""
+
+    def __init__(self) -> None:
+        self.graph = nx.MultiDiGraph()
+
+    def node(self, node: Node) -> str:
+        if node.key not in self.graph or self.graph.nodes[node.key].get("node") is None:
+            self.graph.add_node(node.key, node=node, layer=KIND_ORDER.index(node.kind))
+        return node.key
+
+    def edge(self, edge: Edge) -> None:
+        self.graph.add_edge(edge.source, edge.target, edge=edge)
+
+    def finish(self) -> nx.MultiDiGraph:
+        """The graph, a node that only an edge named (a record since removed) marked
+        `missing`."""
+        for key, data in self.graph.nodes(data=True):
+            if data.get("node") is None:
+                kind, _, ref = key.partition(":")
+                data["node"] = Node(cast("NodeKind", kind), ref, ref, {"missing": True})
+                data["layer"] = KIND_ORDER.index(data["node"].kind)
+        return self.graph
+
+    def add_datasets(
+        self,
+        versions: Iterable[DatasetVersion],
+        parents: Iterable[tuple[str, str]],
+        refs: dict[str, str],
+    ) -> None:
+        ops = {}
+        for version in versions:
+            key = self.node(_dataset_node(version))
+            ops[version.id] = version.recipe.get("op")
+            source = _source_node(version.recipe)
+            if source is not None:
+                self.edge(Edge(self.node(source), key, "ingested"))
+        for child, parent in parents:
+            self.edge(
+                Edge(
+                    node_key("dataset", refs[parent]),
+                    node_key("dataset", refs[child]),
+                    "derived",
+                    {"op": ops[child]},
+                )
+            )
+
+    def add_runs(self, runs: Iterable[RunRecord], refs: dict[str, str]) -> None:
+        for run in runs:
+            key = self.node(
+                Node(
+                    "run",
+                    run.id,
+                    f"{run.name} ({run.id[:8]})",
+                    {
+                        "name": run.name,
+                        "status": run.status,
+                        "started_at": _moment(run.started_at),
+                    },
+                )
+            )
+            if run.dataset_version_id is not None:
+                dataset = node_key("dataset", refs[run.dataset_version_id])
+                self.edge(Edge(dataset, key, "trained"))
+
+    def add_models(self, models: Iterable[ModelVersionRecord]) -> None:
+        for model in models:
+            attrs = {"digest": model.artifact_digest, "created_at": _moment(model.created_at)}
+            key = self.node(Node("model", model.ref, model.ref, attrs))
+            self.edge(Edge(node_key("run", model.run_id), key, "registered"))
+            if model.parent:
+                # an external parent (`hf:...`, containing ':') is no record of this
+                # workspace: a node of its own, marked so
+                if ":" in model.parent:
+                    parent = Node("model", model.parent, model.parent, {"external": True})
+                    self.node(parent)
+                self.edge(Edge(node_key("model", model.parent), key, "derived"))
+
+    def add_deployments(self, deployments: Iterable[Deployment]) -> None:
+        for deployment in deployments:
+            attrs = {
+                "status": deployment.status,
+                "revision": deployment.revision,
+                "model_ref": deployment.spec.model_ref,
+            }
+            key = self.node(Node("deployment", deployment.name, deployment.name, attrs))
+            for role, model in deployment.spec.plan():
+                self.edge(Edge(node_key("model", model), key, "served", {"role": role}))
+
+
+def _dataset_node(version: DatasetVersion) -> Node:
+    attrs = {
+        "digest": version.digest,
+        "rows": version.rows,
+        "op": version.recipe.get("op"),
+        "created_at": _moment(version.created_at),
+    }
+    return Node("dataset", version.ref, version.ref, attrs)
+
+
+def _source_node(recipe: dict[str, Any]) -> Node | None:
+    """The raw file (or URL, or stream) an ingest read: its URI and the digest of its bytes."""
+    params = recipe.get("params") or {}
+    uri = params.get("source")
+    digest = params.get("source_digest") or params.get("raw_digest")
+    if not isinstance(uri, str) or not isinstance(digest, str):
+        return None
+    name = uri.rstrip("/").rsplit("/", 1)[-1] or uri
+    attrs = {"uri": uri, "digest": digest, "source_kind": params.get("source_kind", "file")}
+    return Node("source", f"{uri}@{digest[:12]}", f"{name} ({digest[:8]})", attrs)
+
+
+def _moment(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
