@@ -83,6 +83,12 @@ COMMANDS = (
     ),
     LazyCommand("audit", "forgeml.cli.audit:app", "The hash-chained audit log of every change."),
     LazyCommand(
+        "lineage",
+        "forgeml.cli.lineage:lineage",
+        "Where a record came from and what used it: raw files, dataset versions, runs, model "
+        "versions and deployments.",
+    ),
+    LazyCommand(
         "jobs", "forgeml.cli.jobs:app", "Jobs: submit any command, follow it, cancel or retry it."
     ),
     LazyCommand(

@@ -52,6 +52,7 @@ REMOTE_COMMANDS = frozenset(
         ("queues", "list"), ("queues", "show"),
         ("keys", "list"), ("keys", "revoke"),
         ("audit", "log"), ("audit", "verify"),
+        ("lineage", None),  # one command: `forgeml lineage REF`
         ("prompts", "create"), ("prompts", "list"), ("prompts", "versions"),
         ("prompts", "show"), ("prompts", "alias"), ("prompts", "split"),
         ("prompts", "render"),
@@ -181,7 +182,7 @@ def check_command(args: Sequence[str]) -> None:
         # a group whose bare form is a command of its own (`forgeml deploy MODEL_REF`)
         reason = LOCAL_COMMANDS[(group, None)]
         raise UsageError(f"`forgeml {group}` cannot run in remote mode: it {reason}.")
-    if command is None or (group, command) in REMOTE_COMMANDS:
+    if command is None or (group, command) in REMOTE_COMMANDS or (group, None) in REMOTE_COMMANDS:
         return
     raise UsageError(
         f"`forgeml {group} {command}` has no remote mode; unset FORGEML_SERVER to run it "

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Any
+from urllib.parse import quote
 
 from forgeml.client._accounts import Projects, Tokens, Users
 from forgeml.client._labels import Labels
@@ -63,6 +65,16 @@ class Client:
         if not settings.server:
             return None
         return cls(settings.server, settings.token)
+
+    def lineage(
+        self, ref: str, *, depth: int | None = None, direction: str = "both"
+    ) -> dict[str, Any]:
+        """The lineage around a dataset version, model version, run or deployment
+        (`forgeml lineage REF --json`): raw files, datasets, runs, models, deployments."""
+        params: dict[str, Any] = {"direction": direction}
+        if depth is not None:
+            params["depth"] = depth
+        return dict(self.transport.get(f"/lineage/{quote(ref, safe='@')}", params))
 
     def close(self) -> None:
         self.transport.close()

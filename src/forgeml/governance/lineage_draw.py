@@ -90,8 +90,9 @@ def to_image(lineage: Lineage, image_format: ImageFormat) -> bytes:
     buffer = io.BytesIO()
     # no date or version stamped: the same graph, the same bytes
     metadata = {"Date": None} if image_format == "svg" else {"Software": None}
-    # text as <text> elements, not glyph paths: an SVG's labels stay searchable
-    with rc_context({"svg.fonttype": "none"}):
+    # text as <text> elements, not glyph paths: an SVG's labels stay searchable; ids
+    # salted the same each time, not at random
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "forgeml-lineage"}):
         figure.savefig(buffer, format=image_format, bbox_inches="tight", metadata=metadata)
     return buffer.getvalue()
 
