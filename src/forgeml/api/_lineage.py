@@ -18,8 +18,9 @@ from forgeml.api._authz import _MARK, Authorizer, Principal
 from forgeml.api._context import workspace
 from forgeml.api._json import CliRouter
 from forgeml.core.ids import REF_PATTERN
-from forgeml.governance.lineage import LineageOptions, lineage
+from forgeml.governance.lineage import lineage
 from forgeml.governance.lineage_draw import to_image
+from forgeml.governance.lineage_options import Direction, LineageOptions
 from forgeml.governance.lineage_refs import REF_KINDS, RefKind, ref_kinds
 
 router = CliRouter(prefix="/api/v1/lineage")
@@ -66,9 +67,7 @@ def show_lineage(
     request: Request,
     record: RecordPath,
     depth: Annotated[int | None, Query(ge=0, description=_FIELDS["depth"].description)] = None,
-    direction: Annotated[
-        Literal["up", "down", "both"], Query(description=_FIELDS["direction"].description)
-    ] = "both",
+    direction: Annotated[Direction, Query(description=_FIELDS["direction"].description)] = "both",
     picture: Annotated[
         Literal["json", "svg"],
         Query(alias="format", description="json (nodes and edges) or svg (the drawing)."),

@@ -6,23 +6,20 @@ from __future__ import annotations
 import os
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say
 from forgeml.cli._remote import remote_client
 from forgeml.core.errors import UsageError
+from forgeml.governance.lineage_options import Direction, LineageOptions
+from forgeml.governance.lineage_options import PictureFormat as Picture
 
 if TYPE_CHECKING:
     from forgeml.governance.lineage import Lineage
 
-Picture = Literal["svg", "png", "dot"]
-_HELP = {
-    # the options' help is their fields' description (governance.lineage.LineageOptions)
-    "depth": "Follow at most this many links from REF (default: all).",
-    "direction": "up: what REF was made from; down: what used it; both (the default).",
-}
+_FIELDS = LineageOptions.model_fields  # one source for the options' help
 
 
 def lineage(
@@ -33,10 +30,8 @@ def lineage(
             "model:, run:, deployment:) when a bare REF names two kinds."
         ),
     ],
-    depth: Annotated[int | None, typer.Option(help=_HELP["depth"], min=0)] = None,
-    direction: Annotated[
-        Literal["up", "down", "both"], typer.Option(help=_HELP["direction"])
-    ] = "both",
+    depth: Annotated[int | None, typer.Option(help=_FIELDS["depth"].description, min=0)] = None,
+    direction: Annotated[Direction, typer.Option(help=_FIELDS["direction"].description)] = "both",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
     picture: Annotated[
         Picture | None,
@@ -80,7 +75,7 @@ def _picture(picture: Picture | None, output: Path | None, as_json: bool) -> Pic
     return picture
 
 
-def _lineage(ref: str, depth: int | None, direction: Literal["up", "down", "both"]) -> Lineage:
+def _lineage(ref: str, depth: int | None, direction: Direction) -> Lineage:
     from forgeml.governance.lineage import Lineage
 
     client = remote_client()

@@ -17,11 +17,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
 from forgeml.core.errors import UsageError
 from forgeml.core.store import DatasetVersion, LineageEdge, ModelVersionRecord, RunRecord
+from forgeml.governance.lineage_options import DIRECTIONS, Direction
 from forgeml.governance.lineage_refs import node_key, resolve_root
 
 if TYPE_CHECKING:
@@ -30,24 +30,8 @@ if TYPE_CHECKING:
 
 NodeKind = Literal["source", "dataset", "run", "model", "deployment"]
 Relation = Literal["ingested", "derived", "trained", "registered", "served"]
-Direction = Literal["up", "down", "both"]
 # left to right in a drawing, top to bottom in the table
 KIND_ORDER: tuple[NodeKind, ...] = get_args(NodeKind)
-DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
-
-
-class LineageOptions(BaseModel):
-    """How far `lineage` walks; the CLI's and the API's options are these fields."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    depth: int | None = Field(
-        None, ge=0, description="Follow at most this many links from REF (default: all)."
-    )
-    direction: Direction = Field(
-        "both",
-        description="up: what REF was made from; down: what used it; both (the default).",
-    )
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ relation (a transform's op, a deployment's role).
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal
 
 from forgeml.governance.lineage import KIND_ORDER, Edge, Lineage
 
@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 ImageFormat = Literal["svg", "png"]
-PictureFormat = Literal["svg", "png", "dot"]
-PICTURE_FORMATS: tuple[PictureFormat, ...] = get_args(PictureFormat)
 
 # one colour per kind (matplotlib's tab10), the same in DOT and in the images
 KIND_COLOURS = {
