@@ -45,9 +45,9 @@ def lineage(
     """Where a record came from and what used it: raw files, dataset versions, runs,
     model versions and deployments.
 
-    From a dataset version, model version, run or deployment, it walks back to the raw
-    files (source URI and digest) and forward to the runs, models and deployments that
-    used it, reading the records only.
+    From a dataset version, model version, run or deployment, it walks back
+    to the raw files (source URI and digest) and forward to the runs, models
+    and deployments that used it, reading the records only.
     """
     picture = _picture(picture, output, as_json)
     found = _lineage(ref, depth, direction)
