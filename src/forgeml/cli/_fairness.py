@@ -64,3 +64,52 @@ def fairness_bounds(max_dp_diff: float | None, max_eo_diff: float | None) -> dic
     FairnessBounds(max_dp_diff, max_eo_diff)  # one sentence for a bound outside 0-1
     found = {"max_dp_diff": max_dp_diff, "max_eo_diff": max_eo_diff}
     return {name: bound for name, bound in found.items() if bound is not None}
+
+
+def mitigate(
+    ref: Annotated[str, typer.Argument(help="The model version to mitigate (NAME@vN, ...).")],
+    sensitive: Annotated[
+        str, typer.Option("--sensitive", help="The sensitive column (one of its input fields).")
+    ],
+    constraint: Annotated[
+        str, typer.Option(help="demographic_parity or equalized_odds.")
+    ] = "demographic_parity",
+    objective: Annotated[
+        str, typer.Option(help="accuracy_score or balanced_accuracy_score.")
+    ] = "accuracy_score",
+    fit_split: Annotated[
+        str, typer.Option(help="The split the thresholds are fitted on: train or validation.")
+    ] = "validation",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+) -> None:
+    """Fit group thresholds (fairlearn's ThresholdOptimizer) for a binary classifier and
+    register them with it as a new version whose parent is REF."""
+    from contextlib import closing
+
+    from forgeml.cli._output import print_json, say
+    from forgeml.core.workspace import open_workspace
+    from forgeml.governance.fairness import MitigateRequest
+    from forgeml.governance.fairness import mitigate as mitigate_version
+
+    request = MitigateRequest(sensitive, constraint, objective, fit_split)
+    with closing(open_workspace()) as workspace:
+        result = mitigate_version(workspace, ref, request)
+        payload = {
+            "model": result.model.ref,
+            "parent": result.model.parent,
+            "run_id": result.run_id,
+            "metrics": result.model.metrics,
+            "report": result.report,
+        }
+    if as_json:
+        print_json(payload)
+        return
+    say(f"registered {payload['model']} (parent {payload['parent']}), run {payload['run_id']}")
+    rows = []
+    for split in ("validation", "test"):
+        for when in ("before", "after"):
+            found = result.report[when].get(split)
+            if found is not None:
+                column = found[sensitive]
+                rows.append([split, when, *(_shown(column[m]) for m in ("dp_diff", "eo_diff"))])
+    print_table(f"fairness across {sensitive}", ["split", "model", "dp_diff", "eo_diff"], rows)

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from forgeml.cli._fairness import MaxDpDiff, MaxEoDiff, fairness_bounds
+from forgeml.cli._fairness import MaxDpDiff, MaxEoDiff, fairness_bounds, mitigate
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
 from forgeml.core.devices import DeviceName, DeviceOptions, say_on_stderr
@@ -140,6 +140,9 @@ def promote(
         f"@{alias} -> {payload['model']} ({metric} {payload['value']}){was}"
         + (" [forced]" if payload["forced"] else "")
     )
+
+
+app.command("mitigate")(mitigate)
 
 
 @app.command("compare")
