@@ -198,7 +198,7 @@ def _scores_estimator() -> Any:
     its predict_proba)."""
     from sklearn.base import BaseEstimator, ClassifierMixin
 
-    class Scores(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+    class Scores(ClassifierMixin, BaseEstimator):
         def __sklearn_is_fitted__(self) -> bool:
             return True  # the scores come from the trained model
 

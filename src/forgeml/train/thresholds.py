@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -88,7 +88,7 @@ class GroupThresholds:
             found[rows] = rule.positive_probability(scores[rows])
         return found
 
-    def check_groups(self, groups: Sequence[Any]) -> None:
+    def check_groups(self, groups: Iterable[Any]) -> None:
         """Raise InvalidDataError (one sentence) for a group without rules."""
         for position, group in enumerate(groups):
             if str(group) not in self.groups:
