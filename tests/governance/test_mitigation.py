@@ -190,8 +190,31 @@ def test_models_mitigate_on_the_command_line(
     )
     shown = cli("models", "mitigate", SOURCE, "--sensitive", "sex")
     assert shown.code == 0 and "fairness across sex" in shown.stdout
+    version = cli("models", "show", payload["model"])
+    assert version.code == 0 and "fairness" in version.stdout
+    dp = payload["metrics"]["test_fairness/sex/dp_diff"]
+    assert f"{dp:.4f}" in version.stdout
     unknown = cli("models", "mitigate", SOURCE, "--sensitive", "nosuch")
     assert unknown.code == 1
     assert unknown.stderr.count("\n") == 1 and "names column 'nosuch'" in unknown.stderr
     bad = cli("models", "mitigate", SOURCE, "--sensitive", "sex", "--constraint", "parity")
     assert bad.code == 2 and "Unknown constraint 'parity'" in bad.stderr
+
+
+def test_the_api_mitigates_as_the_command_does(
+    workspace: Workspace, mitigated: MitigateResult
+) -> None:
+    from forgeml.core.errors import MissingColumnError
+    from tests.api.conftest import api_client
+
+    api = api_client(workspace)
+    url = f"/api/v1/models/{SOURCE}/mitigate"
+    done = api.post(url, json={"sensitive": "sex", "constraint": "equalized_odds"})
+    assert done.status_code == 200, done.text
+    assert done.json()["parent"] == SOURCE
+    assert "test_fairness/sex/eo_diff" in done.json()["metrics"]
+    bad = api.post(url, json={"sensitive": "sex", "constraint": "parity"})
+    assert bad.status_code == 422 and bad.json()["error"].startswith("body.constraint:")
+    unknown = api.post(url, json={"sensitive": "nosuch"})
+    assert unknown.status_code == MissingColumnError.http_status
+    assert "names column 'nosuch'" in unknown.json()["error"]

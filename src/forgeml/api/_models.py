@@ -57,6 +57,19 @@ class Promote(BaseModel):
     )
 
 
+class Mitigate(BaseModel):
+    """`POST /api/v1/models/{ref}/mitigate`: as `forgeml models mitigate` takes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sensitive: str = Field(max_length=255, description="The sensitive column.")
+    constraint: Literal["demographic_parity", "equalized_odds"] = "demographic_parity"
+    objective: Literal["accuracy_score", "balanced_accuracy_score"] = "accuracy_score"
+    fit_split: Literal["train", "validation"] = Field(
+        "validation", description="The split the thresholds are fitted on."
+    )
+
+
 def _position(record: ModelVersionRecord, sort: str) -> tuple[Any, Any]:
     if sort == "name":
         return record.name, record.version
@@ -84,6 +97,16 @@ def show(request: Request, ref: str) -> dict[str, Any]:
     home = workspace(request)
     record = get_model_version(home, ref)
     return version_summary(record, model_aliases(home, record.name))
+
+
+@router.post("/{ref}/mitigate", dependencies=[require("models:write")])
+def mitigate_version(request: Request, ref: str, body: Mitigate) -> dict[str, Any]:
+    """Fit group thresholds for the version and register them as a new version
+    (`models mitigate --json`)."""
+    from forgeml.governance.fairness import MitigateRequest, mitigate, mitigation_summary
+
+    wanted = MitigateRequest(body.sensitive, body.constraint, body.objective, body.fit_split)
+    return mitigation_summary(mitigate(acting(request), ref, wanted))
 
 
 MAX_IMPORT_BYTES = 256 * 1024 * 1024  # an uploaded ONNX graph, weights included

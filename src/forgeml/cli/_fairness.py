@@ -84,23 +84,11 @@ def mitigate(
 ) -> None:
     """Fit group thresholds (fairlearn's ThresholdOptimizer) for a binary classifier and
     register them with it as a new version whose parent is REF."""
-    from contextlib import closing
-
     from forgeml.cli._output import print_json, say
-    from forgeml.core.workspace import open_workspace
-    from forgeml.governance.fairness import MitigateRequest
-    from forgeml.governance.fairness import mitigate as mitigate_version
+    from forgeml.cli._remote import source
 
-    request = MitigateRequest(sensitive, constraint, objective, fit_split)
-    with closing(open_workspace()) as workspace:
-        result = mitigate_version(workspace, ref, request)
-        payload = {
-            "model": result.model.ref,
-            "parent": result.model.parent,
-            "run_id": result.run_id,
-            "metrics": result.model.metrics,
-            "report": result.report,
-        }
+    args = (ref, sensitive, constraint, objective, fit_split)
+    payload = source(lambda client: client.models.mitigate(*args), lambda: _mitigate_here(*args))
     if as_json:
         print_json(payload)
         return
@@ -108,8 +96,21 @@ def mitigate(
     rows = []
     for split in ("validation", "test"):
         for when in ("before", "after"):
-            found = result.report[when].get(split)
+            found = payload["report"][when].get(split)
             if found is not None:
                 column = found[sensitive]
                 rows.append([split, when, *(_shown(column[m]) for m in ("dp_diff", "eo_diff"))])
     print_table(f"fairness across {sensitive}", ["split", "model", "dp_diff", "eo_diff"], rows)
+
+
+def _mitigate_here(
+    ref: str, sensitive: str, constraint: str, objective: str, fit_split: str
+) -> dict[str, Any]:
+    from contextlib import closing
+
+    from forgeml.core.workspace import open_workspace
+    from forgeml.governance.fairness import MitigateRequest, mitigate, mitigation_summary
+
+    request = MitigateRequest(sensitive, constraint, objective, fit_split)
+    with closing(open_workspace()) as workspace:
+        return mitigation_summary(mitigate(workspace, ref, request))

@@ -8,7 +8,13 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from forgeml.cli._fairness import MaxDpDiff, MaxEoDiff, fairness_bounds, mitigate
+from forgeml.cli._fairness import (
+    MaxDpDiff,
+    MaxEoDiff,
+    fairness_bounds,
+    mitigate,
+    print_fairness,
+)
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
 from forgeml.core.devices import DeviceName, DeviceOptions, say_on_stderr
@@ -107,6 +113,7 @@ def show(
         if isinstance(v, int | float) and "/" not in k
     ]
     print_table("metrics", ["metric", "value"], rows)
+    print_fairness(detail["metrics"])
 
 
 @app.command("promote")

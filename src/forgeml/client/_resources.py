@@ -85,6 +85,20 @@ class Models(_Resource):
         body |= {key: value for key, value in bounds.items() if value is not None}
         return self._transport.post(f"/models/{_segment(name)}/promote", body)
 
+    def mitigate(
+        self,
+        ref: str,
+        sensitive: str,
+        constraint: str = "demographic_parity",
+        objective: str = "accuracy_score",
+        fit_split: str = "validation",
+    ) -> dict[str, Any]:
+        """Fit group thresholds and register them as a new version (`models mitigate --json`)."""
+        body = {"sensitive": sensitive, "constraint": constraint, "objective": objective}
+        return self._transport.post(
+            f"/models/{_segment(ref)}/mitigate", body | {"fit_split": fit_split}
+        )
+
 
 class Datasets(_Resource):
     """Versioned datasets (`/api/v1/datasets`)."""

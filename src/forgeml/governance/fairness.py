@@ -123,6 +123,17 @@ def mitigate(workspace: Workspace, ref: str, request: MitigateRequest) -> Mitiga
     return MitigateResult(model, handle.run_id, report)
 
 
+def mitigation_summary(result: MitigateResult) -> dict[str, Any]:
+    """What `models mitigate --json` prints (and the API answers)."""
+    return {
+        "model": result.model.ref,
+        "parent": result.model.parent,
+        "run_id": result.run_id,
+        "metrics": result.model.metrics,
+        "report": result.report,
+    }
+
+
 def _task_data(
     workspace: Workspace, record: ModelVersionRecord, bundle: Path, column: str
 ) -> TaskData:
