@@ -70,6 +70,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("GET", "/api/v1/models/{ref}"): {"owner", "viewer"},
     ("POST", "/api/v1/models/{name}/promote"): {"owner"},
     ("POST", "/api/v1/models/import"): {"owner"},
+    ("POST", "/api/v1/models/{ref}/mitigate"): {"owner"},
     ("GET", "/api/v1/deployments"): {"owner", "viewer"},
     ("GET", "/api/v1/deployments/{name}"): {"owner", "viewer"},
     ("POST", "/api/v1/deployments/{name}/traffic"): {"owner"},

@@ -1,8 +1,9 @@
 """Model routes: registered versions (list, show) and promotion to an alias.
 
 Answers are what `forgeml models list|show|promote --json` print. A promotion goes through
-the same metric gate as `models promote` (409 when the candidate does not win, unless
-`force`), and is audited as the caller.
+the same metric gate as `models promote` (409 when the candidate does not win, or breaks
+its fairness bounds `max_dp_diff` / `max_eo_diff`, unless `force`), and is audited as the
+caller.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from forgeml.api._json import CliRouter
 from forgeml.api._pages import Page, in_memory, link, pages
 from forgeml.core.store import ModelVersionRecord
 from forgeml.tracking import (
+    FairnessBounds,
     get_model_version,
     list_models,
     model_aliases,
@@ -39,6 +41,33 @@ class Promote(BaseModel):
     metric: str = Field("accuracy", max_length=128, description="The gating metric.")
     mode: Literal["max", "min"] = Field("max", description="max: higher is better; min: lower.")
     force: bool = Field(False, description="Promote even if it does not win (audited).")
+    max_dp_diff: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Reject a version whose demographic parity difference across any "
+        "sensitive column is above this.",
+    )
+    max_eo_diff: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Reject a version whose equalized odds difference across any sensitive "
+        "column is above this.",
+    )
+
+
+class Mitigate(BaseModel):
+    """`POST /api/v1/models/{ref}/mitigate`: as `forgeml models mitigate` takes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sensitive: str = Field(max_length=255, description="The sensitive column.")
+    constraint: Literal["demographic_parity", "equalized_odds"] = "demographic_parity"
+    objective: Literal["accuracy_score", "balanced_accuracy_score"] = "accuracy_score"
+    fit_split: Literal["train", "validation"] = Field(
+        "validation", description="The split the thresholds are fitted on."
+    )
 
 
 def _position(record: ModelVersionRecord, sort: str) -> tuple[Any, Any]:
@@ -68,6 +97,16 @@ def show(request: Request, ref: str) -> dict[str, Any]:
     home = workspace(request)
     record = get_model_version(home, ref)
     return version_summary(record, model_aliases(home, record.name))
+
+
+@router.post("/{ref}/mitigate", dependencies=[require("models:write")])
+def mitigate_version(request: Request, ref: str, body: Mitigate) -> dict[str, Any]:
+    """Fit group thresholds for the version and register them as a new version
+    (`models mitigate --json`)."""
+    from forgeml.governance.fairness import MitigateRequest, mitigate, mitigation_summary
+
+    wanted = MitigateRequest(body.sensitive, body.constraint, body.objective, body.fit_split)
+    return mitigation_summary(mitigate(acting(request), ref, wanted))
 
 
 MAX_IMPORT_BYTES = 256 * 1024 * 1024  # an uploaded ONNX graph, weights included
@@ -117,6 +156,13 @@ async def import_graph(
 def promote_version(request: Request, name: str, body: Promote) -> dict[str, Any]:
     """Point `alias` at the version if it beats the holder on `metric` (409 if not)."""
     result = promote(
-        acting(request), name, body.version, body.alias, body.metric, body.mode, body.force
+        acting(request),
+        name,
+        body.version,
+        body.alias,
+        body.metric,
+        body.mode,
+        body.force,
+        fairness=FairnessBounds(body.max_dp_diff, body.max_eo_diff),
     )
     return promotion_summary(result)

@@ -8,6 +8,13 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from forgeml.cli._fairness import (
+    MaxDpDiff,
+    MaxEoDiff,
+    fairness_bounds,
+    mitigate,
+    print_fairness,
+)
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
 from forgeml.core.devices import DeviceName, DeviceOptions, say_on_stderr
@@ -43,14 +50,25 @@ class _LocalModels:
             return version_summary(record, model_aliases(workspace, record.name))
 
     def promote(
-        self, name: str, version: int, alias: str, metric: str, mode: str, force: bool
+        self,
+        name: str,
+        version: int,
+        alias: str,
+        metric: str,
+        mode: str,
+        force: bool,
+        max_dp_diff: float | None = None,
+        max_eo_diff: float | None = None,
     ) -> dict[str, Any]:
+        from forgeml.tracking import FairnessBounds, promotion_summary
         from forgeml.tracking import promote as promote_version
-        from forgeml.tracking import promotion_summary
 
         direction: Literal["max", "min"] = "max" if mode == "max" else "min"
+        bounds = FairnessBounds(max_dp_diff, max_eo_diff)
         with closing(_workspace()) as workspace:
-            result = promote_version(workspace, name, version, alias, metric, direction, force)
+            result = promote_version(
+                workspace, name, version, alias, metric, direction, force, fairness=bounds
+            )
             return promotion_summary(result)
 
 
@@ -95,6 +113,7 @@ def show(
         if isinstance(v, int | float) and "/" not in k
     ]
     print_table("metrics", ["metric", "value"], rows)
+    print_fairness(detail["metrics"])
 
 
 @app.command("promote")
@@ -107,14 +126,18 @@ def promote(
     force: Annotated[
         bool, typer.Option("--force", help="Promote even if it does not win (audited).")
     ] = False,
+    max_dp_diff: MaxDpDiff = None,
+    max_eo_diff: MaxEoDiff = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Point ALIAS at a version if it beats the current holder on the metric."""
+    """Point ALIAS at a version if it beats the current holder on the metric (and, with
+    --max-dp-diff / --max-eo-diff, keeps within the fairness bounds)."""
     from forgeml.core.errors import UsageError
 
     if mode not in ("max", "min"):
         raise UsageError(f"--mode must be max or min, not '{mode}'.")
-    payload = _models().promote(name, version, alias, metric, mode, force)
+    fairness = fairness_bounds(max_dp_diff, max_eo_diff)
+    payload = _models().promote(name, version, alias, metric, mode, force, **fairness)
     if as_json:
         print_json(payload)
         return
@@ -124,6 +147,9 @@ def promote(
         f"@{alias} -> {payload['model']} ({metric} {payload['value']}){was}"
         + (" [forced]" if payload["forced"] else "")
     )
+
+
+app.command("mitigate")(mitigate)
 
 
 @app.command("compare")

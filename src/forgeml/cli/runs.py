@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from forgeml.cli._fairness import print_fairness
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
 
@@ -96,6 +97,7 @@ def show(
     metrics = detail["metrics"]
     rows = [(k, f"{v:.4f}") for k, v in metrics.items() if _is_number(v) and "/" not in k]
     print_table("final metrics", ["metric", "value"], rows)
+    print_fairness(metrics)
     slices = [k for k in metrics if "/" in k]
     if slices:
         say(f"{len(slices)} per-slice metrics: `forgeml runs show {run_id[:12]} --json`")

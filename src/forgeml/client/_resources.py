@@ -74,10 +74,30 @@ class Models(_Resource):
         metric: str = "accuracy",
         mode: str = "max",
         force: bool = False,
+        max_dp_diff: float | None = None,
+        max_eo_diff: float | None = None,
     ) -> dict[str, Any]:
-        """Point `alias` at the version if it wins on `metric` (`models promote --json`)."""
-        body = {"version": version, "alias": alias, "metric": metric, "mode": mode}
-        return self._transport.post(f"/models/{_segment(name)}/promote", body | {"force": force})
+        """Point `alias` at the version if it wins on `metric` and keeps within the fairness
+        bounds given (`models promote --json`)."""
+        body: dict[str, Any] = {"version": version, "alias": alias, "metric": metric}
+        body |= {"mode": mode, "force": force}
+        bounds = {"max_dp_diff": max_dp_diff, "max_eo_diff": max_eo_diff}
+        body |= {key: value for key, value in bounds.items() if value is not None}
+        return self._transport.post(f"/models/{_segment(name)}/promote", body)
+
+    def mitigate(
+        self,
+        ref: str,
+        sensitive: str,
+        constraint: str = "demographic_parity",
+        objective: str = "accuracy_score",
+        fit_split: str = "validation",
+    ) -> dict[str, Any]:
+        """Fit group thresholds and register them as a new version (`models mitigate --json`)."""
+        body = {"sensitive": sensitive, "constraint": constraint, "objective": objective}
+        return self._transport.post(
+            f"/models/{_segment(ref)}/mitigate", body | {"fit_split": fit_split}
+        )
 
 
 class Datasets(_Resource):

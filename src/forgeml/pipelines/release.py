@@ -3,8 +3,9 @@ as a scheduler job.
 
 gate: both models scored on the very same rows (`evaluate.score_model`, as an evaluate
 step scores: the held-out split of one dataset version, each encoded as its own training
-encoded it); the challenger passes when it beats the champion by the margin and no named
-slice's gap widens past its bound.
+encoded it); the challenger passes when it beats the champion by the margin, no named
+slice's gap widens past its bound, and its recorded fairness metrics keep within
+`max_dp_diff` / `max_eo_diff` when given (`tracking.fairness_check`, as `models promote`).
 A rejection fails the step, so the release steps after it do not run.
 promote: the alias moves; the gate's verdict is audited with it (`model.promote`).
 deploy: a new revision of the deployment (replicas started, ready, then recorded).
@@ -64,13 +65,14 @@ def run_gate(workspace: Workspace, step: GateStep) -> dict[str, Any]:
     scored = score_model(workspace, step.challenger, step.data, step.split, slices)
     value = metric_value(scored, step.metric, who)
     challenger = scored.model
+    fairness = _fairness_gate(workspace, step, challenger)
     try:
         champion = get_model_version(workspace, step.champion).ref
     except NotFoundError:
-        return _gate_outputs(step, challenger, value, "", None)
+        return _gate_outputs(step, challenger, value, "", None) | fairness
     held = score_model(workspace, champion, scored.data, step.split, slices)
     base = held.metrics.get(step.metric)
-    outputs = _gate_outputs(step, challenger, value, champion, base)
+    outputs = _gate_outputs(step, challenger, value, champion, base) | fairness
     if champion == challenger:
         raise GateRejectedError(
             f"Gate '{step.name}': {challenger} already is {step.champion}; nothing to release."
@@ -96,6 +98,24 @@ def run_gate(workspace: Workspace, step: GateStep) -> dict[str, Any]:
                 f"{bound:g} {scored.where}."
             )
     return outputs
+
+
+def _fairness_gate(workspace: Workspace, step: GateStep, challenger: str) -> dict[str, Any]:
+    """The fairness bounds' verdict on the challenger's recorded metrics ({}: no bounds).
+
+    Raises:
+        GateRejectedError: it breaks a bound, or records no fairness metrics.
+    """
+    from forgeml.tracking import FairnessBounds, fairness_check, get_model_version
+
+    bounds = FairnessBounds(step.max_dp_diff, step.max_eo_diff)
+    if not bounds.active:
+        return {}
+    record = get_model_version(workspace, challenger)
+    verdict = fairness_check(record.ref, record.metrics or {}, bounds)
+    if verdict.rejection is not None:
+        raise GateRejectedError(f"Gate '{step.name}': {verdict.rejection}")
+    return {"fairness": verdict.as_dict()}
 
 
 def _gate_outputs(

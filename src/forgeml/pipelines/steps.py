@@ -222,6 +222,20 @@ class GateStep(StepBase):
         description="column -> how much the gap of `metric` between the column's values may "
         "widen (challenger's gap minus champion's), e.g. {sex: 0.02}.",
     )
+    max_dp_diff: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Reject a challenger whose demographic parity difference across any "
+        "sensitive column (its recorded fairness metrics) is above this.",
+    )
+    max_eo_diff: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Reject a challenger whose equalized odds difference across any "
+        "sensitive column is above this.",
+    )
 
 
 class GateVerdict(_Strict):

@@ -22,6 +22,7 @@ from forgeml.core.devices import DeviceName
 from forgeml.core.errors import InvalidDataError
 from forgeml.serve.inputs import InputField, RowEncoder
 from forgeml.serve.runtime import Runtime, TorchRuntime, load_runtime
+from forgeml.serve.thresholds import with_group_thresholds
 from forgeml.train.models import AnswerDecoder, ServedBundle, family_of
 from forgeml.train.models.hf_causal_lm import TOKENIZER_RECORD as HF_TOKENIZER
 
@@ -154,7 +155,10 @@ def _load_bundle(
     description = json.loads((bundle / "model.json").read_text())
     family = family_of(description)
     served = ServedBundle(family, description, bundle)
-    encoder = family.request_encoder(served)
+    # a fairness-mitigated version applies its group thresholds to the model's answers
+    encoder, decoder = with_group_thresholds(
+        bundle, description, family.request_encoder(served), family.answer_decoder(served)
+    )
     kind = family.modality
     # generation needs the torch module whatever runtime serves the rest; a graph without
     # PyTorch weights (one imported from another framework) has only ONNX Runtime
@@ -174,7 +178,7 @@ def _load_bundle(
         class_names=[str(n) for n in names] if names else None,
         runtime=runtime,
         encoder=encoder,
-        decoder=family.answer_decoder(served),
+        decoder=decoder,
         description=description,
         module=module,
         generator=None if module is None else _generator(served, module, max_batch),

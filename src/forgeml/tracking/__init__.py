@@ -8,6 +8,7 @@ mlflow itself is imported only when a function needs it.
 """
 
 from forgeml.tracking._mlflow import TrackingUnavailableError, open_client, tracking_uri
+from forgeml.tracking.fairness import FairnessBounds, FairnessVerdict, fairness_check
 from forgeml.tracking.heartbeat import Heartbeat
 from forgeml.tracking.logger import MlflowMetricLogger
 from forgeml.tracking.registry import (
@@ -39,6 +40,8 @@ from forgeml.tracking.runs import (
 )
 
 __all__ = [
+    "FairnessBounds",
+    "FairnessVerdict",
     "Heartbeat",
     "MlflowMetricLogger",
     "Promotion",
@@ -48,6 +51,7 @@ __all__ = [
     "TrackingUnavailableError",
     "attach_run",
     "download_bundle",
+    "fairness_check",
     "finish_run",
     "get_model_version",
     "get_run",

@@ -23,6 +23,7 @@ from forgeml.core.store import ModelVersionRecord
 from forgeml.core.workspace import Workspace
 from forgeml.tracking._bundle import check_bundle, extract_tar, write_tar
 from forgeml.tracking._mlflow import json_safe, open_client
+from forgeml.tracking.fairness import FairnessBounds, fairness_check
 from forgeml.tracking.runs import RunHandle, get_run
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ class Promotion:
     previous_value: float | None
     forced: bool
     changed: bool
+    fairness: dict[str, Any] | None = None  # the fairness gate's verdict, when bounds were set
 
 
 def log_model_bundle(handle: RunHandle, bundle_dir: Path) -> str:
@@ -256,6 +258,7 @@ def promote(
     mode: Literal["max", "min"] = "max",
     force: bool = False,
     gate: dict[str, Any] | None = None,
+    fairness: FairnessBounds | None = None,
 ) -> Promotion:
     """Point `alias` at `name` version `version` if it beats the current holder on `metric`.
 
@@ -271,12 +274,14 @@ def promote(
         gate: the result of a gate the caller ran instead (a pipeline's gate or canary
             step, on the same held-out rows or live traffic): it replaces the comparison
             of stored metrics and is audited with the promotion.
+        fairness: bounds on the candidate's fairness metrics (`tracking.fairness`), checked
+            whatever `gate` says; the verdict is audited with the promotion.
 
     Raises:
         NotFoundError: no such model or version.
         UsageError: a bad alias or mode.
         PromotionRejectedError: without force, the candidate lacks `metric` or does not
-            beat the holder on it.
+            beat the holder on it, or breaks a fairness bound (or has no fairness metrics).
     """
     if mode not in ("max", "min"):
         raise UsageError(f"Unknown promotion mode '{mode}': use max or min.")
@@ -289,7 +294,12 @@ def promote(
     if holder is not None and holder.version == candidate.version:
         return Promotion(candidate, alias, metric, value, holder.ref, value, False, False)
     rejection = None
-    if gate is None:
+    verdict = None
+    if fairness is not None and fairness.active:
+        verdict = fairness_check(candidate.ref, candidate.metrics, fairness)
+        if verdict.rejection is not None:
+            rejection = f"{verdict.rejection[:-1]}; pass --force to promote it anyway."
+    if gate is None and rejection is None:
         rejection = _gate(candidate, holder, alias, metric, mode, value, previous_value)
     if rejection and not force:
         raise PromotionRejectedError(rejection)
@@ -305,6 +315,8 @@ def promote(
     }
     if gate is not None:
         payload["gate"] = gate
+    if verdict is not None:
+        payload["fairness"] = verdict.as_dict()
     action = "model.promote.forced" if forced else "model.promote"
     with workspace.store.session() as session:
         workspace.audit(session, action, candidate.ref, payload)
@@ -318,6 +330,7 @@ def promote(
         previous_value,
         forced,
         True,
+        verdict.as_dict() if verdict is not None else None,
     )
 
 
@@ -409,4 +422,6 @@ def promotion_summary(result: Promotion) -> dict[str, Any]:
         "previous_value": result.previous_value,
         "forced": result.forced,
         "changed": result.changed,
+        # the fairness gate's verdict, only where bounds were given
+        **({"fairness": result.fairness} if result.fairness is not None else {}),
     }

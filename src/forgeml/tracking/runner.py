@@ -21,6 +21,7 @@ from forgeml.tracking.registry import get_model_version, register_model
 from forgeml.tracking.runs import (
     RunHandle,
     attach_run,
+    log_json_artifact,
     reap_expired,
     resume_run,
     start_run,
@@ -123,6 +124,10 @@ def _finish(
     if outcome["preempted"]:
         run.kill(metrics, PREEMPTED_REASON)
         return RunSummary(run.run_id, "PREEMPTED", metrics, outcome["steps"], preempted=True)
+    if outcome.get("fairness"):  # per group, per sensitive column: see forgeml.train.fairness
+        from forgeml.train.fairness import FAIRNESS_ARTIFACT
+
+        log_json_artifact(run.handle, outcome["fairness"], FAIRNESS_ARTIFACT)
     model = None
     if config.register_model:
         model = register_model(

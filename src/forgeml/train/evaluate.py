@@ -4,14 +4,18 @@ Classification: loss (cross-entropy), accuracy, macro F1, ROC-AUC (binary: of th
 probability; multiclass: macro one-vs-rest), confusion matrix. Regression: loss (MSE),
 RMSE, MAE. Language modelling: loss (mean token cross-entropy) and perplexity.
 Per-slice metrics are keyed "metric/column=value", e.g. "accuracy/sex=Male", plus
-"count/column=value" (rows in the slice); the fairness layer builds on them.
+"count/column=value" (rows in the slice). A binary classifier's slice columns also get
+fairlearn's group fairness measures (`forgeml.train.fairness`): `fairness/column/dp_diff`
+and the like, and the per-group table under `FAIRNESS_GROUPS`.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable
 from contextlib import nullcontext
+from typing import Any
 
 import torch
 import torch.nn.functional as F  # noqa: N812 (the usual alias)
@@ -20,7 +24,10 @@ from torch import nn
 from forgeml.train.task import SplitData, TaskKind
 
 CONFUSION_MATRIX = "confusion_matrix"
-Metrics = dict[str, float | list[list[int]]]
+FAIRNESS_GROUPS = "fairness_groups"
+Metrics = dict[str, float | list[list[int]] | dict[str, Any]]
+
+_log = logging.getLogger(__name__)
 
 
 def evaluate(
@@ -46,7 +53,8 @@ def evaluate(
 
     Returns:
         Float metrics, per-slice metrics, and for classification the confusion matrix
-        (rows: true class, columns: predicted class) under `CONFUSION_MATRIX`.
+        (rows: true class, columns: predicted class) under `CONFUSION_MATRIX`; for binary
+        classification with slices, fairness metrics and their table under `FAIRNESS_GROUPS`.
     """
     if len(split) == 0:
         return {}
@@ -62,7 +70,35 @@ def evaluate(
         metrics[CONFUSION_MATRIX] = confusion_matrix(predicted, targets, num_classes).tolist()
     for column, values in split.slices.items():
         metrics.update(_slice_metrics(task, outputs, targets, num_classes, column, values))
+    if task == "classification" and split.slices:
+        metrics.update(_fairness_metrics(outputs, targets, num_classes, split.slices))
     return metrics
+
+
+def fairness_groups(results: Metrics) -> dict[str, Any] | None:
+    """The per-group fairness table of `evaluate`'s result (None: it has none)."""
+    table = results.get(FAIRNESS_GROUPS)
+    return table if isinstance(table, dict) else None
+
+
+def _fairness_metrics(
+    outputs: torch.Tensor,
+    targets: torch.Tensor,
+    num_classes: int,
+    slices: dict[str, list[str]],
+) -> Metrics:
+    if num_classes != 2:
+        _log.info(
+            "Fairness metrics left out: they need a binary target (one positive label), "
+            "and this one has %d classes.",
+            num_classes,
+        )
+        return {}
+    from forgeml.train.fairness import fairness_report
+
+    predicted = outputs.argmax(dim=1)
+    report = fairness_report(targets.numpy(), predicted.numpy(), slices)
+    return {**report.metrics, FAIRNESS_GROUPS: report.table()}
 
 
 def scalar_metrics(results: Metrics) -> tuple[dict[str, float], list[list[int]] | None]:

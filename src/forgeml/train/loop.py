@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -41,7 +41,7 @@ from forgeml.train.checkpoint import (
 )
 from forgeml.train.config import TrainConfig
 from forgeml.train.deepspeed import check_deepspeed_runtime
-from forgeml.train.evaluate import evaluate, scalar_metrics
+from forgeml.train.evaluate import evaluate, fairness_groups, scalar_metrics
 from forgeml.train.logger import MetricLogger
 from forgeml.train.recorder import MetricRecorder, Progress
 from forgeml.train.step import (
@@ -75,6 +75,8 @@ class FitResult:
     history: list[tuple[int, dict[str, float]]]  # every step's and evaluation's, rank 0 only
     preempted: bool = False  # should_stop() asked to stop; a checkpoint was written
     confusion_matrices: dict[str, list[list[int]]] = field(default_factory=dict)  # eval/test
+    # the per-group fairness tables of the final eval/test metrics (binary, with slices)
+    fairness: dict[str, Any] = field(default_factory=dict)
 
 
 def fit(
@@ -139,6 +141,7 @@ def fit(
     recorder = MetricRecorder(logger, dist.is_main, progress, config.log_every_steps)
     eval_metrics: dict[str, float] = {}
     matrices: dict[str, list[list[int]]] = {}
+    tables: dict[str, Any] = {}
     evaluated_step = -1
     checkpointed_step, checkpointed_at = state.step, clock()
     stopped_early = _patience_exhausted(state, config)  # a resumed run that had stopped early
@@ -168,7 +171,7 @@ def fit(
 
         if _eval_due(config, state, data.eval):
             eval_metrics = _evaluate_split(
-                stepper.scored, data, "eval", config, dist, matrices, objective
+                stepper.scored, data, "eval", config, dist, matrices, objective, tables
             )
             evaluated_step = state.step
             recorder.log(eval_metrics, state.step, "eval_")
@@ -185,7 +188,15 @@ def fit(
     if not preempted:  # preemption returns at once; the resumed run evaluates
         fresh = eval_metrics if evaluated_step == state.step else None
         eval_metrics = _final_metrics(
-            stepper.scored, data, config, dist, matrices, fresh, recorder, state.step, objective
+            stepper.scored,
+            data,
+            config,
+            dist,
+            (matrices, tables),
+            fresh,
+            recorder,
+            state.step,
+            objective,
         )
     return FitResult(
         steps=state.step,
@@ -195,6 +206,7 @@ def fit(
         history=recorder.history,
         preempted=preempted,
         confusion_matrices=matrices,
+        fairness=tables,
     )
 
 
@@ -329,8 +341,10 @@ def _evaluate_split(
     dist: DistContext,
     matrices: dict[str, list[list[int]]],
     objective: Objective | None = None,
+    tables: dict[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Float metrics of split `which`; its confusion matrix goes to `matrices`.
+    """Float metrics of split `which`; its confusion matrix goes to `matrices`, its
+    fairness table (if any) to `tables`.
 
     Every rank evaluates the whole split on the unwrapped model (same weights, same
     numbers), so early-stopping decisions agree without communication.
@@ -352,6 +366,9 @@ def _evaluate_split(
     metrics, matrix = scalar_metrics(results)
     if matrix is not None:
         matrices[which] = matrix
+    table = fairness_groups(results)
+    if table is not None and tables is not None:
+        tables["validation" if which == "eval" else which] = table
     return metrics
 
 
@@ -386,18 +403,19 @@ def _final_metrics(
     data: TaskData,
     config: TrainConfig,
     dist: DistContext,
-    matrices: dict[str, list[list[int]]],
+    outlets: tuple[dict[str, list[list[int]]], dict[str, Any]],
     fresh_eval: dict[str, float] | None,
     recorder: MetricRecorder,
     step: int,
     objective: Objective | None,
 ) -> dict[str, float]:
     """Eval metrics of the final weights (reused if just computed) and test_* metrics."""
+    matrices, tables = outlets
     final = fresh_eval
     if final is None:
-        final = _evaluate_split(model, data, "eval", config, dist, matrices, objective)
+        final = _evaluate_split(model, data, "eval", config, dist, matrices, objective, tables)
         recorder.log(final, step, "eval_")
-    test = _evaluate_split(model, data, "test", config, dist, matrices, objective)
+    test = _evaluate_split(model, data, "test", config, dist, matrices, objective, tables)
     recorder.log(test, step, "test_")
     return {**final, **{f"test_{name}": value for name, value in test.items()}}
 

@@ -46,6 +46,7 @@ class TrainOutcome:
             metrics["confusion_matrix"] = self.result.confusion_matrices
         return {
             "metrics": metrics,
+            "fairness": self.result.fairness,
             "steps": self.result.steps,
             "preempted": self.result.preempted,
             "stopped_early": self.result.stopped_early,

@@ -41,6 +41,20 @@ class GatePolicy(_Strict):
     mode: Literal["max", "min"] = "max"
     margin: float = Field(0.0, ge=0)
     slices: dict[str, float] = Field(default_factory=dict)
+    max_dp_diff: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Reject a challenger whose demographic parity difference across any "
+        "sensitive column (its recorded fairness metrics) is above this.",
+    )
+    max_eo_diff: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Reject a challenger whose equalized odds difference across any "
+        "sensitive column is above this.",
+    )
 
 
 class CanaryPolicy(_Strict):

@@ -1,0 +1,274 @@
+"""Fairness mitigation: group thresholds over a trained binary classifier, as a new version.
+
+`mitigate` fits fairlearn's `ThresholdOptimizer` (Hardt et al. 2016; prefit, on the
+original model's positive-class probabilities over its training or validation split) for
+one sensitive column under demographic parity or equalized odds, and registers the
+original bundle plus the learnt rules (`fairness_thresholds.json`, never a pickle) as a
+new version whose parent is the original. The model server applies the rules
+(`forgeml.serve.thresholds`). Both versions are scored on the test split the same way
+(the mitigated one with seeded draws), and the new version records its own accuracy and
+fairness metrics, named as training names them, so the promotion gate reads it as any
+other. The whole of it is one tracked run of the `mitigate` experiment.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from forgeml.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from forgeml.core.store import ModelVersionRecord
+    from forgeml.core.workspace import Workspace
+    from forgeml.train.config import TrainConfig
+    from forgeml.train.task import SplitData, TaskData
+    from forgeml.train.thresholds import GroupThresholds
+
+Constraint = Literal["demographic_parity", "equalized_odds"]
+Objective = Literal["accuracy_score", "balanced_accuracy_score"]
+CONSTRAINTS = ("demographic_parity", "equalized_odds")
+OBJECTIVES = ("accuracy_score", "balanced_accuracy_score")
+FIT_SPLITS = ("train", "validation")
+EXPERIMENT = "mitigate"  # every mitigation run, whatever model it made
+REPORT_ARTIFACT = "fairness.json"
+_EVAL_SEED = 0  # the draws of the mitigated version's scoring
+
+
+@dataclass(frozen=True)
+class MitigateRequest:
+    """What to equalise, across which column, fitted on which split."""
+
+    sensitive: str
+    constraint: str = "demographic_parity"
+    objective: str = "accuracy_score"
+    fit_split: str = "validation"
+
+    def check(self) -> None:
+        """Raises UsageError for a request that cannot be carried out."""
+        if self.constraint not in CONSTRAINTS:
+            raise UsageError(
+                f"Unknown constraint '{self.constraint}': use {' or '.join(CONSTRAINTS)}."
+            )
+        if self.objective not in OBJECTIVES:
+            raise UsageError(
+                f"Unknown objective '{self.objective}': use {' or '.join(OBJECTIVES)}."
+            )
+        if self.fit_split not in FIT_SPLITS:
+            raise UsageError(f"--fit-split must be train or validation, not '{self.fit_split}'.")
+
+
+@dataclass
+class MitigateResult:
+    """The new version, its run, and the before/after report (fairness.json)."""
+
+    model: ModelVersionRecord
+    run_id: str
+    report: dict[str, Any]
+
+
+def mitigate(workspace: Workspace, ref: str, request: MitigateRequest) -> MitigateResult:
+    """Fit group thresholds for `ref` as `request` says and register the result.
+
+    Raises:
+        UsageError: a bad request, a model that is not a trained binary tabular
+            classifier, or a sensitive column that is not one of its input fields.
+        MissingColumnError: the model's data has no such column.
+        NotFoundError: no such model version.
+    """
+    from forgeml.tracking import download_bundle, get_model_version, register_model, start_run
+    from forgeml.tracking.lifecycle import tracked_run
+    from forgeml.train.thresholds import from_interpolation
+
+    request.check()
+    record = get_model_version(workspace, ref)
+    with tempfile.TemporaryDirectory(prefix="forgeml-mitigate-") as scratch:
+        source = download_bundle(workspace, record, Path(scratch) / "source")
+        task = _task_data(workspace, record, source, request.sensitive)
+        fit_rows = task.train if request.fit_split == "train" else task.eval
+        if fit_rows is None or len(fit_rows) == 0:
+            raise UsageError(f"The data of {record.ref} has no {request.fit_split} split.")
+        scores = _positive_scores(source, task)
+        fitted = _fit(fit_rows, scores[request.fit_split], request)
+        thresholds = from_interpolation(
+            request.sensitive,
+            request.constraint,
+            request.objective,
+            fitted.interpolated_thresholder_.interpolation_dict,
+        )
+        bundle = Path(scratch) / "bundle"
+        shutil.copytree(source, bundle)
+        thresholds.save(bundle)
+        report, metrics = _report(task, scores, thresholds, record.ref, request)
+        params = {"mitigate": vars(request), "source": record.ref}
+        handle = start_run(
+            workspace,
+            params,
+            record.name,
+            record.dataset_version,
+            lease_seconds=workspace.settings.run_lease_seconds,
+            experiment=EXPERIMENT,
+        )
+        with tracked_run(handle) as run:
+            handle.client.log_dict(handle.run_id, report, REPORT_ARTIFACT)
+            model = register_model(
+                workspace, handle, record.name, bundle, parent=record.ref, metrics=metrics
+            )
+            run.finish(metrics)
+    return MitigateResult(model, handle.run_id, report)
+
+
+def mitigation_summary(result: MitigateResult) -> dict[str, Any]:
+    """What `models mitigate --json` prints (and the API answers)."""
+    return {
+        "model": result.model.ref,
+        "parent": result.model.parent,
+        "run_id": result.run_id,
+        "metrics": result.model.metrics,
+        "report": result.report,
+    }
+
+
+def _task_data(
+    workspace: Workspace, record: ModelVersionRecord, bundle: Path, column: str
+) -> TaskData:
+    """The model's splits as its training encoded them, with `column`'s groups."""
+    import json
+
+    from forgeml.core.artifacts import file_digest
+    from forgeml.train.data import load_task_data
+
+    config = _training_config(record)
+    description = json.loads((bundle / "model.json").read_text())
+    if description.get("task") != "classification" or description.get("num_classes") != 2:
+        raise UsageError(
+            f"Model {record.ref} is not a binary classifier ({description.get('task')}, "
+            f"{description.get('num_classes')} classes); fairness thresholds need a positive "
+            "label."
+        )
+    spec_file = bundle / "feature_spec.json"
+    inputs: list[str] = []
+    fields: dict[str, Any] = {"slices": [column]}
+    if config.data.feature_spec is not None and spec_file.is_file():
+        from forgeml.data.features import FeatureSpec
+
+        inputs = FeatureSpec.from_dict(json.loads(spec_file.read_text())).input_columns
+        # the very spec this model was trained with, not the name's newest version
+        name = config.data.feature_spec.partition("@")[0]
+        fields["feature_spec"] = f"{name}@{file_digest(spec_file)}"
+    task = load_task_data(
+        workspace, config.model_copy(update={"data": config.data.model_copy(update=fields)})
+    )
+    if column not in inputs:
+        raise UsageError(
+            f"Column '{column}' is not one of the input fields of {record.ref}, so a served "
+            f"row would not say its group; choose one of {', '.join(inputs) or 'none'}."
+        )
+    return task
+
+
+def _training_config(record: ModelVersionRecord) -> TrainConfig:
+    from pydantic import ValidationError
+
+    from forgeml.train.config import TrainConfig
+
+    try:
+        return TrainConfig.model_validate(record.run.config)
+    except ValidationError:
+        raise UsageError(
+            f"Model {record.ref} was not trained by `forgeml train`, so there is no data "
+            "to fit fairness thresholds on; mitigate a trained version."
+        ) from None
+
+
+def _positive_scores(bundle: Path, task: TaskData) -> dict[str, np.ndarray]:
+    """The model's class-1 probability on each split it has, in row order."""
+    import torch
+
+    from forgeml.train.recipe import load_bundle_model
+
+    model = load_bundle_model(bundle)
+    found = {}
+    for name, split in (("train", task.train), ("validation", task.eval), ("test", task.test)):
+        if split is None or len(split) == 0:
+            continue
+        with torch.inference_mode():
+            logits = model(**split.inputs).double()
+        found[name] = torch.softmax(logits, dim=1)[:, 1].numpy()
+    return found
+
+
+def _scores_estimator() -> Any:
+    """A prefit scikit-learn classifier whose predict_proba is the first column of X: the
+    model's positive-class probabilities, computed beforehand (ThresholdOptimizer reads only
+    its predict_proba)."""
+    from sklearn.base import BaseEstimator, ClassifierMixin
+
+    class Scores(ClassifierMixin, BaseEstimator):
+        def __sklearn_is_fitted__(self) -> bool:
+            return True  # the scores come from the trained model
+
+        def fit(self, x: Any, y: Any = None) -> Scores:
+            return self
+
+        def predict_proba(self, x: Any) -> np.ndarray:
+            scores = np.asarray(x, dtype=np.float64)[:, 0]
+            return np.stack([1 - scores, scores], axis=1)
+
+        def predict(self, x: Any) -> np.ndarray:
+            return (self.predict_proba(x)[:, 1] > 0.5).astype(int)
+
+    return Scores()
+
+
+def _fit(split: SplitData, scores: np.ndarray, request: MitigateRequest) -> Any:
+    from fairlearn.postprocessing import ThresholdOptimizer
+
+    optimizer = ThresholdOptimizer(
+        estimator=_scores_estimator(),
+        constraints=request.constraint,
+        objective=request.objective,
+        prefit=True,
+        predict_method="predict_proba",
+    )
+    groups = np.asarray(split.slices[request.sensitive], dtype=object)
+    optimizer.fit(scores[:, None], split.targets.numpy(), sensitive_features=groups)
+    return optimizer
+
+
+def _report(
+    task: TaskData,
+    scores: dict[str, np.ndarray],
+    thresholds: GroupThresholds,
+    ref: str,
+    request: MitigateRequest,
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Before/after fairness on validation and test, and the new version's metrics."""
+    from forgeml.train.fairness import fairness_report
+
+    rng = np.random.default_rng(_EVAL_SEED)
+    report: dict[str, Any] = {"source": ref, **vars(request), "before": {}, "after": {}}
+    metrics: dict[str, float] = {}
+    for name, prefix, split in (("validation", "", task.eval), ("test", "test_", task.test)):
+        if split is None or len(split) == 0:
+            continue
+        groups = split.slices[request.sensitive]
+        targets = split.targets.numpy()
+        positive = thresholds.positive_probability(scores[name], groups)
+        predictions = {
+            "before": (scores[name] > 0.5).astype(int),
+            "after": (rng.random(len(positive)) < positive).astype(int),
+        }
+        for when, predicted in predictions.items():
+            found = fairness_report(targets, predicted, {request.sensitive: groups})
+            accuracy = float(np.mean(predicted == targets))
+            report[when][name] = {"accuracy": accuracy, **found.table()}
+            if when == "after":
+                metrics[f"{prefix}accuracy"] = accuracy
+                metrics.update({prefix + key: value for key, value in found.metrics.items()})
+    return report, metrics
