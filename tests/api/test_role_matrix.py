@@ -70,6 +70,8 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("GET", "/api/v1/models/{ref}"): {"owner", "viewer"},
     ("POST", "/api/v1/models/{name}/promote"): {"owner"},
     ("POST", "/api/v1/models/import"): {"owner"},
+    ("GET", "/api/v1/models/{name}/versions/{version}/card"): {"owner", "viewer"},
+    ("PUT", "/api/v1/models/{name}/versions/{version}/card"): {"owner"},
     ("GET", "/api/v1/deployments"): {"owner", "viewer"},
     ("GET", "/api/v1/deployments/{name}"): {"owner", "viewer"},
     ("POST", "/api/v1/deployments/{name}/traffic"): {"owner"},

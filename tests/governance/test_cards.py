@@ -188,6 +188,7 @@ def test_a_table_cell_cannot_break_the_table() -> None:
         (lambda w: model_card(w, "adult-mlp@v9"), NotFoundError, "has no version v9"),
         (lambda w: model_card(w, CARD_MODEL, "pdf"), UsageError, "Unknown card format 'pdf'"),
         (lambda w: set_card_notes(w, CARD_MODEL, "  ", None), UsageError, "is empty"),
+        (lambda w: set_card_notes(w, CARD_MODEL, "a\x00b", None), UsageError, "NUL character"),
         (
             lambda w: set_card_notes(w, CARD_MODEL, None, "x" * (MAX_NOTE_CHARS + 1)),
             UsageError,

@@ -45,6 +45,8 @@ def set_version_notes(
             raise UsageError(f"Unknown card note '{field}': use {' or '.join(NOTE_TAGS)}.")
         if not text.strip():
             raise UsageError(f"The {field.replace('_', ' ')} text is empty.")
+        if "\x00" in text:  # PostgreSQL's text cannot hold one
+            raise UsageError(f"The {field.replace('_', ' ')} text holds a NUL character.")
         if len(text) > MAX_NOTE_CHARS:
             raise UsageError(
                 f"The {field.replace('_', ' ')} text is {len(text)} characters; "
