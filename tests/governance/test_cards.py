@@ -201,3 +201,26 @@ def test_bad_input_is_one_sentence(
 ) -> None:
     with pytest.raises(error, match=sentence.replace("(", r"\(")):
         call(card_workspace)  # type: ignore[operator]
+
+
+def test_monitoring_cites_the_deployments_that_serve_the_version(
+    card_workspace: Workspace,
+) -> None:
+    from forgeml.core.ids import new_id
+    from forgeml.core.store import DeploymentRecord
+    from forgeml.serve.deployments import DeploymentSpec
+
+    spec = DeploymentSpec(model=CARD_MODEL, model_ref="adult-mlp", latency_objective_ms=50.0,
+                          log_sample_rate=0.25)  # fmt: skip
+    recorded = spec.model_dump(mode="json")
+    with card_workspace.store.session() as session:
+        for name, status in (("adult-web", "ready"), ("adult-old", "deleted")):
+            session.add(DeploymentRecord(id=new_id(), name=name, status=status, revision=1,
+                                         spec=recorded, created_by="tester"))  # fmt: skip
+
+    annex = model_card(card_workspace, CARD_MODEL).split("### 3. Monitoring", 1)[1]
+
+    assert annex.split("###", 1)[0].strip() == (
+        ", functioning and control\n\n- Served by deployment `adult-web` (primary, ready); "
+        "p99 latency objective: 50.0 ms; requests logged for drift and feedback: 25%."
+    )

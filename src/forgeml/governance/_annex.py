@@ -4,7 +4,8 @@ Annex IV of Regulation (EU) 2024/1689 lists the technical documentation of a hig
 system. forgeml keeps records that answer parts of points 1 (general description),
 2(a)-(d) (development process, design choices, data requirements) and 5 (risk
 management, as far as stated limitations and measured fairness go); point 3 (monitoring,
-functioning and control) needs a monitoring plan no record holds. A heading no record
+functioning and control) is filled as far as the deployments serving the version record
+it (status, latency objective, request logging for drift and feedback). A heading no record
 answers says "not recorded": a card never guesses.
 """
 
@@ -21,7 +22,7 @@ def annex_iv(facts: CardFacts) -> dict[str, str]:
         "general": _general(facts),
         "development": _development(facts),
         "data": _data(facts),
-        "monitoring": NOT_RECORDED,
+        "monitoring": _monitoring(facts),
         "risk": _risk(facts),
     }
 
@@ -65,6 +66,22 @@ def _data(facts: CardFacts) -> str:
     steps = " <- ".join(f"`{step.ref}` ({step.op})" for step in facts.dataset)
     source = f"`{facts.source}`" if facts.source else NOT_RECORDED
     return _bullets([f"Training data lineage: {steps}.", f"Collected from: {source}."])
+
+
+def _monitoring(facts: CardFacts) -> str:
+    if not facts.serving:
+        return NOT_RECORDED
+    items = []
+    for serving in facts.serving:
+        objective = serving.latency_objective_ms
+        sampled = serving.log_sample_rate
+        items.append(
+            f"Served by deployment `{serving.deployment}` ({serving.role}, {serving.status}); "
+            f"p99 latency objective: {NOT_RECORDED if objective is None else f'{objective} ms'}; "
+            f"requests logged for drift and feedback: "
+            f"{NOT_RECORDED if sampled is None else f'{sampled:.0%}'}."
+        )
+    return _bullets(items)
 
 
 def _risk(facts: CardFacts) -> str:

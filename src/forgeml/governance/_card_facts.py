@@ -65,6 +65,17 @@ class Compute:
 
 
 @dataclass(frozen=True)
+class Serving:
+    """A deployment that serves the version, and what it watches."""
+
+    deployment: str
+    status: str
+    role: str  # primary, canary or shadow
+    latency_objective_ms: float | None
+    log_sample_rate: float | None
+
+
+@dataclass(frozen=True)
 class CardFacts:
     """What a card says about one model version, every figure from a record."""
 
@@ -88,6 +99,7 @@ class CardFacts:
     notes: dict[str, str | None]
     compute: Compute | None
     aliases: list[str] = field(default_factory=list)
+    serving: list[Serving] = field(default_factory=list)
 
 
 def gather(workspace: Workspace, record: ModelVersionRecord) -> CardFacts:
@@ -126,6 +138,7 @@ def gather(workspace: Workspace, record: ModelVersionRecord) -> CardFacts:
         notes=version_notes(workspace, record),
         compute=_compute(workspace, tags.get(JOB_TAG)),
         aliases=sorted(a for a, v in aliases.items() if v == record.version),
+        serving=_serving(workspace, record.ref),
     )
 
 
@@ -165,6 +178,24 @@ def split_metrics(
             slices.setdefault((split, column, level), {})[name.rpartition("/")[0]] = float(value)
     rows = [SliceRow(*where, values) for where, values in sorted(slices.items())]
     return overall, rows, fairness
+
+
+def _serving(workspace: Workspace, ref: str) -> list[Serving]:
+    """The live deployments whose replicas run `ref`, by name."""
+    from sqlalchemy import select
+
+    from forgeml.core.store import DeploymentRecord
+    from forgeml.serve.deployments import DeploymentSpec
+
+    found = []
+    query = select(DeploymentRecord).where(DeploymentRecord.status != "deleted")
+    with workspace.store.session() as session:
+        for record in session.scalars(query.order_by(DeploymentRecord.name)):
+            spec = DeploymentSpec.model_validate(record.spec)
+            for role in dict.fromkeys(role for role, model in spec.plan() if model == ref):
+                found.append(Serving(record.name, record.status, role,
+                                     spec.latency_objective_ms, spec.log_sample_rate))  # fmt: skip
+    return found
 
 
 def _split_of(key: str, eval_split: str) -> tuple[str, str]:
