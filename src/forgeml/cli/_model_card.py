@@ -46,9 +46,14 @@ def write_card(path: Path, text: str) -> None:
     """
     from forgeml.core.atomic import atomic_write_text
 
-    if path.is_dir():
-        raise UsageError(f"--output {path} is a folder; give a file name such as README.md.")
+    check_output(path)
     try:
         atomic_write_text(path, text)
     except OSError as error:
         raise UsageError(f"Cannot write the card to {path}: {error.strerror}.") from None
+
+
+def check_output(path: Path) -> None:
+    """Raises UsageError when `path` is a folder (checked before anything is recorded)."""
+    if path.is_dir():
+        raise UsageError(f"--output {path} is a folder; give a file name such as README.md.")

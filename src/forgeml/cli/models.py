@@ -274,12 +274,12 @@ def card(
     metrics overall and per slice, fairness, compute and cost, EU AI Act Annex IV."""
     import sys
 
-    from forgeml.cli._model_card import cards, write_card
+    from forgeml.cli._model_card import cards, check_output, write_card
     from forgeml.governance.cards import check_format
 
     check_format(card_format)
-    if output is not None and output.is_dir():
-        write_card(output, "")  # refuses a folder before anything is recorded
+    if output is not None:
+        check_output(output)
     if intended_use is not None or limitations is not None:
         cards().set_card(ref, intended_use=intended_use, limitations=limitations)
     payload = cards().card(ref, card_format)
