@@ -71,6 +71,8 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("POST", "/api/v1/models/{name}/promote"): {"owner"},
     ("POST", "/api/v1/models/import"): {"owner"},
     ("POST", "/api/v1/models/{ref}/mitigate"): {"owner"},
+    ("GET", "/api/v1/models/{name}/versions/{version}/card"): {"owner", "viewer"},
+    ("PUT", "/api/v1/models/{name}/versions/{version}/card"): {"owner"},
     ("GET", "/api/v1/deployments"): {"owner", "viewer"},
     ("GET", "/api/v1/deployments/{name}"): {"owner", "viewer"},
     ("POST", "/api/v1/deployments/{name}/traffic"): {"owner"},

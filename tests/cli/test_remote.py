@@ -28,6 +28,8 @@ READS = [
     ("models", "list", "--json"),
     ("models", "show", "adult-mlp@production"),
     ("models", "show", "adult-mlp@v1", "--json"),
+    ("models", "card", "adult-mlp@v1"),
+    ("models", "card", "adult-mlp@production", "--format", "html", "--json"),
     ("data", "list"),
     ("data", "list", "--json"),
     ("data", "versions", "adult"),
@@ -50,6 +52,8 @@ READS = [
     # the same error sentence and exit code
     ("runs", "show", "nosuch"),
     ("models", "show", "nosuch@v1"),
+    ("models", "card", "nosuch@v1"),
+    ("models", "card", "adult-mlp@v1", "--format", "pdf"),
     ("data", "show", "adult@v99"),
     ("jobs", "show", "nosuch"),
     ("queues", "show", "nosuch"),
@@ -117,8 +121,9 @@ def test_remote_prints_what_local_prints(forgeml: Forgeml, command: tuple[str, .
 def test_remote_mutations_print_what_local_ones_print(forgeml: Forgeml) -> None:
     job = forgeml.served.job_id
     promote = ("models", "promote", "adult-mlp", "1", "--alias", "production")
+    card = ("models", "card", "adult-mlp@v1", "--intended-use", "Census research.", "--json")
     # cancel then retry leaves the job as it was, so the remote pair meets the same states
-    steps = [("jobs", "cancel", job), ("jobs", "retry", job), promote, (*promote, "--json")]
+    steps = [("jobs", "cancel", job), ("jobs", "retry", job), promote, (*promote, "--json"), card]
     local = [forgeml(*step) for step in steps]
     remote = [forgeml.remote(*step) for step in steps]
 

@@ -1,9 +1,9 @@
-"""Model routes: registered versions (list, show) and promotion to an alias.
+"""Model routes: registered versions (list, show), promotion to an alias, model cards.
 
-Answers are what `forgeml models list|show|promote --json` print. A promotion goes through
-the same metric gate as `models promote` (409 when the candidate does not win, or breaks
-its fairness bounds `max_dp_diff` / `max_eo_diff`, unless `force`), and is audited as the
-caller.
+Answers are what `forgeml models list|show|promote|card --json` print. A promotion goes
+through the same metric gate as `models promote` (409 when the candidate does not win, or
+breaks its fairness bounds `max_dp_diff` / `max_eo_diff`, unless `force`), and is audited as
+the caller.
 """
 
 from __future__ import annotations
@@ -166,3 +166,37 @@ def promote_version(request: Request, name: str, body: Promote) -> dict[str, Any
         fairness=FairnessBounds(body.max_dp_diff, body.max_eo_diff),
     )
     return promotion_summary(result)
+
+
+class CardNotes(BaseModel):
+    """`PUT .../versions/{version}/card`: what `models card --intended-use/--limitations` set."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # blank or long text is refused by `set_card_notes`, in the sentence the CLI prints
+    intended_use: str | None = Field(None, description="What the version is for.")
+    limitations: str | None = Field(None, description="Where it should not be used.")
+
+
+@router.get("/{name}/versions/{version}/card", dependencies=[require("models:read")])
+def card(
+    request: Request,
+    name: str,
+    version: PositiveInt,
+    card_format: Annotated[
+        Literal["md", "html"], Query(alias="format", description="md or html.")
+    ] = "md",
+) -> dict[str, Any]:
+    """The version's model card from its records, as `models card --json` prints it."""
+    from forgeml.governance.cards import card_summary
+
+    return card_summary(workspace(request), f"{name}@v{version}", card_format)
+
+
+@router.put("/{name}/versions/{version}/card", dependencies=[require("models:write")])
+def set_card(request: Request, name: str, version: PositiveInt, body: CardNotes) -> dict[str, Any]:
+    """Record the version's intended use and/or limitations (audited as the caller)."""
+    from forgeml.governance.cards import set_card_notes
+
+    ref = f"{name}@v{version}"
+    return set_card_notes(acting(request), ref, body.intended_use, body.limitations)

@@ -247,7 +247,8 @@ def export(
     ] = "auto",
     as_json: JsonFlag = False,
 ) -> None:
-    """Write a model as an edge bundle: ONNX, tokenizer or features, manifest and runner.py."""
+    """Write a model as an edge bundle: ONNX, tokenizer or features, manifest, runner.py
+    and its model card as README.md."""
     from forgeml.core.errors import UsageError
     from forgeml.optimize.edge import check_destination, export_edge
 
@@ -257,9 +258,62 @@ def export(
         raise UsageError(f"Unknown precision '{precision}': use auto, fp32 or int8.")
     check_destination(folder)  # before loading the model: a full folder fails at once
     bundle = export_edge(_workspace(), ref, folder, precision)  # type: ignore[arg-type]
+    card = _export_card(bundle.source, folder)
     if as_json:
-        print_json(bundle.as_dict())
+        print_json(bundle.as_dict() | {"card": card.name})
         return
     chosen = bundle.precision
     say(f"{bundle.source} -> {folder} ({chosen.chosen}: {chosen.reason})")
     say(f"run it: python {folder / 'runner.py'} {folder} < rows.jsonl")
+
+
+def _export_card(ref: str, folder: Path) -> Path:
+    """The card of `ref` as README.md beside the exported files (outside the manifest)."""
+    from forgeml.cli._model_card import write_card
+    from forgeml.governance.cards import model_card
+
+    with closing(_workspace()) as workspace:
+        write_card(folder / "README.md", model_card(workspace, ref))
+    return folder / "README.md"
+
+
+@app.command("card")
+def card(
+    ref: Annotated[str, typer.Argument(help="NAME, NAME@vN or NAME@ALIAS.")],
+    card_format: Annotated[
+        str, typer.Option("--format", help="md: Markdown with YAML front matter; html.")
+    ] = "md",
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Write the card to this file.")
+    ] = None,
+    intended_use: Annotated[
+        str | None,
+        typer.Option("--intended-use", help="Record what the version is for (audited)."),
+    ] = None,
+    limitations: Annotated[
+        str | None,
+        typer.Option("--limitations", help="Record where it should not be used (audited)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """The version's model card (Hugging Face format) from its records: data lineage,
+    metrics overall and per slice, fairness, compute and cost, EU AI Act Annex IV."""
+    import sys
+
+    from forgeml.cli._model_card import cards, check_output, write_card
+    from forgeml.governance.cards import check_format
+
+    check_format(card_format)
+    if output is not None:
+        check_output(output)
+    if intended_use is not None or limitations is not None:
+        cards().set_card(ref, intended_use=intended_use, limitations=limitations)
+    payload = cards().card(ref, card_format)
+    if output is not None:
+        write_card(output, payload["card"])
+    if as_json:
+        print_json(payload | {"output": str(output) if output else None})
+    elif output is not None:
+        say(f"{payload['ref']}: {card_format} card written to {output}")
+    else:
+        sys.stdout.write(payload["card"].rstrip("\n") + "\n")

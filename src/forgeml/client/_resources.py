@@ -99,6 +99,22 @@ class Models(_Resource):
             f"/models/{_segment(ref)}/mitigate", body | {"fit_split": fit_split}
         )
 
+    def card(self, ref: str, card_format: str = "md") -> dict[str, Any]:
+        """The version's model card, `md` or `html` (`models card --json`)."""
+        path = self._version_path(ref) + "/card"
+        return self._transport.get(path, {"format": card_format})
+
+    def set_card(
+        self, ref: str, intended_use: str | None = None, limitations: str | None = None
+    ) -> dict[str, Any]:
+        """Record the version's intended use and/or limitations for its card (audited)."""
+        body = {"intended_use": intended_use, "limitations": limitations}
+        return self._transport.send_json("PUT", self._version_path(ref) + "/card", body)
+
+    def _version_path(self, ref: str) -> str:
+        version = self.show(ref)  # an alias or digest prefix resolves on the server
+        return f"/models/{_segment(version['name'])}/versions/{version['version']}"
+
 
 class Datasets(_Resource):
     """Versioned datasets (`/api/v1/datasets`)."""

@@ -1,0 +1,96 @@
+"""The EU AI Act's Annex IV headings a model card can fill from forgeml's records.
+
+Annex IV of Regulation (EU) 2024/1689 lists the technical documentation of a high-risk AI
+system. forgeml keeps records that answer parts of points 1 (general description),
+2(a)-(d) (development process, design choices, data requirements) and 5 (risk
+management, as far as stated limitations and measured fairness go); point 3 (monitoring,
+functioning and control) is filled as far as the deployments serving the version record
+it (status, latency objective, request logging for drift and feedback). A heading no record
+answers says "not recorded": a card never guesses.
+"""
+
+from __future__ import annotations
+
+from forgeml.governance._card_facts import CardFacts
+
+NOT_RECORDED = "not recorded"
+
+
+def annex_iv(facts: CardFacts) -> dict[str, str]:
+    """Annex IV heading -> its text (keys: general, development, data, monitoring, risk)."""
+    return {
+        "general": _general(facts),
+        "development": _development(facts),
+        "data": _data(facts),
+        "monitoring": _monitoring(facts),
+        "risk": _risk(facts),
+    }
+
+
+def _bullets(items: list[str]) -> str:
+    return "\n".join(f"- {item}" for item in items)
+
+
+def _general(facts: CardFacts) -> str:
+    purpose = facts.notes.get("intended_use")
+    return _bullets([
+        f"Intended purpose: {'see Intended use' if purpose else NOT_RECORDED}.",
+        f"Provider (registered by): {facts.created_by}.",
+        f"Version: `{facts.ref}`, registered {facts.created_at}, bundle digest `{facts.digest}`.",
+    ])  # fmt: skip
+
+
+def _development(facts: CardFacts) -> str:
+    config = facts.config
+    if not config:
+        return NOT_RECORDED
+    model = config.get("model", {})
+    optimizer = config.get("optimizer", {})
+    length = (f"{config['max_steps']} steps" if config.get("max_steps")
+              else f"{config.get('epochs')} epochs")  # fmt: skip
+    items = [
+        f"Architecture: `{model.get('name')}` with parameters `{model.get('params', {})}`.",
+        f"Training: {length}, batch size {config.get('batch_size')}, optimizer "
+        f"`{optimizer.get('name')}` (learning rate {optimizer.get('lr')}), precision "
+        f"{config.get('precision')}, seed {config.get('seed')}.",
+        f"Derived from: `{facts.parent}`." if facts.parent else "Derived from: no parent model.",
+        f"Training run: `{facts.run_id}`; code version (git commit): "
+        f"{'`' + facts.code_version + '`' if facts.code_version else NOT_RECORDED}.",
+    ]
+    return _bullets(items)
+
+
+def _data(facts: CardFacts) -> str:
+    if not facts.dataset:
+        return NOT_RECORDED
+    steps = " <- ".join(f"`{step.ref}` ({step.op})" for step in facts.dataset)
+    source = f"`{facts.source}`" if facts.source else NOT_RECORDED
+    return _bullets([f"Training data lineage: {steps}.", f"Collected from: {source}."])
+
+
+def _monitoring(facts: CardFacts) -> str:
+    if not facts.serving:
+        return NOT_RECORDED
+    items = []
+    for serving in facts.serving:
+        objective = serving.latency_objective_ms
+        sampled = serving.log_sample_rate
+        items.append(
+            f"Served by deployment `{serving.deployment}` ({serving.role}, {serving.status}); "
+            f"p99 latency objective: {NOT_RECORDED if objective is None else f'{objective} ms'}; "
+            f"requests logged for drift and feedback: "
+            f"{NOT_RECORDED if sampled is None else f'{sampled:.0%}'}."
+        )
+    return _bullets(items)
+
+
+def _risk(facts: CardFacts) -> str:
+    items = []
+    if facts.notes.get("limitations"):
+        items.append("Known limitations: see Limitations.")
+    if facts.fairness:
+        items.append("Fairness measured: see Fairness.")
+    if facts.slices:
+        columns = sorted({row.column for row in facts.slices})
+        items.append(f"Performance per group ({', '.join(columns)}): see Per slice.")
+    return _bullets(items) if items else NOT_RECORDED
