@@ -105,6 +105,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("POST", "/api/v1/labels/{name}/import"): {"owner"},
     ("GET", "/api/v1/labels/{name}/agreement"): {"owner", "viewer"},
     ("POST", "/api/v1/labels/{name}/export"): {"owner"},
+    ("POST", "/api/v1/commands"): {"owner"},
 }
 # acting in the other project: only its member may; resources all live in `default`, so a
 # resource route naming another project still acts there (its member gains nothing by it)
