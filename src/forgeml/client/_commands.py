@@ -80,6 +80,7 @@ def check_argv(argv: Sequence[str]) -> str:
             "listed in forgeml.client._commands)."
         )
     for arg in argv:
+        _check_text(arg, "argv")
         if "\0" in arg:
             raise UsageError("argv: an argument may not hold a NUL character.")
         flag = arg.split("=", 1)[0]
@@ -88,12 +89,21 @@ def check_argv(argv: Sequence[str]) -> str:
     return JOB_COMMANDS[key]
 
 
+def _check_text(text: str, field: str) -> None:
+    # a lone surrogate (JSON's "\\ud800") reaches no file system, database or process
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise UsageError(f"{field}: not valid Unicode text.") from None
+
+
 def check_file_name(name: str) -> str:
     """`name` if it is a bare file name (no folder, no `..`).
 
     Raises:
         UsageError: it is empty, names a folder, or holds `..` or a NUL.
     """
+    _check_text(name, "files")
     if not name or name in (".", "..") or ".." in name or "/" in name or "\\" in name:
         raise UsageError(
             f"files.{name}: a file is sent by its bare name, without a folder or '..'."
