@@ -110,6 +110,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("POST", "/api/v1/labels/{name}/export"): {"owner"},
     # the read of the ref's kind; `x` names nothing and is asked datasets:read
     ("GET", "/api/v1/lineage/{record}"): {"owner", "viewer", "wrong_scope"},
+    ("POST", "/api/v1/commands"): {"owner"},
 }
 # acting in the other project: only its member may; resources all live in `default`, so a
 # resource route naming another project still acts there (its member gains nothing by it)

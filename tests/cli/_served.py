@@ -7,6 +7,8 @@ through the server with olivia's token, so both sides write the same actor."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -123,3 +125,14 @@ def assert_same_as_local(local: CliResult, remote: CliResult, context: object = 
     ), context  # fmt: skip
     if local.code:
         assert local.stderr.startswith("error: ") and local.stderr.count("\n") == 1, context
+
+
+def assert_queued_as_job(run: Forgeml, command: tuple[str, ...]) -> None:
+    """`forgeml --server URL COMMAND --detach` queues `forgeml COMMAND` as the caller's job
+    (cancelled here: no scheduler runs it)."""
+    queued = run.remote(*command, "--detach")
+    found = re.match(r"job (\w+) queued in 'default'; follow it with\s+`forgeml", queued.stdout)
+    assert queued.code == 0 and found, queued
+    job = json.loads(run.remote("jobs", "show", found[1], "--json").stdout)
+    assert job["command"][1:] == ["-m", "forgeml.cli", *command]
+    assert run.remote("jobs", "cancel", found[1]).code == 0

@@ -40,11 +40,14 @@ def test_a_malformed_option_names_its_key(cli: Cli) -> None:
     assert_cli_error(result, "key 'cursor': Value error, give the cursor as PARAM=PATH")
 
 
-def test_sources_are_refused_in_remote_mode(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_url_source_is_refused_in_remote_mode_and_a_crawl_asks_the_server(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FORGEML_SERVER", "http://127.0.0.1:9")
 
     added = cli("data", "add", "x", "https://example.com/a.csv")
     crawled = cli("data", "crawl", "x", "https://example.com/")
 
     assert_cli_error(added, "reads a URL on this machine only", code=2)
-    assert_cli_error(crawled, "fetches web pages from this machine", code=2)
+    # a crawl runs on the server as a job (tests/cli/test_remote_jobs.py): it asks the server
+    assert_cli_error(crawled, "Cannot reach the forgeml server at http://127.0.0.1:9", code=1)

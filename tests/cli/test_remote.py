@@ -206,7 +206,7 @@ def test_a_server_url_that_is_not_http_is_refused(forgeml: Forgeml) -> None:
     assert "must be an http(s) URL" in refused.stderr
 
 
-@pytest.mark.parametrize("command", [("train", "x.yaml"), ("init",), ("serve", "m@v1")])
+@pytest.mark.parametrize("command", [("init",), ("serve", "m@v1")])
 def test_commands_that_run_beside_the_workspace_refuse_remote_mode(
     forgeml: Forgeml, command: tuple[str, ...]
 ) -> None:

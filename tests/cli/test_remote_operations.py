@@ -11,10 +11,11 @@ from contextlib import closing
 import pytest
 
 from forgeml.cli._remote import LOCAL_COMMANDS, LOCAL_ONLY, REMOTE_COMMANDS
+from forgeml.client._commands import job_command
 from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
 from tests.cli import test_remote as shared
-from tests.cli._served import assert_same_as_local
+from tests.cli._served import assert_queued_as_job, assert_same_as_local
 from tests.cli.test_remote import BACKENDS, Forgeml
 
 # the served workspaces of tests/cli/test_remote.py, built once more for this module
@@ -162,8 +163,8 @@ def test_every_command_has_a_remote_mode_or_a_reason(group: str) -> None:
         for command in listed
         if (group, command) not in REMOTE_COMMANDS
         and (group, command) not in LOCAL_COMMANDS
-        and (group, None) not in LOCAL_COMMANDS
         and group not in LOCAL_ONLY
+        and job_command([group, command]) is None
     }
 
     assert listed == set(GROUPS[group])
@@ -171,25 +172,19 @@ def test_every_command_has_a_remote_mode_or_a_reason(group: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("command", "named"),
+    "command",
     [
-        (("models", "compare", "adult-mlp@v1", "adult-mlp@v2"), "models compare"),
-        (("monitor", "policy", "list"), "monitor policy"),
-        (("deploy", "rollback", "web"), "deploy rollback"),
-        (("deploy", "create", "adult-mlp@v1", "--name", "web"), "deploy create"),
-        (("deploy", "adult-mlp@v1", "--name", "web"), "deploy"),
+        ("models", "compare", "adult-mlp@v1", "adult-mlp@v2"),
+        ("monitor", "policy", "list"),
+        ("deploy", "rollback", "web"),
+        ("deploy", "create", "adult-mlp@v1", "--name", "web"),
+        ("deploy", "adult-mlp@v1", "--name", "web"),
     ],
 )
-def test_a_command_that_runs_beside_the_workspace_says_why_in_remote_mode(
-    forgeml: Forgeml, command: tuple[str, ...], named: str
+def test_a_command_that_runs_beside_the_workspace_runs_on_the_server_as_a_job(
+    forgeml: Forgeml, command: tuple[str, ...]
 ) -> None:
-    refused = forgeml.remote(*command)
-
-    key = (command[0], command[1]) if named != command[0] else (command[0], None)
-    assert refused.code == 2
-    assert refused.stderr == (
-        f"error: `forgeml {named}` cannot run in remote mode: it {LOCAL_COMMANDS[key]}.\n"
-    )
+    assert_queued_as_job(forgeml, command)
 
 
 @BACKENDS

@@ -8,7 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cli._served import Forgeml, Served, assert_same_as_local, served_on
+from tests.cli._served import (
+    Forgeml,
+    Served,
+    assert_queued_as_job,
+    assert_same_as_local,
+    served_on,
+)
 
 PIPELINE = f"""
 name: hello
@@ -62,16 +68,11 @@ def test_remote_pipelines_print_what_local_prints(
 
 @pytest.mark.parametrize(
     "command",
-    [
-        ("pipelines", "run", "p.yaml"),
-        ("pipelines", "graph", "p.yaml"),
-        ("pipelines", "export", "p.yaml"),
-    ],
+    [("pipelines", "graph", "p.yaml"), ("pipelines", "export", "p.yaml", "--image", "f:1")],
 )
 def test_pipeline_files_are_read_where_they_are(forgeml: Forgeml, command: tuple[str, ...]) -> None:
-    refused = forgeml.remote(*command)
+    assert_same_as_local(forgeml(*command), forgeml.remote(*command))
 
-    assert refused.code == 2
-    assert refused.stderr.startswith(
-        f"error: `forgeml pipelines {command[1]}` cannot run in remote"
-    )
+
+def test_a_pipeline_run_runs_on_the_server_as_a_job(forgeml: Forgeml) -> None:
+    assert_queued_as_job(forgeml, ("pipelines", "run", "nosuch.yaml"))

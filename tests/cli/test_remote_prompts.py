@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli._served import Forgeml, Served, assert_same_as_local, served_on
+from tests.cli._served import (
+    Forgeml,
+    Served,
+    assert_queued_as_job,
+    assert_same_as_local,
+    served_on,
+)
 
 V1 = {"template": "Q: {{ question }}\nA:", "variables": [{"name": "question"}]}
 V2 = {"template": "Question: {{ question }}\nAnswer:", "variables": [{"name": "question"}]}
@@ -147,9 +153,5 @@ def test_a_viewer_may_read_and_render_but_not_create(
     assert "prompts:write" in refused.stderr
 
 
-def test_prompts_eval_refuses_remote_mode_and_says_what_to_use(forgeml: Forgeml) -> None:
-    refused = forgeml.remote("prompts", "eval", "qa", "qa@v1", "--data", "x.jsonl")
-
-    assert refused.code == 2
-    assert refused.stderr.startswith("error: `forgeml prompts eval` cannot run in remote mode")
-    assert "POST /api/v1/jobs" in refused.stderr
+def test_prompts_eval_runs_on_the_server_as_a_job(forgeml: Forgeml) -> None:
+    assert_queued_as_job(forgeml, ("prompts", "eval", "qa", "qa@v1", "--data", "x.jsonl"))

@@ -7,7 +7,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cli._served import Forgeml, Served, assert_same_as_local, served_on
+from tests.cli._served import (
+    Forgeml,
+    Served,
+    assert_queued_as_job,
+    assert_same_as_local,
+    served_on,
+)
 
 READS = [
     ("rag", "versions", "std"),
@@ -51,18 +57,13 @@ def test_remote_rag_prints_what_local_prints(forgeml: Forgeml, command: tuple[st
 @pytest.mark.parametrize(
     "command",
     [
-        ("rag", "index", "std", "docs/"),
+        ("rag", "index", "std", "nosuch-docs/"),
         ("rag", "rebuild", "std"),
         ("rag", "answer", "std", "why?", "--model-url", "http://x/v1", "--model", "m"),
         ("rag", "eval", "std", "--queries", "q.jsonl"),
     ],
 )
-def test_rag_commands_beside_the_workspace_refuse_remote_mode(
+def test_rag_commands_beside_the_workspace_run_on_the_server_as_jobs(
     forgeml: Forgeml, command: tuple[str, ...]
 ) -> None:
-    refused = forgeml.remote(*command)
-
-    assert refused.code == 2
-    assert refused.stderr.startswith(
-        f"error: `forgeml rag {command[1]}` cannot run in remote mode: it "
-    )
+    assert_queued_as_job(forgeml, command)

@@ -24,6 +24,7 @@ from forgeml.api._agents import router as agents_router
 from forgeml.api._alerts import router as alerts_router
 from forgeml.api._audit import router as audit_router
 from forgeml.api._authz import Authorizer, api_routes
+from forgeml.api._commands import router as commands_router
 from forgeml.api._cost import router as cost_router
 from forgeml.api._dataset_ops import router as dataset_ops_router
 from forgeml.api._datasets import router as datasets_router
@@ -56,7 +57,7 @@ ROUTERS = [
     datasets_router, dataset_ops_router, jobs_router, job_logs_router, queues_router,
     runs_router, run_jobs_router, models_router, deployments_router, keys_router,
     prompts_router, rag_router, pipelines_router, cost_router, audit_router,
-    labels_router, lineage_router,
+    labels_router, lineage_router, commands_router,
 ]  # fmt: skip
 
 

@@ -22,7 +22,13 @@ from typer._click.exceptions import UsageError as ClickUsageError
 from typer.exceptions import Abort
 
 from forgeml.cli._lazy import LazyCommand, LazyGroup
-from forgeml.cli._remote import check_command, close_remote, take_options
+from forgeml.cli._remote import (
+    check_command,
+    close_remote,
+    remote_client,
+    runs_as_job,
+    take_options,
+)
 from forgeml.core.errors import ForgemlError
 from forgeml.core.reading import reading
 from forgeml.core.workspace import close_opened_workspaces
@@ -184,8 +190,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         args = take_options(args)
         check_command(args)
-        with reading() if _only_reads(args) else nullcontext():
-            code = command_tree().main(args=args, prog_name="forgeml", standalone_mode=False)
+        if runs_as_job(args):  # remote mode of a heavy command: a job on the server
+            code = _run_as_job(args)
+        else:
+            with reading() if _only_reads(args) else nullcontext():
+                code = command_tree().main(args=args, prog_name="forgeml", standalone_mode=False)
     except ForgemlError as error:
         _fail(f"error: {error}", error.exit_code, debug)
     except NoArgsIsHelpError as error:
@@ -208,6 +217,14 @@ def main(argv: list[str] | None = None) -> None:
         _fail("Aborted.", _INTERRUPTED, debug=False)
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+def _run_as_job(args: list[str]) -> int:
+    from forgeml.cli._remote_jobs import run_as_job
+
+    client = remote_client()
+    assert client is not None  # runs_as_job: remote mode
+    return run_as_job(client, args)
 
 
 # leaf commands that only read: their store sessions take no writers' lock (a write they

@@ -3,15 +3,19 @@ control-plane API (`forgeml.client`) instead of the local workspace.
 
 Each command group takes its data through one seam, `source(local)`: the `Client`'s
 resource in remote mode, else the group's local functions; both answer what `--json`
-prints, so the printing code is one. `check_command` refuses, before anything runs, a
-command that has no remote mode: the ones that must run beside their workspace say what to
-use instead; the rest name the API.
+prints, so the printing code is one. The heavy commands (train, tune, rag index, pipelines
+run, ...: `forgeml.client._commands.JOB_COMMANDS`) run on the server as jobs of its own CLI
+(`runs_as_job`, `_remote_jobs`); `RUNS_HERE` commands read only local files and run here.
+`check_command` refuses, before anything runs, a command that has no remote mode: the ones
+that must run beside their workspace or write onto this machine say what to use instead;
+the rest name the API.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from forgeml.core.errors import UsageError
@@ -77,52 +81,21 @@ LOCAL_ONLY = {
     "server": "serves a workspace of this machine; unset FORGEML_SERVER to start one",
     "serve": "serves models from a workspace of this machine; run it beside the server",
     "gateway": "fronts deployments of a workspace of this machine; run it beside the server",
-    "train": "trains on this machine; submit it to the server as a job (POST /api/v1/jobs)",
-    "finetune": "trains on this machine; submit it to the server as a job (POST /api/v1/jobs)",
-    "tune": "trains on this machine; submit it to the server as a job (POST /api/v1/jobs)",
-    "optimize": "runs on this machine; submit it to the server as a job (POST /api/v1/jobs)",
 }
 
 
 _BESIDE = "run it beside the server (unset FORGEML_SERVER)"
-# commands of a group that has a remote mode, which run beside their workspace: why
+# commands of a group that has a remote mode, which must write onto this machine: why
 LOCAL_COMMANDS: dict[tuple[str, str | None], str] = {
-    ("data", "crawl"): f"fetches web pages from this machine; {_BESIDE}",
-    ("data", "ingest-stream"): f"reads a message broker from this machine; {_BESIDE}",
     ("models", "export"): f"writes the model's files into a folder of this machine; {_BESIDE}",
     ("jobs", "export"): f"writes or submits a Volcano manifest with this machine's kubeconfig; "
     f"{_BESIDE}",
-    ("models", "compare"): f"loads and times the models on this machine; {_BESIDE}",
-    ("models", "import"): f"converts a model file of this machine; {_BESIDE}",
-    ("monitor", "drift"): f"reads request logs that the model servers write beside the "
-    f"workspace; {_BESIDE}",
-    ("monitor", "online"): f"reads request logs that the model servers write beside the "
-    f"workspace; {_BESIDE}",
-    ("monitor", "feedback"): f"records labels from a file of this machine; {_BESIDE}",
-    ("monitor", "accuracy"): f"joins feedback with request logs beside the workspace; {_BESIDE}",
-    ("monitor", "policy"): f"applies policy files of this machine and drives retraining "
-    f"there; {_BESIDE}",
-    ("pipelines", "triggers"): f"reads trigger files of this machine; {_BESIDE}",
-    ("deploy", "create"): "starts model-server processes beside the workspace; "
-    f"{_BESIDE}, or shift a canary's traffic with POST /api/v1/deployments/{{name}}/traffic",
-    ("deploy", None): "starts model-server processes beside the workspace; "
-    f"{_BESIDE}, or shift a canary's traffic with POST /api/v1/deployments/{{name}}/traffic",
-    ("deploy", "rollback"): f"starts model-server processes beside the workspace; {_BESIDE}",
-    ("deploy", "check"): f"health-checks model-server processes beside the workspace; {_BESIDE}",
-    ("prompts", "eval"): "calls a model endpoint from this machine and records the run in its "
-    "workspace; submit it to the server as a job (POST /api/v1/jobs)",
-    ("rag", "index"): "reads source files on this machine; submit it to the server as a job "
-    "(POST /api/v1/jobs)",
-    ("rag", "rebuild"): "reads the index's sources on this machine; submit it to the server as a "
-    "job (POST /api/v1/jobs)",
-    ("rag", "eval"): "runs the index and a model on this machine; submit it to the server as a job "
-    "(POST /api/v1/jobs)",
-    ("rag", "answer"): "runs a language model on this machine; run it beside the server",
-    ("pipelines", "run"): "runs a pipeline YAML of this machine; submit `forgeml pipelines run` "
-    "to the server as a job (POST /api/v1/jobs)",
-    ("pipelines", "graph"): "reads a pipeline YAML of this machine; run it where the file is",
-    ("pipelines", "export"): "reads a pipeline YAML of this machine; run it where the file is",
 }
+# commands that read only files of this machine, never a workspace: they run here in
+# remote mode too (`pipelines graph` of a recorded run reads the server's, as a job)
+RUNS_HERE = frozenset({("pipelines", "export"), ("pipelines", "graph")})
+# the heavy commands run on the server as jobs (`forgeml.client._commands.JOB_COMMANDS`,
+# `_remote_jobs`)
 
 
 def take_options(args: list[str]) -> list[str]:
@@ -172,6 +145,8 @@ def check_command(args: Sequence[str]) -> None:
     if "--help" in args or not args or not is_remote():
         return
     group = args[0]
+    if runs_here(args) or runs_as_job(args):
+        return
     if group in LOCAL_ONLY:
         raise UsageError(f"`forgeml {group}` cannot run in remote mode: it {LOCAL_ONLY[group]}.")
     command = args[1] if len(args) > 1 and not args[1].startswith("-") else None
@@ -188,6 +163,34 @@ def check_command(args: Sequence[str]) -> None:
         f"`forgeml {group} {command}` has no remote mode; unset FORGEML_SERVER to run it "
         "on this machine, or call the API (/api/v1) directly."
     )
+
+
+def _command(args: Sequence[str]) -> tuple[str, str | None]:
+    command = args[1] if len(args) > 1 and not args[1].startswith("-") else None
+    return args[0], command
+
+
+def runs_here(args: Sequence[str]) -> bool:
+    """Whether `forgeml *args` reads only files of this machine (`RUNS_HERE`): a pipeline
+    file, not a recorded run."""
+    if _command(args) not in RUNS_HERE:
+        return False
+    if args[1] == "export":
+        return True
+    # as `pipelines graph` itself tells a file from a run
+    target = next((arg for arg in args[2:] if not arg.startswith("-")), "")
+    return Path(target).is_file() or Path(target).suffix in (".yaml", ".yml") or "/" in target
+
+
+def runs_as_job(args: Sequence[str]) -> bool:
+    """Whether, in remote mode, `forgeml *args` runs on the server as a job."""
+    if "--help" in args or not args or not is_remote():
+        return False
+    from forgeml.client._commands import job_command
+
+    if _command(args) in REMOTE_COMMANDS or runs_here(args):
+        return False
+    return job_command(args) is not None
 
 
 def source(remote: Callable[[Client], T], local: Callable[[], Any]) -> Any:

@@ -17,6 +17,7 @@ from forgeml.client._settings import RemoteSettings
 if TYPE_CHECKING:
     from forgeml.client._accounts import Projects, Tokens, Users
     from forgeml.client._client import Client
+    from forgeml.client._commands import Commands
     from forgeml.client._labels import Labels
     from forgeml.client._registries import Agents, Pipelines, Prompts, Rag
     from forgeml.client._resources import (
@@ -33,9 +34,9 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
-    "Agents", "Alerts", "Audit", "Client", "Cost", "Datasets", "Deployments", "Jobs", "Keys",
-    "Labels", "Models", "Pipelines", "Projects", "Prompts", "Queues", "Rag", "RemoteSettings",
-    "Runs", "Tokens", "Users",
+    "Agents", "Alerts", "Audit", "Client", "Commands", "Cost", "Datasets", "Deployments",
+    "Jobs", "Keys", "Labels", "Models", "Pipelines", "Projects", "Prompts", "Queues", "Rag",
+    "RemoteSettings", "Runs", "Tokens", "Users",
 ]  # fmt: skip
 
 _LAZY = (
@@ -57,7 +58,7 @@ _LAZY = (
     )
     | dict.fromkeys(("Agents", "Pipelines", "Prompts", "Rag"), "forgeml.client._registries")
     | dict.fromkeys(("Projects", "Tokens", "Users"), "forgeml.client._accounts")
-    | {"Labels": "forgeml.client._labels"}
+    | {"Labels": "forgeml.client._labels", "Commands": "forgeml.client._commands"}
 )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 from forgeml.client._accounts import Projects, Tokens, Users
+from forgeml.client._commands import Commands
 from forgeml.client._labels import Labels
 from forgeml.client._registries import Agents, Pipelines, Prompts, Rag
 from forgeml.client._resources import (
@@ -57,6 +58,7 @@ class Client:
         self.alerts = Alerts(self.transport)
         self.deployments = Deployments(self.transport)
         self.labels = Labels(self.transport)
+        self.commands = Commands(self.transport)
 
     @classmethod
     def from_env(cls) -> Client | None:

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NoReturn
@@ -36,6 +36,19 @@ JOB_CWD_ENV = "FORGEML_JOB_CWD"  # the submitter's directory: relative paths kee
 RESULT_FILE = "result-{attempt}.json"  # in the job's folder, one per attempt
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM: the job stopped on request, checkpoint written
 FAILED_EXIT_CODE = 1
+# `python -m forgeml.cli ARGS`: forgeml's own CLI run as a job (the control plane's
+# `POST /api/v1/commands`); it finds its workspace and tracking from FORGEML_HOME
+CLI_MODULE = "forgeml.cli"
+
+
+def cli_command(argv: Sequence[str]) -> list[str]:
+    """The job command that runs `forgeml *argv` with this Python."""
+    return [sys.executable, "-m", CLI_MODULE, *argv]
+
+
+def runs_cli(command: Sequence[str]) -> bool:
+    """Whether the job `command` is forgeml's CLI (`cli_command`)."""
+    return list(command[1:3]) == ["-m", CLI_MODULE]
 
 
 class Outcome(StrEnum):

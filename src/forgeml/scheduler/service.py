@@ -37,6 +37,7 @@ from forgeml.scheduler._records import (
     timestamp,
 )
 from forgeml.scheduler.cluster import cluster_of
+from forgeml.scheduler.contract import runs_cli
 from forgeml.scheduler.executors.base import (
     AttemptHandle,
     AttemptStatus,
@@ -408,8 +409,10 @@ class Scheduler:
         spec = job.spec
         folder = job_dir(self.workspace, job.id)
         folder.mkdir(parents=True, exist_ok=True)
+        # forgeml's own commands derive tracking from FORGEML_HOME (`job_environment`)
+        forgeml_command = job.kind in LAUNCH_ONCE_KINDS or runs_cli(spec["command"])
         env = job_environment(
-            self.workspace, job.id, number, job.owner, forgeml_command=job.kind in LAUNCH_ONCE_KINDS
+            self.workspace, job.id, number, job.owner, forgeml_command=forgeml_command
         ) | dict(spec.get("env", {}))
         return LaunchRequest(
             job_id=job.id,

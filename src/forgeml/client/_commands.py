@@ -1,0 +1,144 @@
+"""The CLI commands the control plane runs as jobs (`POST /api/v1/commands`), the permission
+each needs, and the rules their uploaded files follow: one table, read by the server to
+authorize a command and by the CLI's remote mode to send one.
+
+Kept free of HTTP imports: the CLI reads the table on every start in remote mode.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from forgeml.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from forgeml.client._transport import Transport
+
+# (group, command) -> the permission a caller needs to run it as a job, besides jobs:submit;
+# (group, None): the group is the command (`forgeml train CONFIG`, `forgeml deploy MODEL_REF`)
+JOB_COMMANDS: dict[tuple[str, str | None], str] = {
+    ("train", None): "jobs:submit",
+    ("finetune", None): "jobs:submit",
+    ("tune", None): "jobs:submit",
+    ("optimize", None): "jobs:submit",
+    ("prompts", "eval"): "prompts:write",
+    ("rag", "index"): "rag:write",
+    ("rag", "rebuild"): "rag:write",
+    ("rag", "eval"): "rag:read",
+    ("rag", "answer"): "rag:read",
+    ("pipelines", "run"): "pipelines:run",
+    ("pipelines", "graph"): "pipelines:read",
+    ("pipelines", "triggers"): "pipelines:write",
+    ("models", "compare"): "models:read",
+    ("models", "import"): "models:write",
+    ("monitor", "drift"): "deployments:read",
+    ("monitor", "online"): "deployments:read",
+    ("monitor", "accuracy"): "deployments:read",
+    ("monitor", "feedback"): "models:write",
+    # policies release models and drive retraining: a maintainer's
+    ("monitor", "policy"): "deployments:write",
+    ("data", "crawl"): "datasets:write",
+    ("data", "ingest-stream"): "datasets:write",
+    ("deploy", None): "deployments:write",
+    ("deploy", "create"): "deployments:write",
+    ("deploy", "rollback"): "deployments:write",
+    ("deploy", "check"): "deployments:read",
+}
+# options a command job may not carry: the job runs on the server as the server's CLI, and
+# the server's own network is not the caller's to reach (forgeml's netguard stays on)
+REFUSED_OPTIONS = ("--server", "--token", "--allow-private")
+MAX_NAME_BYTES = 255  # a file name on every file system the server may write to
+
+
+def job_command(argv: Sequence[str]) -> tuple[str, str | None] | None:
+    """The `JOB_COMMANDS` key of `forgeml *argv`, or None when it is not run as a job."""
+    if not argv:
+        return None
+    command = argv[1] if len(argv) > 1 else None
+    if (argv[0], command) in JOB_COMMANDS:
+        return argv[0], command
+    if (argv[0], None) in JOB_COMMANDS:
+        return argv[0], None
+    return None
+
+
+def check_argv(argv: Sequence[str]) -> str:
+    """The permission `forgeml *argv` needs as a job.
+
+    Raises:
+        UsageError: it is not a command the server runs as a job, or it carries an option
+            a job may not (`REFUSED_OPTIONS`).
+    """
+    key = job_command(argv)
+    if key is None:
+        shown = " ".join(argv[:2]) or "(nothing)"
+        raise UsageError(
+            f"argv: `forgeml {shown}` is not a command the server runs as a job "
+            f"(one of: {', '.join(sorted({group for group, _ in JOB_COMMANDS}))} commands "
+            "listed in forgeml.client._commands)."
+        )
+    for arg in argv:
+        _check_text(arg, "argv")
+        if "\0" in arg:
+            raise UsageError("argv: an argument may not hold a NUL character.")
+        flag = arg.split("=", 1)[0]
+        if flag in REFUSED_OPTIONS:
+            raise UsageError(f"argv: {flag} cannot be given to a command the server runs as a job.")
+    return JOB_COMMANDS[key]
+
+
+def _check_text(text: str, field: str) -> None:
+    # a lone surrogate (JSON's "\\ud800") reaches no file system, database or process
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise UsageError(f"{field}: not valid Unicode text.") from None
+
+
+def check_file_name(name: str) -> str:
+    """`name` if it is a bare file name (no folder, no `..`).
+
+    Raises:
+        UsageError: it is empty, names a folder, or holds `..` or a NUL.
+    """
+    _check_text(name, "files")
+    if not name or name in (".", "..") or ".." in name or "/" in name or "\\" in name:
+        raise UsageError(
+            f"files.{name}: a file is sent by its bare name, without a folder or '..'."
+        )
+    if "\0" in name or len(name.encode()) > MAX_NAME_BYTES:
+        raise UsageError(
+            f"files: a file name is at most {MAX_NAME_BYTES} bytes, without a NUL character."
+        )
+    return name
+
+
+def decode_files(files: Mapping[str, str]) -> dict[str, bytes]:
+    """The uploaded files' contents, each name checked (`check_file_name`).
+
+    Raises:
+        UsageError: a name is not a bare file name, or a content is not base64.
+    """
+    decoded = {}
+    for name, content in files.items():
+        check_file_name(name)
+        try:
+            decoded[name] = base64.b64decode(content, validate=True)
+        except ValueError:
+            raise UsageError(f"files.{name}: the content is not base64.") from None
+    return decoded
+
+
+class Commands:
+    """CLI commands run as server jobs (`/api/v1/commands`)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+
+    def run(self, argv: Sequence[str], files: Mapping[str, bytes]) -> dict[str, Any]:
+        """Queue `forgeml *argv` as a job whose folder holds `files`; answers the job's
+        summary (as `jobs submit --json`)."""
+        encoded = {name: base64.b64encode(data).decode() for name, data in files.items()}
+        return self._transport.post("/commands", {"argv": list(argv), "files": encoded})

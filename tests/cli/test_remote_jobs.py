@@ -1,0 +1,191 @@
+"""Remote mode of the heavy commands: `forgeml --server URL train CONFIG` uploads the config,
+runs `forgeml train` as a job of the server's scheduler, prints its log and exits as the
+job did; the same command run locally prints and exits the same."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from forgeml.cli._remote import LOCAL_COMMANDS
+from forgeml.core.config import Settings
+from forgeml.core.store import AuditEvent
+from forgeml.core.workspace import Workspace
+from forgeml.scheduler.executors.local import LocalExecutor
+from forgeml.scheduler.service import Scheduler
+from tests.cli._served import Forgeml, Served, assert_same_as_local, served, served_on
+from tests.cli.conftest import assert_cli_error
+from tests.train.conftest import ADULT_CONFIG, SRC, copy_adult_home, quick
+
+# `forgeml train` of the Adult example, shortened, printing its outputs as JSON
+TRAIN = ("train", "train.yaml", *quick(), "--json")
+
+
+@pytest.fixture(scope="module")
+def adult_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The prepared Adult workspace (examples/adult/README.md's data steps), served."""
+    tmp = tmp_path_factory.mktemp("adult-served")
+    copy_adult_home(tmp_path_factory, tmp / "home")
+    with served(tmp) as home:
+        yield home
+
+
+@pytest.fixture
+def forgeml(
+    adult_served: Served,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> Iterator[Forgeml]:
+    from tests.cli._served import forgeml_on
+
+    # the jobs are this interpreter's `python -m forgeml.cli`, importing this tree
+    monkeypatch.setenv("PYTHONPATH", str(SRC))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.yaml").write_bytes(ADULT_CONFIG.read_bytes())
+    with forgeml_on(adult_served, capsys, monkeypatch) as run:
+        yield run
+
+
+@contextmanager
+def scheduling(home: Served) -> Iterator[Workspace]:
+    """The served workspace's scheduler, running jobs on this machine until the block ends."""
+    workspace = Workspace(Settings(home=home.home, db_url=home.db_url, user="tester"))
+    scheduler = Scheduler(workspace, LocalExecutor(cpus=[0, 1], gpus=0))
+    stop = threading.Event()
+    thread = threading.Thread(target=scheduler.serve_forever, args=(0.05, stop), daemon=True)
+    thread.start()
+    try:
+        yield workspace
+    finally:
+        stop.set()
+        thread.join()
+        workspace.close()
+
+
+def test_a_remote_train_runs_as_a_server_job_and_prints_what_local_train_prints(
+    forgeml: Forgeml,
+) -> None:
+    local = forgeml(*TRAIN)
+    before = _audited(forgeml.served.workspace)
+    with scheduling(forgeml.served):
+        remote = forgeml.remote(*TRAIN)
+
+    assert (remote.code, remote.stderr) == (local.code, local.stderr) == (0, ""), remote
+    here, there = json.loads(local.stdout), json.loads(remote.stdout)
+    assert set(there) == set(here)
+    assert (here["model"], there["model"]) == ("adult-mlp@v1", "adult-mlp@v2")
+    # the same seed on the same data: the same model, whichever machine asked for it
+    scores = [
+        {k: v for k, v in out["metrics"].items() if k != "confusion_matrix"}
+        for out in (here, there)
+    ]
+    assert scores[1] == pytest.approx(scores[0], rel=1e-3)
+    # the job, its run and its model recorded as the caller's
+    actors = {actor for _, actor, _ in _audited(forgeml.served.workspace)[len(before) :]}
+    actions = {action for _, _, action in _audited(forgeml.served.workspace)[len(before) :]}
+    assert actors == {"olivia"} and {"job.submit", "model.register"} <= actions, actions
+    # tracked in the workspace's own MLflow store, not in the job's folder
+    commands = forgeml.served.home / "commands"
+    assert [list(folder.iterdir()) for folder in commands.iterdir()] == [
+        [folder / "train.yaml"] for folder in commands.iterdir()
+    ]
+
+
+def _audited(workspace: Workspace) -> list[tuple[int, str, str]]:
+    with workspace.store.session() as session:
+        return [tuple(row) for row in session.execute(  # type: ignore[misc]
+            select(AuditEvent.seq, AuditEvent.actor, AuditEvent.action).order_by(AuditEvent.seq)
+        )]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [(("train", "nosuch.yaml"), 1), (("train", "train.yaml", "--bogus"), 2)],
+)
+def test_a_failing_remote_command_exits_with_the_jobs_code_and_prints_its_error(
+    forgeml: Forgeml, command: tuple[str, ...], code: int
+) -> None:
+    local = forgeml(*command)
+    with scheduling(forgeml.served):
+        remote = forgeml.remote(*command)
+
+    assert local.code == remote.code == code
+    assert local.stderr.strip() in remote.stdout.splitlines()
+    assert_cli_error(remote, f"The job exited with code {code} (job ", code)
+
+
+def test_detach_prints_the_queued_job_whose_log_is_the_commands_output(
+    forgeml: Forgeml,
+) -> None:
+    local = forgeml("monitor", "policy", "list", "--json")
+    queued = forgeml.remote("monitor", "policy", "list", "--json", "--detach")
+    job = json.loads(queued.stdout)
+    with scheduling(forgeml.served):
+        followed = forgeml.remote("jobs", "logs", "-f", job["job_id"])
+
+    assert queued.code == 0 and job["state"] == "PENDING" and job["owner"] == "olivia"
+    assert job["command"][-4:] == ["monitor", "policy", "list", "--json"]
+    assert (followed.code, followed.stdout) == (0, local.stdout)
+
+
+def test_a_folder_named_by_a_remote_command_is_refused(forgeml: Forgeml, tmp_path: Path) -> None:
+    refused = forgeml.remote("rag", "index", "docs", str(tmp_path))
+
+    assert_cli_error(refused, "is a folder of this machine", 2)
+
+
+def test_a_viewer_cannot_run_a_command_as_a_job(forgeml: Forgeml) -> None:
+    refused = forgeml.remote(*TRAIN, token="victor")
+
+    assert_cli_error(refused, "jobs:submit", 1)
+
+
+def test_a_pipeline_file_is_drawn_and_exported_here_in_remote_mode(forgeml: Forgeml) -> None:
+    pipeline = str(Path(__file__).parents[2] / "examples" / "pipelines" / "adult-data.yaml")
+    for command in (("pipelines", "graph", pipeline),
+                    ("pipelines", "export", pipeline, "--image", "forgeml:1")):  # fmt: skip
+        assert_same_as_local(forgeml(*command), forgeml.remote(*command), command)
+
+
+@pytest.mark.parametrize(
+    "command", [("models", "export", "adult-mlp@v1", "out"), ("jobs", "export")]
+)
+def test_commands_that_write_onto_this_machine_still_refuse_remote_mode(
+    forgeml: Forgeml, command: tuple[str, ...]
+) -> None:
+    refused = forgeml.remote(*command)
+
+    assert refused.code == 2
+    assert refused.stderr == (
+        f"error: `forgeml {command[0]} {command[1]}` cannot run in remote mode: it "
+        f"{LOCAL_COMMANDS[command[:2]]}.\n"
+    )
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_remote_command_prints_and_exits_as_local_on_each_backend(
+    backend: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.cli._served import forgeml_on
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+    with served_on(backend, tmp_path_factory) as home, forgeml_on(home, capsys, monkeypatch) as run:
+        for command in (
+            ("monitor", "policy", "list", "--json"),
+            ("monitor", "policy", "show", "x"),
+        ):
+            local = run(*command)
+            with scheduling(home):
+                remote = run.remote(*command)
+            assert (remote.code, remote.stdout) == (local.code, local.stdout + local.stderr)
