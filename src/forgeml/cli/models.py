@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from contextlib import closing
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
 from forgeml.core.devices import DeviceName, DeviceOptions, say_on_stderr
+from forgeml.sdk.local import LocalModels
 
 app = typer.Typer(help="Registered model versions, aliases and promotion.", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
@@ -24,38 +24,8 @@ def _workspace() -> Any:
     return open_workspace()
 
 
-class _LocalModels:
-    """The local model registry, as `forgeml.client.Models` answers it remotely."""
-
-    def list(self, name: str | None = None) -> list[dict[str, Any]]:
-        from forgeml.tracking import list_models, model_aliases, version_summary
-
-        with closing(_workspace()) as workspace:
-            records = list_models(workspace, name)
-            aliases = {n: model_aliases(workspace, n) for n in {r.name for r in records}}
-            return [version_summary(r, aliases[r.name]) for r in records]
-
-    def show(self, ref: str) -> dict[str, Any]:
-        from forgeml.tracking import get_model_version, model_aliases, version_summary
-
-        with closing(_workspace()) as workspace:
-            record = get_model_version(workspace, ref)
-            return version_summary(record, model_aliases(workspace, record.name))
-
-    def promote(
-        self, name: str, version: int, alias: str, metric: str, mode: str, force: bool
-    ) -> dict[str, Any]:
-        from forgeml.tracking import promote as promote_version
-        from forgeml.tracking import promotion_summary
-
-        direction: Literal["max", "min"] = "max" if mode == "max" else "min"
-        with closing(_workspace()) as workspace:
-            result = promote_version(workspace, name, version, alias, metric, direction, force)
-            return promotion_summary(result)
-
-
 def _models() -> Any:
-    return source(lambda client: client.models, _LocalModels)
+    return source(lambda client: client.models, LocalModels)
 
 
 @app.command("list")
