@@ -1,12 +1,13 @@
 """forgeml: an AI training platform in one Python package.
 
-The SDK mirrors the CLI: `forgeml.data` holds the dataset operations
-(`add`, `derive`, `rebuild`, `catalog.resolve`, `catalog.read_frame`, `catalog.profile_of`,
-`run_query`) and `forgeml.open_workspace()` opens the store the environment describes
-(with `FORGEML_SERVER` set that store is the server's: it refuses, naming `connect()`).
-`forgeml.connect()` is the seam of remote mode, as the CLI's: with `FORGEML_SERVER` set it
-answers the control plane's `forgeml.client.Client` (its token `FORGEML_TOKEN`), else the
-local workspace.
+The SDK mirrors the CLI: `forgeml.sdk`'s resources (`runs`, `models`, `datasets`, `jobs`,
+`queues`, `audit`, `prompts`, `labels`) follow `FORGEML_SERVER`, answering through the
+server when it is set and from the local workspace when not, the same values either way.
+`forgeml.connect()` is the same seam for many calls: with `FORGEML_SERVER` set it answers
+the control plane's `forgeml.client.Client` (its token `FORGEML_TOKEN`), else the local
+workspace. The domain functions (`forgeml.data.pipeline`, `forgeml.data.catalog`,
+`forgeml.tracking`, ...) take a local `Workspace`: `forgeml.open_workspace()` opens the one
+the environment describes, and refuses while `FORGEML_SERVER` names a server's store.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def open_workspace(settings: Settings | None = None) -> Workspace:
 
     if settings is None and RemoteSettings().server:
         raise UsageError(
-            "FORGEML_SERVER is set, so the workspace is the server's: use forgeml.connect() "
-            "for its Client, or unset FORGEML_SERVER to open the local workspace."
+            "FORGEML_SERVER is set, so the workspace is the server's: use forgeml.sdk or "
+            "forgeml.connect() (its Client), or unset FORGEML_SERVER to open the local "
+            "workspace."
         )
     return _open_local(settings)

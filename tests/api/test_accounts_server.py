@@ -11,6 +11,7 @@ import pytest
 
 from forgeml.auth import add_member, create_user, issue_token
 from forgeml.core.config import Settings
+from forgeml.core.install_keys import SESSION_KEY, install_key
 from forgeml.core.workspace import Workspace
 from forgeml.serve._supervisor import free_port
 from tests._wait import wait_until
@@ -53,5 +54,10 @@ def test_forgeml_server_with_accounts_asks_every_caller_for_a_token(tmp_path: Pa
         assert process.wait(60) == 0, log.read_text()
     assert "API with accounts" in log.read_text()
     assert token not in log.read_text()
-    key = home / "auth" / "session.key"
-    assert key.stat().st_mode & 0o777 == 0o600
+    # the session key was made in the store (shared by every server of it), not the home
+    assert not (home / "auth" / "session.key").exists()
+    workspace = Workspace(Settings(home=home, user="tester"))
+    try:
+        assert install_key(workspace.store, SESSION_KEY, create=False) is not None
+    finally:
+        workspace.close()

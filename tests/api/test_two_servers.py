@@ -3,7 +3,6 @@ operation is lost or doubled (issue 15)."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 from collections import Counter
@@ -16,7 +15,8 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from forgeml.auth import add_member, create_user, issue_token
+from forgeml.api._accounts import SESSION_COOKIE
+from forgeml.auth import Passwords, add_member, create_user, issue_token
 from forgeml.core.audit_anchor import KEY_FILE
 from forgeml.core.config import Settings
 from forgeml.core.store import (
@@ -32,6 +32,7 @@ from forgeml.prompts.registry import create_prompt
 from forgeml.prompts.spec import PromptSpec
 from forgeml.serve._supervisor import free_port
 from tests._wait import wait_until
+from tests.auth._accounts import PASSWORD, fast_settings
 from tests.conftest import PG_URL, fresh_postgres_database
 from tests.train.conftest import forgeml_command, subprocess_env
 
@@ -73,8 +74,8 @@ def two_servers(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Workspace, list[str], str]]:
     """Two servers, as on two machines: a home each (one server per home), one database and
-    one artifact store, the audit checkpoints' key copied to both; the workspace they
-    share, their URLs and an owner's token."""
+    one artifact store, nothing copied between the homes (the signing keys are the
+    store's); the workspace they share, their URLs and an owner's token."""
     tmp = tmp_path_factory.mktemp("two-servers")
     artifacts = tmp / "artifacts"
     with fresh_postgres_database() as db_url, ExitStack() as stack:
@@ -83,14 +84,13 @@ def two_servers(
         )
         workspace = Workspace(settings)
         stack.callback(workspace.close)
-        create_user(workspace, "ops", actor="tester")
+        passwords = Passwords(fast_settings(tmp))
+        create_user(workspace, "ops", actor="tester", password=PASSWORD, passwords=passwords)
         add_member(workspace, "default", "ops", "owner", actor="tester")
         _, token = issue_token(workspace, "ops", "hammer", actor="tester")
         for n in range(3):
             create_prompt(workspace, "greet", PromptSpec(template=f"Hello {n}."))
-        workspace.verify_audit()  # creates the key that signs the checkpoints
-        (tmp / "home-1").mkdir()
-        shutil.copy2(tmp / "home-0" / KEY_FILE, tmp / "home-1" / KEY_FILE)
+        workspace.verify_audit()  # creates the key that signs the checkpoints, in the store
         urls = []
         for index in range(2):
             log = tmp / f"server-{index}.log"
@@ -179,3 +179,26 @@ def _finished(workspace: Workspace) -> int:
     with workspace.store.read_session() as session:
         query = select(func.count()).select_from(JobRecord).where(JobRecord.state == "SUCCEEDED")
         return int(session.scalar(query) or 0)
+
+
+def test_two_servers_share_the_signing_keys_without_a_file_copied_between_homes(
+    two_servers: tuple[Workspace, list[str], str],
+) -> None:
+    workspace, urls, _ = two_servers
+    login = {"name": "ops", "password": PASSWORD}
+    with httpx.Client(base_url=urls[0], timeout=60) as first:
+        signed_in = first.post("/api/v1/auth/login", json=login)
+        assert signed_in.status_code == 200, signed_in.text
+        first_verified = first.get("/api/v1/audit/verify")  # the cookie the client kept
+    with httpx.Client(base_url=urls[1], timeout=60) as second:
+        second.cookies.set(SESSION_COOKIE, signed_in.cookies[SESSION_COOKIE])
+        me = second.get("/api/v1/auth/me")
+        second_verified = second.get("/api/v1/audit/verify")
+
+    assert me.status_code == 200 and me.json()["name"] == "ops", me.text
+    assert first_verified.status_code == second_verified.status_code == 200, (
+        first_verified.text, second_verified.text,
+    )  # fmt: skip
+    assert second_verified.json()["events"] >= first_verified.json()["events"] > 0
+    for home in (workspace.settings.home, workspace.settings.home.parent / "home-1"):
+        assert not (home / KEY_FILE).exists()

@@ -102,8 +102,8 @@ def test_open_workspace_refuses_when_the_environment_names_a_server(
         forgeml.open_workspace()
 
     assert str(refused.value) == (
-        "FORGEML_SERVER is set, so the workspace is the server's: use forgeml.connect() "
-        "for its Client, or unset FORGEML_SERVER to open the local workspace."
+        "FORGEML_SERVER is set, so the workspace is the server's: use forgeml.sdk or "
+        "forgeml.connect() (its Client), or unset FORGEML_SERVER to open the local workspace."
     )
 
 

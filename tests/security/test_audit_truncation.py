@@ -5,7 +5,6 @@ PostgreSQL."""
 from __future__ import annotations
 
 import json
-import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from sqlalchemy import delete
 from forgeml.core import audit, audit_anchor
 from forgeml.core.config import Settings
 from forgeml.core.errors import AuditChainBrokenError
-from forgeml.core.store import AuditEvent
+from forgeml.core.store import AuditEvent, InstallKeyRecord
 from forgeml.core.workspace import Workspace
 from tests.cli.conftest import assert_cli_error, assert_ok
 from tests.conftest import CliResult
@@ -98,10 +97,14 @@ def test_audit_truncation_a_deleted_checkpoint_is_refused(checkpointed: Workspac
         verify(checkpointed)
 
 
-def test_audit_truncation_the_key_is_private_to_its_owner(checkpointed: Workspace) -> None:
-    mode = checkpointed.audit_anchor.key_path.stat().st_mode
+def test_audit_truncation_the_key_is_kept_in_the_store_not_in_the_home(
+    checkpointed: Workspace,
+) -> None:
+    with checkpointed.store.read_session() as session:
+        stored = session.get(InstallKeyRecord, "audit")
 
-    assert stat.S_IMODE(mode) == 0o600
+    assert stored is not None and stored.origin == "generated"
+    assert not (checkpointed.settings.home / audit_anchor.KEY_FILE).exists()
 
 
 def test_audit_truncation_every_nth_committed_event_is_checkpointed(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from fastapi import Request, Response
 
@@ -28,8 +27,8 @@ from forgeml.auth import (
     get_auth_settings,
     has_accounts,
     issue_token,
-    load_session_key,
     permissions_in,
+    session_key,
     sign,
     unsign,
 )
@@ -84,10 +83,7 @@ class AccountsAuthorizer:
         self.settings = settings or get_auth_settings()
         self.clock = clock or (lambda: datetime.now(UTC))
         self.login = PasswordLogin(workspace, self.settings)
-        key_file = (
-            self.settings.session_key_file or Path(workspace.settings.home) / "auth" / "session.key"
-        )
-        self.session_key = load_session_key(key_file)
+        self.session_key = session_key(workspace, self.settings)
 
     def caller(self, request: Request) -> Caller:
         """Who sent `request`, from its bearer token or session cookie.

@@ -20,7 +20,7 @@ from forgeml.auth._projects import (
     roles_of,
     set_project_roles,
 )
-from forgeml.auth._session_key import load_session_key, sign, unsign
+from forgeml.auth._session_key import load_session_key, session_key, sign, unsign
 from forgeml.auth._settings import AuthSettings, get_auth_settings
 from forgeml.auth._tokens import (
     PREFIX,
@@ -75,6 +75,7 @@ __all__ = [
     "revoke_token",
     "role_permissions",
     "roles_of",
+    "session_key",
     "set_disabled",
     "set_email",
     "set_password",

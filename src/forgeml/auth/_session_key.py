@@ -1,4 +1,9 @@
-"""The session-signing key: 32 random bytes made at first use, per install, mode 0600.
+"""The session-signing key: 32 random bytes made at first use, per install.
+
+It is kept in the metadata store (`core/install_keys.py`), so every server of one database
+accepts the cookies of the others (a team behind a load balancer); an older install's
+FORGEML_HOME/auth/session.key is moved there on first use. A key file named in the
+settings (`FORGEML_AUTH_SESSION_KEY_FILE`, mode 0600, made when missing) is used instead.
 
 No default or built-in key exists (Label Studio CVE-2023-43791: a shipped SECRET_KEY let
 anyone forge sessions). A session cookie is a session token plus its HMAC-SHA256 under this
@@ -13,10 +18,32 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from forgeml.core.errors import ConfigError
+from forgeml.core.install_keys import SESSION_KEY, install_key
+
+if TYPE_CHECKING:
+    from forgeml.auth._settings import AuthSettings
+    from forgeml.core.workspace import Workspace
 
 _KEY_BYTES = 32
+LEGACY_FILE = Path("auth") / "session.key"  # in FORGEML_HOME, before the key moved to the store
+
+
+def session_key(workspace: Workspace, settings: AuthSettings) -> bytes:
+    """The key that signs `workspace`'s session cookies: the settings' key file when one
+    is named, else the store's key (shared by every server of the database).
+
+    Raises:
+        ConfigError: the key file is readable by others, or a key is not 64 hex digits.
+    """
+    if settings.session_key_file is not None:
+        return load_session_key(settings.session_key_file)
+    legacy = Path(workspace.settings.home) / LEGACY_FILE
+    key = install_key(workspace.store, SESSION_KEY, legacy)
+    assert key is not None  # made when missing (create=True)
+    return key
 
 
 def load_session_key(path: Path) -> bytes:

@@ -48,7 +48,8 @@ class AuthSettings(BaseSettings):
     session_key_file: Path | None = Field(
         default=None,
         description="File holding the session-signing key (made at first use, mode 0600); "
-        "default FORGEML_HOME/auth/session.key. Servers sharing one database share it.",
+        "default: none, the key is kept in the metadata store, shared by every server of "
+        "the database.",
     )
 
     @model_validator(mode="after")

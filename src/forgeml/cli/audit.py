@@ -2,41 +2,19 @@
 
 from __future__ import annotations
 
-from contextlib import closing
 from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
+from forgeml.sdk.local import LocalAudit
 
 app = typer.Typer(help="The hash-chained audit log of every change.", no_args_is_help=True)
 
 
-class _LocalAudit:
-    """The local audit log, as `forgeml.client.Audit` answers it remotely."""
-
-    def latest(self, limit: int) -> list[dict[str, Any]]:
-        from sqlalchemy import select
-
-        from forgeml.core import audit
-        from forgeml.core.store import AuditEvent
-        from forgeml.core.workspace import open_workspace
-
-        newest = select(AuditEvent).order_by(AuditEvent.seq.desc()).limit(limit)
-        with closing(open_workspace()) as workspace, workspace.store.session() as session:
-            return [audit.event_summary(e) for e in session.scalars(newest)][::-1]
-
-    def verify(self) -> dict[str, Any]:
-        from forgeml.core.workspace import open_workspace
-
-        with closing(open_workspace()) as workspace:
-            result = workspace.verify_audit()
-        return {"intact": True, "events": result.events, "head": result.head}
-
-
 def _audit() -> Any:
-    return source(lambda client: client.audit, _LocalAudit)
+    return source(lambda client: client.audit, LocalAudit)
 
 
 @app.command("log")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,6 +11,7 @@ import typer
 from forgeml.cli import _data_sources, _data_streams, _data_transforms
 from forgeml.cli._output import print_json, print_table, say, step, when
 from forgeml.cli._remote import source
+from forgeml.sdk.local import LocalDatasets
 
 app = typer.Typer(help="Versioned datasets and their pipelines.", no_args_is_help=True)
 _data_transforms.register(app)
@@ -33,74 +33,8 @@ def _workspace() -> Any:
 Items = list[dict[str, Any]]  # named: the `list` method below would shadow the type
 
 
-class _LocalDatasets:
-    """The local dataset catalog, as `forgeml.client.Datasets` answers it remotely."""
-
-    def list(self) -> list[dict[str, Any]]:
-        from forgeml.data import catalog
-
-        with closing(_workspace()) as workspace, workspace.store.session() as session:
-            return [catalog.version_summary(v) for _, v in catalog.list_datasets(session)]
-
-    def versions(self, name: str) -> Items:
-        from forgeml.data import catalog
-
-        with closing(_workspace()) as workspace, workspace.store.session() as session:
-            return [catalog.version_summary(v) for v in catalog.versions_of(session, name)]
-
-    def show(self, ref: str) -> dict[str, Any]:
-        from forgeml.data import catalog
-
-        with closing(_workspace()) as workspace:
-            return catalog.describe(workspace, ref)
-
-    def upload(self, name: str, path: Path, **options: Any) -> dict[str, Any]:
-        from forgeml.data import catalog
-        from forgeml.data.ingest import IngestOptions
-        from forgeml.data.pipeline import add as add_version
-
-        label = options.pop("label", None)
-        parsed = IngestOptions.model_validate(options)
-        with closing(_workspace()) as workspace:
-            return catalog.recorded_summary(add_version(workspace, name, path, parsed, label))
-
-    def frame(self, ref: str, split: str | None = None, limit: int | None = None) -> Any:
-        from forgeml.data import catalog
-
-        with closing(_workspace()) as workspace:
-            with workspace.store.session() as session:
-                version = catalog.resolve(session, ref)
-            rows = catalog.read_frame(workspace, version, split)
-            return version.ref, rows if limit is None else rows.head(limit)
-
-    def diff(self, ref: str, to: str) -> dict[str, Any]:
-        from forgeml.data import catalog, quality
-
-        with closing(_workspace()) as workspace:
-            with workspace.store.session() as session:
-                a, b = catalog.resolve(session, ref), catalog.resolve(session, to)
-            changes = quality.diff(
-                catalog.profile_of(workspace, a), catalog.profile_of(workspace, b)
-            )
-            return {"from": a.ref, "to": b.ref, **changes}
-
-    def query(self, sql: str, limit: int = 100) -> dict[str, Any]:
-        from forgeml.data.query import run_query
-
-        with closing(_workspace()) as workspace:
-            table = run_query(workspace, sql, limit)
-            return {"columns": table.column_names, "rows": table.to_pylist()}
-
-    def rebuild(self, ref: str) -> dict[str, Any]:
-        from forgeml.data.pipeline import rebuild as rebuild_version
-
-        with closing(_workspace()) as workspace:
-            rebuilt = rebuild_version(workspace, ref)
-            return {"ref": rebuilt.ref, "digest": rebuilt.expected, "actual": rebuilt.actual}
-
-
 def _datasets() -> Any:
-    return source(lambda client: client.datasets, _LocalDatasets)
+    return source(lambda client: client.datasets, LocalDatasets)
 
 
 @app.command("add")

@@ -11,6 +11,7 @@ import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import remote_client, source
+from forgeml.sdk.local import LocalJobs
 
 if TYPE_CHECKING:
     from forgeml.core.store import JobRecord
@@ -29,51 +30,8 @@ def _workspace() -> Workspace:
     return open_workspace()
 
 
-class _LocalJobs:
-    """The local scheduler's jobs, as `forgeml.client.Jobs` answers them remotely."""
-
-    def list(self, states: list[str], queue: str | None, limit: int) -> list[dict[str, Any]]:
-        from forgeml.scheduler.jobs import list_jobs
-
-        with closing(_workspace()) as workspace:
-            found = list_jobs(workspace, states=states, queue=queue, limit=limit)
-            return [_summary(job) for job in found]
-
-    def show(self, ref: str) -> dict[str, Any]:
-        from forgeml.scheduler.jobs import job_detail
-
-        with closing(_workspace()) as workspace:
-            return job_detail(workspace, ref)
-
-    def cancel(self, ref: str) -> dict[str, Any]:
-        from forgeml.scheduler.jobs import cancel
-
-        with closing(_workspace()) as workspace:
-            return _summary(cancel(workspace, ref))
-
-    def retry(self, ref: str) -> dict[str, Any]:
-        from forgeml.scheduler.jobs import retry
-
-        with closing(_workspace()) as workspace:
-            return _summary(retry(workspace, ref))
-
-    def log(self, ref: str, attempt: int | None) -> bytes:
-        from forgeml.scheduler.jobs import attempt_log
-
-        with closing(_workspace()) as workspace:
-            return attempt_log(workspace, ref, attempt)
-
-    def follow(self, ref: str, output: Any) -> dict[str, Any]:
-        from forgeml.scheduler.foreground import follow
-        from forgeml.scheduler.jobs import find_job
-
-        with closing(_workspace()) as workspace:
-            ended = follow(workspace, find_job(workspace, ref).id, output)
-            return {"job_id": ended.id, "state": ended.state, "attempts": ended.attempts}
-
-
 def _jobs() -> Any:
-    return source(lambda client: client.jobs, _LocalJobs)
+    return source(lambda client: client.jobs, LocalJobs)
 
 
 def _write(data: bytes) -> None:

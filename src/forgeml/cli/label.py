@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from contextlib import closing
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import is_remote, source
+from forgeml.sdk.local import LocalLabels
 
 app = typer.Typer(
     help="Labelling tasks: active-learning order, agreement, import and export of labels.",
@@ -29,76 +29,6 @@ def _workspace() -> Any:
     return open_workspace()
 
 
-class _LocalLabels:
-    """The local side of the seam: what `forgeml.client.Labels` answers, from the
-    workspace, labelling as `annotator` (default: the workspace's actor)."""
-
-    def __init__(self, annotator: str | None = None) -> None:
-        self.annotator = annotator
-
-    def create(self, spec: dict[str, Any]) -> dict[str, Any]:
-        from forgeml.label import TaskSpec, create_task, task_summary
-
-        with closing(_workspace()) as workspace:
-            return task_summary(create_task(workspace, TaskSpec.model_validate(spec)))
-
-    def reorder(self, name: str, strategy: str, model: str | None, seed: int) -> dict[str, Any]:
-        from forgeml.label import Reorder, reorder_task, task_summary
-
-        change = Reorder.model_validate({"strategy": strategy, "model": model, "seed": seed})
-        with closing(_workspace()) as workspace:
-            return task_summary(reorder_task(workspace, name, change))
-
-    def list(self) -> list[dict[str, Any]]:
-        from forgeml.label import list_tasks
-
-        with closing(_workspace()) as workspace:
-            return list_tasks(workspace)
-
-    def show(self, name: str) -> dict[str, Any]:
-        from forgeml.label import describe_task
-
-        with closing(_workspace()) as workspace:
-            return describe_task(workspace, name)
-
-    def next(self, name: str) -> dict[str, Any] | None:
-        from forgeml.label import next_item
-
-        with closing(_workspace()) as workspace:
-            return next_item(workspace, name, self.annotator or workspace.actor)
-
-    def submit(self, name: str, item: int, label: Any, *, adjudicate: bool) -> dict[str, Any]:
-        from forgeml.label import submit
-
-        with closing(_workspace()) as workspace:
-            who = self.annotator or workspace.actor
-            return submit(workspace, name, item, who, label, adjudicate=adjudicate)
-
-    def import_labels(
-        self, name: str, content: str, file_format: str, key: str, annotator: str | None
-    ) -> dict[str, Any]:
-        from forgeml.label import import_labels
-        from forgeml.label.imports import parse_labels
-
-        labels = parse_labels(content, "the content", file_format, annotator, key)
-        with closing(_workspace()) as workspace:
-            return import_labels(workspace, name, labels, key)
-
-    def agreement(self, name: str) -> dict[str, Any]:
-        from forgeml.label import task_agreement
-
-        with closing(_workspace()) as workspace:
-            return task_agreement(workspace, name)
-
-    def export(self, name: str, dataset: str | None, column: str, resolve: str) -> dict[str, Any]:
-        from forgeml.label import export_task
-        from forgeml.label.export import Resolve
-
-        chosen = cast("Resolve", resolve)  # `export` checked it against RESOLVE_CHOICES
-        with closing(_workspace()) as workspace:
-            return export_task(workspace, name, dataset=dataset, column=column, resolve=chosen)
-
-
 def _labels(annotator: str | None = None) -> Any:
     """The client's `Labels` in remote mode (where the annotator is the token's user), else
     the workspace's."""
@@ -109,7 +39,7 @@ def _labels(annotator: str | None = None) -> Any:
             "--annotator cannot be given in remote mode: the server labels as the user of "
             "the token (FORGEML_TOKEN or --token)."
         )
-    return source(lambda client: client.labels, lambda: _LocalLabels(annotator))
+    return source(lambda client: client.labels, lambda: LocalLabels(annotator))
 
 
 @app.command("create")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import closing
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 
@@ -18,6 +17,7 @@ from forgeml.cli._fairness import (
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
 from forgeml.core.devices import DeviceName, DeviceOptions, say_on_stderr
+from forgeml.sdk.local import LocalModels
 
 app = typer.Typer(help="Registered model versions, aliases and promotion.", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
@@ -31,49 +31,8 @@ def _workspace() -> Any:
     return open_workspace()
 
 
-class _LocalModels:
-    """The local model registry, as `forgeml.client.Models` answers it remotely."""
-
-    def list(self, name: str | None = None) -> list[dict[str, Any]]:
-        from forgeml.tracking import list_models, model_aliases, version_summary
-
-        with closing(_workspace()) as workspace:
-            records = list_models(workspace, name)
-            aliases = {n: model_aliases(workspace, n) for n in {r.name for r in records}}
-            return [version_summary(r, aliases[r.name]) for r in records]
-
-    def show(self, ref: str) -> dict[str, Any]:
-        from forgeml.tracking import get_model_version, model_aliases, version_summary
-
-        with closing(_workspace()) as workspace:
-            record = get_model_version(workspace, ref)
-            return version_summary(record, model_aliases(workspace, record.name))
-
-    def promote(
-        self,
-        name: str,
-        version: int,
-        alias: str,
-        metric: str,
-        mode: str,
-        force: bool,
-        max_dp_diff: float | None = None,
-        max_eo_diff: float | None = None,
-    ) -> dict[str, Any]:
-        from forgeml.tracking import FairnessBounds, promotion_summary
-        from forgeml.tracking import promote as promote_version
-
-        direction: Literal["max", "min"] = "max" if mode == "max" else "min"
-        bounds = FairnessBounds(max_dp_diff, max_eo_diff)
-        with closing(_workspace()) as workspace:
-            result = promote_version(
-                workspace, name, version, alias, metric, direction, force, fairness=bounds
-            )
-            return promotion_summary(result)
-
-
 def _models() -> Any:
-    return source(lambda client: client.models, _LocalModels)
+    return source(lambda client: client.models, LocalModels)
 
 
 @app.command("list")

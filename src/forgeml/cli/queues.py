@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from contextlib import closing
 from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say
 from forgeml.cli._remote import source
+from forgeml.sdk.local import LocalQueues
 
 app = typer.Typer(help="Queues: weights, capabilities, reclaimable, budgets.", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
@@ -20,24 +20,8 @@ def _workspace() -> Any:
     return open_workspace()
 
 
-class _LocalQueues:
-    """The local scheduler's queues, as `forgeml.client.Queues` answers them remotely."""
-
-    def list(self) -> list[dict[str, Any]]:
-        from forgeml.scheduler.queues import list_queues, queue_summary
-
-        with closing(_workspace()) as workspace:
-            return [queue_summary(q) for q in list_queues(workspace)]
-
-    def show(self, name: str) -> dict[str, Any]:
-        from forgeml.scheduler.queues import queue_detail
-
-        with closing(_workspace()) as workspace:
-            return queue_detail(workspace, name)
-
-
 def _queues() -> Any:
-    return source(lambda client: client.queues, _LocalQueues)
+    return source(lambda client: client.queues, LocalQueues)
 
 
 @app.command("create")

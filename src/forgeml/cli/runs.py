@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +11,7 @@ import typer
 from forgeml.cli._fairness import print_fairness
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
+from forgeml.sdk.local import LocalRuns
 
 app = typer.Typer(help="Tracked training runs (MLflow).", no_args_is_help=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
@@ -23,38 +23,8 @@ def _workspace() -> Any:
     return open_workspace()
 
 
-class _LocalRuns:
-    """The runs of the local workspace, as `forgeml.client.Runs` answers them remotely."""
-
-    def list(self, name: str | None = None) -> list[dict[str, Any]]:
-        from forgeml.tracking import list_runs, reap_expired, run_summary
-
-        with closing(_workspace()) as workspace:
-            reap_expired(workspace)
-            return [run_summary(run) for run in list_runs(workspace, name=name)]
-
-    def show(self, ref: str) -> dict[str, Any]:
-        from forgeml.tracking import get_run, reap_expired, run_detail
-
-        with closing(_workspace()) as workspace:
-            reap_expired(workspace)
-            return run_detail(get_run(workspace, ref))
-
-    def metrics(self, ref: str, keys: Sequence[str] | None = None) -> dict[str, Any]:
-        from forgeml.tracking import get_run
-        from forgeml.tracking.history import metric_history
-
-        with closing(_workspace()) as workspace:
-            record = get_run(workspace, ref)
-            curves = metric_history(workspace, record.id, list(keys) if keys else None)
-            return {
-                "run_id": record.id,
-                "metrics": {k: [list(p) for p in c] for k, c in curves.items()},
-            }
-
-
 def _runs() -> Any:
-    return source(lambda client: client.runs, _LocalRuns)
+    return source(lambda client: client.runs, LocalRuns)
 
 
 @app.command("list")

@@ -3,9 +3,12 @@
 The hash chain (`core/audit.py`) shows an edited or removed event, but not the removal of
 the newest ones: a shorter chain still verifies. So the head (its seq and hash) is
 checkpointed into the artifact store (`audit/checkpoint.json`), signed with HMAC-SHA256
-(RFC 2104) under a per-install key kept 0600 in FORGEML_HOME (`audit.key`): every
-`CHECKPOINT_EVERY` events, once their transaction committed, and at each `audit verify`.
-Someone who can rewrite the database but not the key cannot move the checkpoint back, so
+(RFC 2104) under the install's `audit` key, kept in the metadata store so that every
+server of one database signs alike (`core/install_keys.py`; an older install's
+FORGEML_HOME/`audit.key` is moved there on first use): every `CHECKPOINT_EVERY` events,
+once their transaction committed, and at each `audit verify`.
+Someone who can rewrite the database but not the artifact store cannot move the checkpoint
+back (the key being in the database, rewriting both is not caught), so
 `verify` reports a tail that went missing, a tail that was replaced, and a checkpoint that
 was rewritten or deleted (the key exists, so a checkpoint was written).
 
@@ -18,16 +21,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from forgeml.core.errors import AuditChainBrokenError
 from forgeml.core.ids import canonical_json
+from forgeml.core.install_keys import AUDIT_KEY, install_key
+
+if TYPE_CHECKING:
+    from forgeml.core.store import Store
 
 CHECKPOINT_EVERY = 100
 KEY_FILE = "audit.key"
@@ -46,22 +52,16 @@ class Checkpoint:
 class AuditAnchor:
     """Reads and writes the signed checkpoint of one install (its key and artifact store)."""
 
-    def __init__(self, home: Path, fs: Any, root: str) -> None:
-        self.key_path = Path(home) / KEY_FILE
+    def __init__(self, home: Path, fs: Any, root: str, store: Store) -> None:
+        self.legacy_key_path = Path(home) / KEY_FILE  # where installs before 0018 kept it
         self.fs, self.path = fs, f"{root}/{CHECKPOINT_KEY}"
+        self.store = store
+        self._known: bytes | None = None  # a key never changes once made
 
     def _key(self, create: bool) -> bytes | None:
-        if not self.key_path.exists():
-            if not create:
-                return None
-            self.key_path.parent.mkdir(parents=True, exist_ok=True)
-            try:  # O_EXCL: two processes creating it at once keep the first one's key
-                fd = os.open(self.key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w") as handle:
-                    handle.write(secrets.token_hex(32))
-            except FileExistsError:
-                pass
-        return bytes.fromhex(self.key_path.read_text().strip())
+        if self._known is None:
+            self._known = install_key(self.store, AUDIT_KEY, self.legacy_key_path, create=create)
+        return self._known
 
     @staticmethod
     def _mac(key: bytes, body: dict[str, Any]) -> str:

@@ -56,7 +56,7 @@ class Workspace:
     def audit_anchor(self) -> AuditAnchor:
         from forgeml.core.audit_anchor import AuditAnchor
 
-        return AuditAnchor(self.settings.home, self.artifacts.fs, self.artifacts.root)
+        return AuditAnchor(self.settings.home, self.artifacts.fs, self.artifacts.root, self.store)
 
     def verify_audit(self) -> Any:
         """Check the audit chain against its signed checkpoint, then checkpoint its head:

@@ -12,6 +12,7 @@ from forgeml.core.store._auth import (
 from forgeml.core.store._engine import Store, open_store
 from forgeml.core.store._feedback import FeedbackRecord
 from forgeml.core.store._jobs import JobAttemptRecord, JobEventRecord, JobRecord, QueueRecord
+from forgeml.core.store._keys import InstallKeyRecord
 from forgeml.core.store._labels import (
     LabelAnnotationRecord,
     LabelLeaseRecord,
@@ -60,6 +61,7 @@ __all__ = [
     "DeploymentRevisionRecord",
     "FeatureSpecVersion",
     "FeedbackRecord",
+    "InstallKeyRecord",
     "JobAttemptRecord",
     "JobEventRecord",
     "JobRecord",
