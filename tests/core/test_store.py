@@ -122,6 +122,17 @@ def test_a_store_at_0013_gains_the_labelling_tables(backend_url: str) -> None:
     store.dispose()
 
 
+def test_a_store_at_0016_gains_the_run_list_index_by_name_and_status(backend_url: str) -> None:
+    _store_at(backend_url, "0016")
+
+    store = open_store(backend_url)
+
+    indexes = {i["name"]: i["column_names"] for i in inspect(store.engine).get_indexes("runs")}
+    assert indexes["ix_runs_name_status_started_at_id"] == ["name", "status", "started_at", "id"]
+    assert indexes["ix_runs_name_started_at_id"] == ["name", "started_at", "id"]
+    store.dispose()
+
+
 def test_sqlite_uses_wal_foreign_keys_and_busy_timeout(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'forgeml.db'}")
     with store.engine.connect() as connection:

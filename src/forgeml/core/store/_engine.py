@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from forgeml.core.errors import ForgemlError
 from forgeml.core.reading import is_reading
+from forgeml.core.store._json import json_loads
 
 # Bumped with every new migration in core/migrations/versions.
 HEAD_REVISION = "0018"
@@ -141,7 +142,9 @@ def open_store(url: str, *, migrate: bool = True) -> Store:
     """
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, pool_pre_ping=not url.startswith("sqlite"))
+    engine = create_engine(
+        url, pool_pre_ping=not url.startswith("sqlite"), json_deserializer=json_loads
+    )
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine)
     try:

@@ -29,11 +29,13 @@ class RunRecord(Base):
 
     __tablename__ = "runs"
     # the API's run list is newest first by (started_at, id) in keyset pages, most often
-    # filtered by status: without these every page sorted all matching runs (0013)
+    # filtered by status: without these every page sorted all matching runs (0013); by
+    # name (0016), by name and status (0017)
     __table_args__ = (
         Index("ix_runs_started_at_id", "started_at", "id"),
         Index("ix_runs_status_started_at_id", "status", "started_at", "id"),
         Index("ix_runs_name_started_at_id", "name", "started_at", "id"),
+        Index("ix_runs_name_status_started_at_id", "name", "status", "started_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)

@@ -2,7 +2,7 @@
 server of one database signs with the same ones (issue 15).
 
 Revision ID: 0018
-Revises: 0016 (0017 once the branches meet: it only adds a table)
+Revises: 0017
 Create Date: 2026-12-04
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
