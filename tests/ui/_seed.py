@@ -23,6 +23,7 @@ def seeded_home(factory: pytest.TempPathFactory, root: Path) -> tuple[Workspace,
     """The seeded workspace under `root` (the caller closes it) and its accounts' settings."""
     from forgeml.data.ingest import IngestOptions
     from forgeml.data.pipeline import add
+    from forgeml.gateway import create_key
     from forgeml.scheduler.submit import submit_and_run
 
     home = copy_home(trained_adult_template(factory), root / "home")
@@ -37,7 +38,27 @@ def seeded_home(factory: pytest.TempPathFactory, root: Path) -> tuple[Workspace,
                    output=lambda _: None)  # fmt: skip
     for name in ("waiting-one", "waiting-two"):
         submit_and_run(workspace, {"command": ["true"], "name": name}, detach=True, wait=False)
+    _fire_alerts(workspace)
+    create_key(workspace, "web-app", None, 5.0, None, 10_000)
     settings = fast_settings(root)
     for name, role in ROLES.items():
         person(workspace, settings, name, role)
     return workspace, settings
+
+
+def _fire_alerts(workspace: Workspace) -> None:
+    """Two alerts as Alertmanager's webhook sends them (firing, one a model each)."""
+    from forgeml.monitor.alerts import parse_message, receive
+
+    alerts = [
+        {
+            "status": "firing",
+            "labels": {"alertname": "ForgemlQueueBacklog", "model": model, "severity": "warning"},
+            "annotations": {"summary": f"Model {model} queues."},
+            "startsAt": "2026-12-03T10:00:00Z",
+            "fingerprint": f"f-{model}",
+        }
+        for model in ("adult-mlp", "adult-small")
+    ]
+    message = {"version": "4", "status": "firing", "receiver": "r", "alerts": alerts}
+    receive(workspace, parse_message(message))

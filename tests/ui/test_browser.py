@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.ui._seed import XSS
 from tests.ui.conftest import Browser
@@ -24,6 +25,12 @@ PAGES = [
     ("/datasets/notes@v1/diff?to=notes@v2", "#diff-columns", "dataset-diff"),
     ("/models", "#models-table", "models"),
     ("/models/adult-mlp", "#promotion-history", "model"),
+    ("/deployments", "#deployments-table", "deployments"),
+    ("/monitoring", "#alerts-table", "monitoring"),
+    ("/cost?by=job", "#cost-table", "cost"),
+    ("/audit", "#audit-verified", "audit"),
+    ("/keys", "#keys-table", "keys"),
+    ("/admin", "#users-table", "admin"),
 ]
 
 
@@ -81,7 +88,7 @@ def test_filtering_the_runs_table_asks_the_server(browser_errors: Browser) -> No
     assert page.locator(".run-row").count() == 4
     page.fill("input[name=name]", "adult-small")
     page.click("#apply-filter")
-    page.wait_for_function("document.querySelectorAll('.run-row').length === 1")
+    expect(page.locator(".run-row")).to_have_count(1)  # waits; no eval under the CSP
     assert "adult-small" in page.inner_text("#runs-table")
     assert "name=adult-small" in page.url  # pushed: the filtered table has its own address
     page.select_option("select[name=status]", "FAILED")
@@ -148,4 +155,21 @@ def test_signing_in_and_out_through_the_form(browser_errors: Browser, screenshot
     page.wait_for_url(re.compile(r"/login"))
     page.goto("/models")
     assert "/login" in page.url
+    page.context.close()
+
+
+def test_a_maintainer_acknowledges_an_alert_a_viewer_cannot(browser_errors: Browser) -> None:
+    viewer = browser_errors.page("viewer")
+    viewer.goto("/monitoring?state=firing")
+    viewer.wait_for_selector("#alerts-table")
+    assert viewer.locator("button.ack").count() == 0
+    viewer.context.close()
+    page = browser_errors.page("maintainer")
+    page.goto("/monitoring?state=firing")
+    buttons = page.locator("button.ack")
+    assert buttons.count() == 2
+    buttons.first.click()
+    page.wait_for_selector("text=acknowledged by mia")
+    assert page.locator("button.ack").count() == 1
+    assert browser_errors.errors == []
     page.context.close()

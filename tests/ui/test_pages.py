@@ -21,7 +21,9 @@ from tests.ui.conftest import Served
 
 Clients = dict[str, httpx.Client]
 PAGES = ["/", "/runs", "/jobs", "/datasets", "/datasets/notes", "/models", "/models/adult-mlp",
-         "/datasets/notes@v1/diff?to=notes@v2"]  # fmt: skip
+         "/datasets/notes@v1/diff?to=notes@v2", "/deployments", "/monitoring", "/cost"]  # fmt: skip
+# pages a viewer may not open (the permission their API route needs is a maintainer's)
+ABOVE_VIEWER = {"/audit": "audit:read", "/keys": "keys:read", "/admin": "users:read"}
 
 
 def _job_id(clients: Clients, name: str) -> str:
@@ -148,3 +150,30 @@ def test_the_single_user_default_needs_no_sign_in(tmp_path: Path) -> None:
         assert client.get("/static/htmx.min.js").status_code == 200
     finally:
         workspace.close()
+
+
+@pytest.mark.parametrize(("path", "permission"), ABOVE_VIEWER.items())
+def test_a_viewer_neither_sees_nor_opens_a_page_above_its_role(
+    clients: Clients, path: str, permission: str
+) -> None:
+    refused = clients["vic"].get(path)
+    assert refused.status_code == 403
+    assert f"may not {permission}" in refused.text
+    assert f'href="{path}"' not in clients["vic"].get("/").text
+    assert f'href="{path}"' in clients["ada"].get("/").text
+    assert clients["ada"].get(path).status_code == 200
+
+
+def test_the_audit_page_says_the_chain_verifies(clients: Clients) -> None:
+    page = clients["mia"].get("/audit", params={"action": "model.register"}).text
+    assert "The chain verifies" in page
+    assert page.count("model.register") >= 3
+
+
+def test_the_admin_page_lists_accounts_and_tokens_for_who_manages_them(clients: Clients) -> None:
+    page = clients["ada"].get("/admin").text
+    assert all(name in page for name in ("ada", "mia", "vic"))
+    assert 'id="tokens-table"' in page
+    assert 'id="tokens-table"' not in clients["mia"].get("/admin").text  # no tokens:manage
+    keys = clients["mia"].get("/keys").text
+    assert "web-app" in keys and "10000" in keys

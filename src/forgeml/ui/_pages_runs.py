@@ -79,8 +79,14 @@ def run(request: Request, ref: str) -> HTMLResponse:
 
 
 def _curves(request: Request, run_id: str) -> dict[str, list[tuple[float, float]]]:
+    """The run's metrics logged at more than one step (a single value is no curve: the
+    metrics table shows it), each downsampled by LTTB."""
     metrics = _runs.metrics(request, run_id)["metrics"]
-    return {key: lttb([(float(s), float(v)) for s, v in points]) for key, points in metrics.items()}
+    return {
+        key: lttb([(float(step), float(value)) for step, value in points])
+        for key, points in metrics.items()
+        if len(points) > 1
+    }
 
 
 def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
