@@ -1,5 +1,6 @@
 """A workspace for the UI tests: the trained Adult runs and models, a dataset whose cells
-hold an XSS payload (two versions), jobs (one ran, two waiting), and three accounts."""
+hold an XSS payload (two versions), jobs (one ran, two waiting), two firing alerts, a
+gateway key, a deployment with a canary, and three accounts."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from forgeml.auth import AuthSettings
 from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
 from tests.auth._accounts import PASSWORD, fast_settings, person
+from tests.gateway.conftest import add_deployment
 from tests.train.conftest import copy_home, trained_adult_template
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -39,6 +41,8 @@ def seeded_home(factory: pytest.TempPathFactory, root: Path) -> tuple[Workspace,
     for name in ("waiting-one", "waiting-two"):
         submit_and_run(workspace, {"command": ["true"], "name": name}, detach=True, wait=False)
     _fire_alerts(workspace)
+    replicas = [f"http://127.0.0.1:{port}" for port in (9101, 9102, 9103)]
+    add_deployment(workspace, "adult-api", replicas[:2], canary=replicas[2:], weight=20)
     create_key(workspace, "web-app", None, 5.0, None, 10_000)
     settings = fast_settings(root)
     for name, role in ROLES.items():

@@ -177,3 +177,11 @@ def test_the_admin_page_lists_accounts_and_tokens_for_who_manages_them(clients: 
     assert 'id="tokens-table"' not in clients["mia"].get("/admin").text  # no tokens:manage
     keys = clients["mia"].get("/keys").text
     assert "web-app" in keys and "10000" in keys
+
+
+def test_a_deployment_shows_its_traffic_split_and_replicas(clients: Clients) -> None:
+    page = clients["vic"].get("/deployments").text
+    assert "adult-api-model@v1 (80%)" in page
+    assert "adult-api-model@v2 (20%)" in page
+    assert page.count("primary adult-api-model@v1") == 2
+    assert page.count(":9103 ready") == 1
