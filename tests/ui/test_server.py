@@ -23,5 +23,9 @@ def test_the_server_s_api_port_serves_the_pages_and_the_api(tmp_path: Path) -> N
             assert "No runs yet." in home.text and "tester" in home.text
             assert client.get(f"{url}/static/uPlot.iife.min.js").status_code == 200
             assert client.get(f"{url}/api/v1/runs").json() == []
+            # the API's own documents keep FastAPI's answers (Swagger UI's scripts run)
+            docs = client.get(f"{url}/docs")
+            assert docs.status_code == 200 and "content-security-policy" not in docs.headers
+            assert client.get(f"{url}/openapi.json").json()["info"]["title"]
     finally:
         workspace.close()

@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from forgeml.core.errors import AuthenticationError, ForgemlError
 from forgeml.ui._render import render
+from forgeml.ui._security import NOT_PAGES
 
 Handler = Callable[[Request, Exception], Awaitable[Response] | Response]
 
@@ -27,7 +28,7 @@ def _for_pages(api_handler: Handler) -> Handler:
     async def handle(request: Request, error: Exception) -> Response:
         answer = api_handler(request, error)
         response = answer if isinstance(answer, Response) else await answer
-        if request.url.path.startswith(("/api/", "/static/")):
+        if request.url.path.startswith((*NOT_PAGES, "/static/")):
             return response
         if isinstance(error, AuthenticationError) and request.method == "GET":
             return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)

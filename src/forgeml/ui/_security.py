@@ -38,18 +38,20 @@ _PAGE_HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "same-origin",
 }
-_API = "/api/"
+# what the API serves (its routes; FastAPI's OpenAPI document and its docs pages, which
+# load Swagger UI's scripts as FastAPI writes them): left as the API answers it
+NOT_PAGES = ("/api/", "/openapi.json", "/docs", "/redoc")
 
 
 class PageSecurity:
-    """ASGI middleware: every answer outside `/api/` carries `_PAGE_HEADERS`; a browser
+    """ASGI middleware: every page's answer (outside `NOT_PAGES`) carries `_PAGE_HEADERS`; a browser
     without a CSRF cookie gets one, and its token is `request.state.csrf` for the page."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith(_API):
+        if scope["type"] != "http" or scope["path"].startswith(NOT_PAGES):
             await self.app(scope, receive, send)
             return
         held = _cookie(scope, CSRF_COOKIE)
