@@ -14,6 +14,8 @@ from playwright.sync_api import expect
 from tests.ui._seed import XSS
 from tests.ui.conftest import Browser
 
+pytestmark = pytest.mark.slow  # a Chromium and a trained workspace; `make test` runs them
+
 Shot = Callable[[Any, str], None]
 # page, what must be on it, the screenshot's name
 PAGES = [
