@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from urllib.parse import quote
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
@@ -45,8 +46,7 @@ def _for_pages(api_handler: Handler) -> Handler:
 
 
 def _sentence(body: str) -> str:
-    import orjson
-
+    """The API answer's one sentence (`{"error": ...}`)."""
     try:
         return str(orjson.loads(body).get("error", "The request was refused."))
     except (orjson.JSONDecodeError, AttributeError):
