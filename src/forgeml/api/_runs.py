@@ -35,6 +35,24 @@ def runs(
     parent_run_id: Annotated[str | None, Query(max_length=32)] = None,
 ) -> CliJSONResponse:
     """Runs (as `runs list --json`), newest first unless sorted; dead runs marked KILLED first."""
+    items, cursor = runs_page(request, page, name, status, parent_run_id)
+    # a Response skips FastAPI's `jsonable_encoder` pass over the plain data, which took
+    # most of a page's time (100 runs x 50 metrics walked value by value); orjson writes
+    # the same JSON from it directly
+    answer = CliJSONResponse(items)
+    link(request, answer, cursor)
+    return answer
+
+
+def runs_page(
+    request: Request,
+    page: Page,
+    name: str | None = None,
+    status: str | None = None,
+    parent_run_id: str | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of run summaries and the cursor of the next (None on the last): what the
+    list route answers, for the web UI's tables too."""
     home = workspace(request)
     _reap_due(request, home)
     # a summary shows neither the config (50+ params) nor the dataset: only its columns read
@@ -48,13 +66,7 @@ def runs(
     with home.store.session() as session:
         found = session.scalars(keyset(query, page, _SORTS, RunRecord.id)).all()
         kept, cursor = finish(found, page, lambda run: (getattr(run, page.sort), run.id))
-        items = [run_summary(run) for run in kept]
-    # a Response skips FastAPI's `jsonable_encoder` pass over the plain data, which took
-    # most of a page's time (100 runs x 50 metrics walked value by value); orjson writes
-    # the same JSON from it directly
-    answer = CliJSONResponse(items)
-    link(request, answer, cursor)
-    return answer
+        return [run_summary(run) for run in kept], cursor
 
 
 @router.get("/{ref}", dependencies=[require("runs:read")])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from forgeml.core.errors import ForgemlError, UsageError
@@ -27,12 +27,15 @@ def api_in_thread(
     oidc: OidcConfig | None = None,
     hosts: ServedHosts | None = None,
     access_log: bool = False,
+    app_factory: Callable[..., Any] | None = None,
 ) -> Iterator[str]:
     """Serve the API over `workspace` until the block ends; yields its base URL.
 
     `authorizer`, `limits` and `oidc` are `create_app`'s; `hosts` too, bound to `host`
     (default: the names of `host` alone). `access_log`: a line per request on stdout, its
-    path without the query string (`_access_log`).
+    path without the query string (`_access_log`). `app_factory`: builds the app from
+    `create_app`'s arguments (default `create_app`); `forgeml server` passes the web UI's
+    (`forgeml.ui.create_app`, which the API may not import).
 
     Raises:
         UsageError: the port cannot be had, or OIDC is asked for without accounts.
@@ -47,7 +50,7 @@ def api_in_thread(
 
     # the app first: one that cannot be made (OIDC without accounts) leaves no socket open
     served = (hosts or ServedHosts()).model_copy(update={"bind": host})
-    app = create_app(workspace, authorizer, limits=limits, oidc=oidc, hosts=served)
+    app = (app_factory or create_app)(workspace, authorizer, limits=limits, oidc=oidc, hosts=served)
     try:
         listener = bind_listener(host, port)
     except ForgemlError as error:

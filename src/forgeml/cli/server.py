@@ -79,8 +79,7 @@ def server(
     api_port: Annotated[
         int | None,
         typer.Option(
-            help="Serve the control-plane API (alerts, Alertmanager's webhook, agent runs) "
-            "on this port.",
+            help="Serve the control-plane API (under /api/v1) and the web UI (at /) on this port.",
             min=1,
             max=65535,
         ),
@@ -194,7 +193,7 @@ def server(
             f", metrics on {metrics_url}/metrics" if metrics_url else "",
         )  # fmt: skip
         if api_url:
-            logging.info("forgeml server: API on %s/api/v1", api_url)
+            logging.info("forgeml server: API on %s/api/v1, web UI on %s/", api_url, api_url)
         every = interval or workspace.settings.scheduler_interval
         with (
             _thread("triggers", serve_triggers, (workspace, every, stop), stop),
@@ -317,6 +316,7 @@ def _api(
                 "serve on 127.0.0.1."
             )
     from forgeml.auth.oidc import load_oidc_config
+    from forgeml.ui import create_app
 
     oidc = load_oidc_config(oidc_config) if oidc_config is not None else None
     hosts = _served_hosts(host, *allowed)
@@ -324,7 +324,7 @@ def _api(
     logging.info("forgeml server: API %s", "with accounts" if accounts else "single user, no login")
     with api_in_thread(
         workspace, host, port, authorizer=authorizer, oidc=oidc, hosts=hosts,
-        access_log=access_log,
+        access_log=access_log, app_factory=create_app,
     ) as url:  # fmt: skip
         yield url
 

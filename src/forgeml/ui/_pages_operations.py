@@ -1,0 +1,97 @@
+"""Operations: deployments (replicas, traffic split, canary), monitoring (alerts, with their
+acknowledgement), cost, the audit log with its verification, gateway keys, and accounts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import HTMLResponse
+
+from forgeml.api import _account_routes, _alerts, _audit, _cost, _deployments, _keys, _token_routes
+from forgeml.api._pages import NEXT_HEADER, Page, pages
+from forgeml.core.errors import ForgemlError
+from forgeml.ui._authz import allowed, same_as
+from forgeml.ui._render import render
+from forgeml.ui._security import csrf_checked
+
+router = APIRouter()
+ALL = 500
+
+
+@router.get("/deployments", dependencies=[same_as(_deployments.router, _deployments.deployments)])
+def deployments(request: Request) -> HTMLResponse:
+    """Every live deployment: its models, replicas and where its traffic goes."""
+    found = _deployments.deployments(request, Response(), Page(ALL, "name", descending=False))
+    return render(request, "deployments.html", deployments=found)
+
+
+@router.get("/monitoring", dependencies=[same_as(_alerts.router, _alerts.alerts)])
+def monitoring(
+    request: Request,
+    state: Annotated[str, Query(pattern="^(pending|firing|resolved|all)$")] = "all",
+) -> HTMLResponse:
+    """Recorded alerts, newest first, with the acknowledge button for those who may."""
+    found = _alerts.alerts(request, state=state)["alerts"]
+    may_ack = allowed(request, _alerts.router, _alerts.ack)
+    return render(request, "monitoring.html", alerts=found, state=state, may_ack=may_ack)
+
+
+@router.post(
+    "/monitoring/{alert_id}/ack",
+    dependencies=[Depends(csrf_checked), same_as(_alerts.router, _alerts.ack)],
+)
+def ack(request: Request, alert_id: str) -> HTMLResponse:
+    """Acknowledge an alert as `POST /api/v1/alerts/{id}/ack` does; answers its row."""
+    alert = _alerts.ack(request, alert_id)
+    return render(request, "alert_row.html", alert=alert, may_ack=True)
+
+
+@router.get("/cost", dependencies=[same_as(_cost.router, _cost.report)])
+def cost(
+    request: Request,
+    by: Annotated[str, Query(pattern="^(job|queue|owner|model|key)$")] = "queue",
+    since: Annotated[str | None, Query(max_length=64)] = None,
+) -> HTMLResponse:
+    """Use and cost grouped `by`, costliest first, and each queue's budget."""
+    report = _cost.report(request, by=by, since=since or None)
+    return render(request, "cost.html", report=report, budgets=_cost.budgets(request))
+
+
+@router.get("/audit", dependencies=[same_as(_audit.router, _audit.events)])
+def audit(
+    request: Request,
+    page: Annotated[Page, Depends(pages(["seq"], "seq", descending=True))],
+    actor: Annotated[str | None, Query(max_length=128)] = None,
+    action: Annotated[str | None, Query(max_length=64)] = None,
+) -> HTMLResponse:
+    """The audit log, newest first, and whether its hash chain verifies."""
+    answer = Response()
+    found = _audit.events(request, answer, page, actor=actor or None, action=action or None,
+                          prefix=None)  # fmt: skip
+    try:
+        verified: dict[str, Any] = _audit.verify(request)
+    except ForgemlError as error:  # a broken chain is what this page is for: show it
+        verified = {"intact": False, "error": str(error)}
+    return render(
+        request, "audit.html", events=found, verified=verified, page=page,
+        filters={"actor": actor or "", "action": action or ""},
+        next_cursor=answer.headers.get(NEXT_HEADER),
+    )  # fmt: skip
+
+
+@router.get("/keys", dependencies=[same_as(_keys.router, _keys.keys)])
+def keys(request: Request) -> HTMLResponse:
+    """The gateway's keys: prefix, scopes, limits, state (never a secret)."""
+    found = _keys.keys(request, Response(), Page(ALL, "created_at", descending=True))
+    return render(request, "keys.html", keys=found)
+
+
+@router.get("/admin", dependencies=[same_as(_account_routes.router, _account_routes.users)])
+def admin(request: Request) -> HTMLResponse:
+    """Accounts, and the API tokens of those the caller may manage."""
+    users = _account_routes.users(request)["users"]
+    tokens = None
+    if allowed(request, _token_routes.router, _token_routes.every_token):
+        tokens = _token_routes.every_token(request)["tokens"]
+    return render(request, "admin.html", users=users, tokens=tokens)

@@ -1,0 +1,99 @@
+"""Runs: the table (filtered, sorted and paged on the server, as `GET /api/v1/runs`), a run
+with its metric curves (LTTB-downsampled here, drawn by uPlot), and runs side by side."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse
+
+from forgeml.api import _runs
+from forgeml.api._pages import Page, pages
+from forgeml.core.errors import InvalidRequestError
+from forgeml.ui._authz import same_as
+from forgeml.ui._lttb import MAX_POINTS, lttb
+from forgeml.ui._render import render
+
+router = APIRouter()
+READ = same_as(_runs.router, _runs.runs)
+# the columns a table may show besides the name (metrics are the page's own, `m.KEY`)
+COLUMNS = ["status", "started_at", "ended_at", "parent_run_id", "error"]
+DEFAULT_COLUMNS = ["status", "started_at"]
+MAX_COMPARED = 8
+
+
+@router.get("/runs", dependencies=[READ])
+def runs(
+    request: Request,
+    page: Annotated[Page, Depends(pages(list(_runs._SORTS), "started_at", descending=True))],
+    name: Annotated[str | None, Query(max_length=128)] = None,
+    status: Annotated[str | None, Query(pattern="^(|RUNNING|FINISHED|FAILED|KILLED)$")] = None,
+    col: Annotated[list[str] | None, Query(max_length=64)] = None,
+) -> HTMLResponse:
+    """The runs table; htmx asks for the table alone (`HX-Request`) when a filter changes."""
+    found, next_cursor = _runs.runs_page(request, page, name or None, status or None)
+    metric_keys = sorted({key for run in found for key in run["metrics"]})
+    chosen = col or DEFAULT_COLUMNS + [f"m.{key}" for key in metric_keys[:4]]
+    unknown = [c for c in chosen if c not in COLUMNS and not c.startswith("m.")]
+    if unknown:
+        raise InvalidRequestError(f"query.col: no column {unknown[0]!r} (one of {COLUMNS}).")
+    context: dict[str, Any] = {
+        "runs": found, "columns": chosen, "all_columns": COLUMNS + [f"m.{k}" for k in metric_keys],
+        "filters": {"name": name or "", "status": status or ""}, "page": page,
+        "next_cursor": next_cursor,
+    }  # fmt: skip
+    template = "runs_table.html" if request.headers.get("HX-Request") else "runs.html"
+    return render(request, template, **context)
+
+
+@router.get("/runs/compare", dependencies=[READ])
+def compare(request: Request, run: Annotated[list[str], Query(max_length=128)]) -> HTMLResponse:
+    """Up to `MAX_COMPARED` runs side by side: their configs' differences and their curves."""
+    if not 2 <= len(run) <= MAX_COMPARED:
+        raise InvalidRequestError(f"Compare 2 to {MAX_COMPARED} runs: {len(run)} were chosen.")
+    shown = [_runs.show(request, ref) for ref in run]
+    curves: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for detail in shown:
+        label = f"{detail['name']} {detail['run_id'][:8]}"
+        for key, points in _curves(request, detail["run_id"]).items():
+            curves.setdefault(key, {})[label] = points
+    keys = sorted({key for detail in shown for key in _flat(detail.get("config") or {})})
+    differing = [
+        key for key in keys if len({repr(_flat(d.get("config") or {}).get(key)) for d in shown}) > 1
+    ]
+    rows = [(key, [_flat(d.get("config") or {}).get(key) for d in shown]) for key in differing]
+    return render(request, "compare.html", runs=shown, config_rows=rows, curves=curves)
+
+
+@router.get("/runs/{ref}", dependencies=[READ])
+def run(request: Request, ref: str) -> HTMLResponse:
+    """A run: its summary, config, dataset, and every metric's curve (at most `MAX_POINTS`
+    points each)."""
+    detail = _runs.show(request, ref)
+    curves = {
+        key: {detail["name"]: points} for key, points in _curves(request, detail["run_id"]).items()
+    }
+    return render(request, "run.html", run=detail, curves=curves, max_points=MAX_POINTS)
+
+
+def _curves(request: Request, run_id: str) -> dict[str, list[tuple[float, float]]]:
+    """The run's metrics logged at more than one step (a single value is no curve: the
+    metrics table shows it), each downsampled by LTTB."""
+    metrics = _runs.metrics(request, run_id)["metrics"]
+    return {
+        key: lttb([(float(step), float(value)) for step, value in points])
+        for key, points in metrics.items()
+        if len(points) > 1
+    }
+
+
+def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`config` as dotted keys (`optimizer.lr`), so two runs' configs compare key by key."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat |= _flat(value, f"{prefix}{key}.")
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

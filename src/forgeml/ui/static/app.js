@@ -1,0 +1,91 @@
+// forgeml's pages: charts from <script type="application/json"> blocks, a job's live log.
+// No inline script runs on a page (Content-Security-Policy: script-src 'self').
+"use strict";
+
+function readJson(id) {
+  const block = document.getElementById(id);
+  return block ? JSON.parse(block.textContent) : null;
+}
+
+// {metric: {label: [[x, y], ...]}} -> one uPlot chart per metric, its series aligned on x
+function drawCurves(target) {
+  const byMetric = readJson("curves-data");
+  if (!byMetric || typeof uPlot === "undefined") return;
+  const colors = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f"];
+  for (const [metric, series] of Object.entries(byMetric)) {
+    const labels = Object.keys(series);
+    const xs = [...new Set(labels.flatMap((l) => series[l].map((p) => p[0])))].sort((a, b) => a - b);
+    const data = [xs];
+    for (const label of labels) {
+      const at = new Map(series[label].map((p) => [p[0], p[1]]));
+      data.push(xs.map((x) => (at.has(x) ? at.get(x) : null)));
+    }
+    const figure = document.createElement("figure");
+    figure.className = "curve";
+    figure.dataset.metric = metric;
+    const caption = document.createElement("figcaption");
+    caption.textContent = metric;
+    figure.appendChild(caption);
+    target.appendChild(figure);
+    new uPlot({
+      width: 520, height: 240,
+      scales: { x: { time: false } },
+      series: [{ label: "step" }, ...labels.map((label, i) => ({
+        label, stroke: colors[i % colors.length], spanGaps: true,
+      }))],
+    }, data, figure);
+  }
+}
+
+function drawQueueLoad(target) {
+  const queues = readJson("queue-load-data");
+  if (!queues || typeof echarts === "undefined") return;
+  const states = [...new Set(queues.flatMap((q) => Object.keys(q.jobs)))].sort();
+  const chart = echarts.init(target, null, { renderer: "svg" });
+  chart.setOption({
+    animation: false,
+    tooltip: {}, legend: { data: states },
+    xAxis: { type: "category", data: queues.map((q) => q.name) },
+    yAxis: { type: "value", minInterval: 1 },
+    series: states.map((s) => ({ name: s, type: "bar", stack: "jobs", data: queues.map((q) => q.jobs[s] || 0) })),
+  });
+}
+
+function drawHistograms() {
+  const charts = readJson("histograms-data");
+  if (!charts || typeof echarts === "undefined") return;
+  for (const target of document.querySelectorAll("[data-chart=histogram]")) {
+    const h = charts[target.dataset.column];
+    const chart = echarts.init(target, null, { renderer: "svg" });
+    chart.setOption({
+      animation: false, tooltip: {},
+      xAxis: { type: "category", data: h.labels, axisLabel: { rotate: 45, fontSize: 9 } },
+      yAxis: { type: "value" },
+      series: [{ type: "bar", data: h.counts }],
+    });
+  }
+}
+
+// the API's Server-Sent Events route: `log` events append, one `end` event names the state
+function followLog(pre) {
+  const source = new EventSource(pre.dataset.logUrl);
+  source.addEventListener("log", (event) => {
+    pre.textContent += event.data + "\n";
+  });
+  source.addEventListener("end", (event) => {
+    const ended = JSON.parse(event.data);
+    document.getElementById("job-log-end").textContent = `Ended ${ended.state} after ${ended.attempts} attempt(s).`;
+    source.close();
+  });
+  source.onerror = () => source.close();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const curves = document.querySelector("[data-chart=curves]");
+  if (curves) drawCurves(curves);
+  const load = document.querySelector("[data-chart=queue-load]");
+  if (load) drawQueueLoad(load);
+  drawHistograms();
+  const log = document.getElementById("job-log");
+  if (log) followLog(log);
+});

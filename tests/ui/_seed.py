@@ -1,0 +1,68 @@
+"""A workspace for the UI tests: the trained Adult runs and models, a dataset whose cells
+hold an XSS payload (two versions), jobs (one ran, two waiting), two firing alerts, a
+gateway key, a deployment with a canary, and three accounts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from forgeml.auth import AuthSettings
+from forgeml.core.config import Settings
+from forgeml.core.workspace import Workspace
+from tests.auth._accounts import PASSWORD, fast_settings, person
+from tests.gateway.conftest import add_deployment
+from tests.train.conftest import copy_home, trained_adult_template
+
+XSS = "<img src=x onerror=alert(1)>"
+ROLES = {"ada": "admin", "mia": "maintainer", "vic": "viewer"}
+__all__ = ["PASSWORD", "ROLES", "XSS", "seeded_home"]
+
+
+def seeded_home(factory: pytest.TempPathFactory, root: Path) -> tuple[Workspace, AuthSettings]:
+    """The seeded workspace under `root` (the caller closes it) and its accounts' settings."""
+    from forgeml.data.ingest import IngestOptions
+    from forgeml.data.pipeline import add
+    from forgeml.gateway import create_key
+    from forgeml.scheduler.submit import submit_and_run
+
+    home = copy_home(trained_adult_template(factory), root / "home")
+    workspace = Workspace(Settings(home=home, user="tester"))
+    for version, rows in enumerate(([("ann", 31)], [("ann", 31), ("bob", 45)]), start=1):
+        csv = root / f"notes{version}.csv"
+        lines = ["name,age,note", *(f'{n},{a},"{XSS}"' for n, a in rows)]
+        csv.write_text("\n".join(lines) + "\n")
+        add(workspace, "notes", csv, IngestOptions())
+    command = [sys.executable, "-c", "print('hello from the job')"]
+    submit_and_run(workspace, {"command": command, "name": "hello"}, detach=False, wait=True,
+                   output=lambda _: None)  # fmt: skip
+    for name in ("waiting-one", "waiting-two"):
+        submit_and_run(workspace, {"command": ["true"], "name": name}, detach=True, wait=False)
+    _fire_alerts(workspace)
+    replicas = [f"http://127.0.0.1:{port}" for port in (9101, 9102, 9103)]
+    add_deployment(workspace, "adult-api", replicas[:2], canary=replicas[2:], weight=20)
+    create_key(workspace, "web-app", None, 5.0, None, 10_000)
+    settings = fast_settings(root)
+    for name, role in ROLES.items():
+        person(workspace, settings, name, role)
+    return workspace, settings
+
+
+def _fire_alerts(workspace: Workspace) -> None:
+    """Two alerts as Alertmanager's webhook sends them (firing, one a model each)."""
+    from forgeml.monitor.alerts import parse_message, receive
+
+    alerts = [
+        {
+            "status": "firing",
+            "labels": {"alertname": "ForgemlQueueBacklog", "model": model, "severity": "warning"},
+            "annotations": {"summary": f"Model {model} queues."},
+            "startsAt": "2026-12-03T10:00:00Z",
+            "fingerprint": f"f-{model}",
+        }
+        for model in ("adult-mlp", "adult-small")
+    ]
+    message = {"version": "4", "status": "firing", "receiver": "r", "alerts": alerts}
+    receive(workspace, parse_message(message))

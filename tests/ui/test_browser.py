@@ -1,0 +1,177 @@
+"""The UI in a real Chromium, per role: pages load without a console error (the CSP would
+report any inline script), charts draw, the runs table filters, a job's log streams, and
+only a role that may cancel sees and uses the button. Screenshots go to docs/screenshots."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.ui._seed import XSS
+from tests.ui.conftest import Browser
+
+pytestmark = pytest.mark.slow  # a Chromium and a trained workspace; `make test` runs them
+
+Shot = Callable[[Any, str], None]
+# page, what must be on it, the screenshot's name
+PAGES = [
+    ("/", "#recent-runs", "home"),
+    ("/runs", "#runs-table", "runs"),
+    ("/jobs", "#jobs-table", "jobs"),
+    ("/datasets", "#datasets-table", "datasets"),
+    ("/datasets/notes", "#preview-table", "dataset"),
+    ("/datasets/notes@v1/diff?to=notes@v2", "#diff-columns", "dataset-diff"),
+    ("/models", "#models-table", "models"),
+    ("/models/adult-mlp", "#promotion-history", "model"),
+    ("/deployments", "#deployments-table", "deployments"),
+    ("/monitoring", "#alerts-table", "monitoring"),
+    ("/cost?by=job", "#cost-table", "cost"),
+    ("/audit", "#audit-verified", "audit"),
+    ("/keys", "#keys-table", "keys"),
+    ("/admin", "#users-table", "admin"),
+]
+
+
+@pytest.fixture
+def browser_errors(browser: Browser) -> Browser:
+    browser.errors.clear()
+    return browser
+
+
+@pytest.mark.parametrize(("path", "selector", "name"), PAGES)
+def test_every_page_loads_for_an_admin_without_console_errors(
+    browser_errors: Browser, screenshot: Shot, path: str, selector: str, name: str
+) -> None:
+    page = browser_errors.page("admin")
+    page.goto(path)
+    page.wait_for_selector(selector)
+    page.wait_for_load_state("networkidle")
+    screenshot(page, name)
+    assert browser_errors.errors == []
+    page.context.close()
+
+
+def test_a_runs_curves_are_drawn_from_the_servers_points(
+    browser_errors: Browser, screenshot: Shot
+) -> None:
+    page = browser_errors.page("viewer")
+    page.goto("/runs?name=adult-mlp&status=FINISHED&sort=started_at&order=asc")
+    page.click(".run-row a")
+    page.wait_for_selector("figure.curve canvas")
+    metrics = page.eval_on_selector_all("figure.curve", "els => els.map(e => e.dataset.metric)")
+    assert "train_loss" in metrics
+    screenshot(page, "run")
+    assert browser_errors.errors == []
+    page.context.close()
+
+
+def test_two_runs_compare_side_by_side(browser_errors: Browser, screenshot: Shot) -> None:
+    page = browser_errors.page("viewer")
+    page.goto("/runs?name=adult-mlp&status=FINISHED")
+    boxes = page.locator(".run-row input[type=checkbox]")
+    assert boxes.count() == 2
+    boxes.nth(0).check()
+    boxes.nth(1).check()
+    page.click("#compare-runs")
+    page.wait_for_selector("figure.curve canvas")
+    assert "optimizer.lr" in page.inner_text("#config-diff")
+    screenshot(page, "compare")
+    assert browser_errors.errors == []
+    page.context.close()
+
+
+def test_filtering_the_runs_table_asks_the_server(browser_errors: Browser) -> None:
+    page = browser_errors.page("viewer")
+    page.goto("/runs")
+    assert page.locator(".run-row").count() == 4
+    page.fill("input[name=name]", "adult-small")
+    page.click("#apply-filter")
+    expect(page.locator(".run-row")).to_have_count(1)  # waits; no eval under the CSP
+    assert "adult-small" in page.inner_text("#runs-table")
+    assert "name=adult-small" in page.url  # pushed: the filtered table has its own address
+    page.select_option("select[name=status]", "FAILED")
+    page.wait_for_selector("#no-runs")
+    assert browser_errors.errors == []
+    page.context.close()
+
+
+def test_a_jobs_log_streams_until_it_ends(browser_errors: Browser, screenshot: Shot) -> None:
+    page = browser_errors.page("viewer")
+    page.goto("/jobs?state=SUCCEEDED")
+    page.click(".job-row a")
+    page.wait_for_selector("#job-log-end:has-text('Ended SUCCEEDED')")
+    assert "hello from the job" in page.inner_text("#job-log")
+    screenshot(page, "job")
+    assert browser_errors.errors == []
+    page.context.close()
+
+
+def test_a_viewer_sees_no_cancel_button(browser_errors: Browser) -> None:
+    page = browser_errors.page("viewer")
+    page.goto("/jobs?state=PENDING")
+    page.click(".job-row a >> text=waiting-one")
+    page.wait_for_selector("#job-state")
+    assert page.locator("#cancel-job").count() == 0
+    page.context.close()
+
+
+def test_a_maintainer_cancels_a_job_and_may_retry_it(browser_errors: Browser) -> None:
+    page = browser_errors.page("maintainer")
+    page.goto("/jobs?state=PENDING")
+    page.click(".job-row a >> text=waiting-one")
+    page.click("#cancel-job")
+    page.wait_for_selector("#job-state >> text=CANCELLED")
+    assert page.locator("#retry-job").count() == 1
+    page.reload()
+    assert "CANCELLED" in page.inner_text("#job-state")
+    assert browser_errors.errors == []
+    page.context.close()
+
+
+def test_a_cells_markup_never_runs_in_the_page(browser_errors: Browser) -> None:
+    page = browser_errors.page("viewer")
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto("/datasets/notes")
+    page.wait_for_selector("#preview-table")
+    assert XSS in page.inner_text("#preview-table")
+    assert page.locator("#preview-table img").count() == 0
+    assert dialogs == []
+    page.context.close()
+
+
+def test_signing_in_and_out_through_the_form(browser_errors: Browser, screenshot: Shot) -> None:
+    page = browser_errors.page(None)
+    page.goto("/models")
+    assert re.search(r"/login\?next=/models$", page.url)
+    screenshot(page, "login")
+    page.fill("input[name=name]", "vic")
+    page.fill("input[name=password]", "correct horse battery staple")
+    page.click("button[type=submit]")
+    page.wait_for_selector("#models-table")
+    page.click("text=Sign out")
+    page.wait_for_url(re.compile(r"/login"))
+    page.goto("/models")
+    assert "/login" in page.url
+    page.context.close()
+
+
+def test_a_maintainer_acknowledges_an_alert_a_viewer_cannot(browser_errors: Browser) -> None:
+    viewer = browser_errors.page("viewer")
+    viewer.goto("/monitoring?state=firing")
+    viewer.wait_for_selector("#alerts-table")
+    assert viewer.locator("button.ack").count() == 0
+    viewer.context.close()
+    page = browser_errors.page("maintainer")
+    page.goto("/monitoring?state=firing")
+    buttons = page.locator("button.ack")
+    assert buttons.count() == 2
+    buttons.first.click()
+    page.wait_for_selector("text=acknowledged by mia")
+    assert page.locator("button.ack").count() == 1
+    assert browser_errors.errors == []
+    page.context.close()

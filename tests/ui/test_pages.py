@@ -1,0 +1,187 @@
+"""The UI's pages over HTTP: security headers, CSRF, escaping, sign-in, and permissions that
+are the API's own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from forgeml.api._authz import PUBLIC, api_routes, route_permission
+from forgeml.core.config import Settings
+from forgeml.core.workspace import Workspace
+from forgeml.ui import create_app
+from forgeml.ui._security import CONTENT_SECURITY_POLICY
+from tests.ui._seed import PASSWORD, XSS
+from tests.ui.conftest import Served
+
+Clients = dict[str, httpx.Client]
+PAGES = ["/", "/runs", "/jobs", "/datasets", "/datasets/notes", "/models", "/models/adult-mlp",
+         "/datasets/notes@v1/diff?to=notes@v2", "/deployments", "/monitoring", "/cost"]  # fmt: skip
+# pages a viewer may not open (the permission their API route needs is a maintainer's)
+ABOVE_VIEWER = {"/audit": "audit:read", "/keys": "keys:read", "/admin": "users:read"}
+
+
+def _job_id(clients: Clients, name: str) -> str:
+    jobs = clients["vic"].get("/api/v1/jobs").json()
+    return next(job["job_id"] for job in jobs if job["name"] == name)
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_answers_with_the_content_security_policy(clients: Clients, path: str) -> None:
+    answer = clients["vic"].get(path)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "<script>" not in answer.text  # no inline script: every script has a src or is JSON
+
+
+def test_a_page_without_a_session_sends_the_browser_to_sign_in(served: Served) -> None:
+    answer = httpx.get(f"{served.url}/runs", follow_redirects=False)
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/login?next=/runs"
+
+
+@contextmanager
+def _fresh(served: Served) -> Iterator[tuple[httpx.Client, str]]:
+    """A client with no session yet, and the CSRF token `/login` gave it."""
+    with httpx.Client(base_url=served.url) as client:
+        client.get("/login")
+        yield client, client.cookies["forgeml_csrf"]
+
+
+def test_a_wrong_password_is_one_sentence_on_the_form(served: Served) -> None:
+    with _fresh(served) as (client, token):
+        answer = client.post(
+            "/login", data={"name": "vic", "password": "nope", "csrf_token": token}
+        )
+        assert answer.status_code == 401
+        assert 'id="login-error"' in answer.text
+        assert "forgeml_session" not in client.cookies
+
+
+def test_sign_in_never_redirects_off_the_server(served: Served) -> None:
+    with _fresh(served) as (client, token):
+        for target in ("https://evil.example/", "//evil.example/", "/\\evil.example"):
+            answer = client.post("/login", data={
+                "name": "vic", "password": PASSWORD, "csrf_token": token, "next": target,
+            })  # fmt: skip
+            assert answer.headers["location"] == "/"
+
+
+def test_a_csv_cells_markup_is_shown_escaped(served: Served, clients: Clients) -> None:
+    page = clients["vic"].get("/datasets/notes").text
+    assert XSS not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_a_change_without_the_csrf_token_is_refused(served: Served, clients: Clients) -> None:
+    client = clients["mia"]
+    job = _job_id(clients, "waiting-two")
+    refused = client.post(f"/jobs/{job}/cancel")
+    assert refused.status_code == 403
+    assert "CSRF" in refused.text
+    forged = client.post(f"/jobs/{job}/cancel", headers={"X-CSRF-Token": "x" * 43})
+    assert forged.status_code == 403
+    assert client.get(f"/api/v1/jobs/{job}").json()["cancel_requested"] is False
+    login = httpx.post(f"{served.url}/login", data={"name": "vic", "password": "x"})
+    assert login.status_code == 403
+
+
+def test_a_viewer_sees_no_cancel_button_and_its_post_is_refused(
+    served: Served, clients: Clients
+) -> None:
+    client = clients["vic"]
+    job = _job_id(clients, "waiting-two")
+    assert 'id="cancel-job"' not in client.get(f"/jobs/{job}").text
+    token = client.cookies["forgeml_csrf"]
+    refused = client.post(f"/jobs/{job}/cancel", headers={"X-CSRF-Token": token})
+    assert refused.status_code == 403
+    assert "may not jobs:cancel" in refused.text
+    assert 'id="cancel-job"' in clients["mia"].get(f"/jobs/{job}").text
+
+
+def test_the_promotion_history_is_left_out_for_a_role_without_audit_read(
+    served: Served, clients: Clients
+) -> None:
+    assert 'id="promotion-history"' not in clients["vic"].get("/models/adult-mlp").text
+    page = clients["mia"].get("/models/adult-mlp").text
+    assert 'id="promotion-history"' in page and "model.register" in page
+
+
+def test_a_bad_query_is_a_page_naming_it_and_the_api_stays_json(
+    served: Served, clients: Clients
+) -> None:
+    client = clients["vic"]
+    page = client.get("/runs", params={"col": "secret"})
+    assert page.status_code == 422
+    assert "no column &#39;secret&#39;" in page.text
+    api = client.get("/api/v1/runs", params={"status": "DONE"})
+    assert api.status_code == 422 and "error" in api.json()
+    assert "content-security-policy" not in api.headers
+
+
+def test_every_page_route_declares_a_permission(tmp_path: Path) -> None:
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
+    try:
+        app = create_app(workspace)
+        undeclared = [
+            route.path for route in api_routes(app.routes) if route_permission(route) is None
+        ]
+        assert undeclared == []
+        pages = {r.path: route_permission(r) for r in api_routes(app.routes)}
+        assert pages["/runs"] == "runs:read" and pages["/jobs/{ref}/cancel"] == "jobs:cancel"
+        assert pages["/login"] == PUBLIC
+    finally:
+        workspace.close()
+
+
+def test_the_single_user_default_needs_no_sign_in(tmp_path: Path) -> None:
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
+    try:
+        client = TestClient(create_app(workspace), base_url="http://localhost")
+        home = client.get("/")
+        assert home.status_code == 200 and "tester" in home.text
+        assert client.get("/login", follow_redirects=False).headers["location"] == "/"
+        assert client.get("/static/htmx.min.js").status_code == 200
+    finally:
+        workspace.close()
+
+
+@pytest.mark.parametrize(("path", "permission"), ABOVE_VIEWER.items())
+def test_a_viewer_neither_sees_nor_opens_a_page_above_its_role(
+    clients: Clients, path: str, permission: str
+) -> None:
+    refused = clients["vic"].get(path)
+    assert refused.status_code == 403
+    assert f"may not {permission}" in refused.text
+    assert f'href="{path}"' not in clients["vic"].get("/").text
+    assert f'href="{path}"' in clients["ada"].get("/").text
+    assert clients["ada"].get(path).status_code == 200
+
+
+def test_the_audit_page_says_the_chain_verifies(clients: Clients) -> None:
+    page = clients["mia"].get("/audit", params={"action": "model.register"}).text
+    assert "The chain verifies" in page
+    assert page.count("model.register") >= 3
+
+
+def test_the_admin_page_lists_accounts_and_tokens_for_who_manages_them(clients: Clients) -> None:
+    page = clients["ada"].get("/admin").text
+    assert all(name in page for name in ("ada", "mia", "vic"))
+    assert 'id="tokens-table"' in page
+    assert 'id="tokens-table"' not in clients["mia"].get("/admin").text  # no tokens:manage
+    keys = clients["mia"].get("/keys").text
+    assert "web-app" in keys and "10000" in keys
+
+
+def test_a_deployment_shows_its_traffic_split_and_replicas(clients: Clients) -> None:
+    page = clients["vic"].get("/deployments").text
+    assert "adult-api-model@v1 (80%)" in page
+    assert "adult-api-model@v2 (20%)" in page
+    assert page.count("primary adult-api-model@v1") == 2
+    assert page.count(":9103 ready") == 1
