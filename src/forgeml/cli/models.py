@@ -1,4 +1,4 @@
-"""`forgeml models list|show|promote|compare|import`: the model registry and its lineage."""
+"""`forgeml models list|show|promote|compare|import|explain`: the model registry and its lineage."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from forgeml.cli._explain import explain
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
 from forgeml.core.devices import DeviceName, DeviceOptions, say_on_stderr
 
 app = typer.Typer(help="Registered model versions, aliases and promotion.", no_args_is_help=True)
+app.command("explain")(explain)  # cli/_explain.py
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 
 _DEVICE = DeviceOptions.model_fields["device"]  # one field: its help and default
