@@ -62,6 +62,17 @@ class FieldMasker:
         rows = picks.astype(np.int64)[:, self.groups]  # [N, F]: the pool row of each column
         return pool[rows, np.arange(pool.shape[1])]
 
+    def codes(self, pool: np.ndarray) -> np.ndarray:
+        """Per pool row and field, the first pool row with the same encoded values of that
+        field: so a field whose value the row shares with every background row does not
+        vary, and Kernel SHAP gives it exactly zero (its dummy-player property)."""
+        found = np.empty((len(pool), len(self.fields)), dtype=np.float64)
+        for field in range(len(self.fields)):
+            values = pool[:, self.groups == field]
+            _, first, inverse = np.unique(values, axis=0, return_index=True, return_inverse=True)
+            found[:, field] = first[inverse.reshape(-1)]
+        return found
+
     def kernel_shap(self, record: dict[str, Any], samples: int | str = "auto") -> Explanation:
         """Kernel SHAP values of `record`'s fields for its predicted output."""
         import shap
@@ -70,23 +81,21 @@ class FieldMasker:
 
         encoded = self.encode([record])
         pool = np.concatenate([self.encoded_background, encoded])  # the row is pool[K]
-        k, m = len(self.encoded_background), len(self.fields)
+        k = len(self.encoded_background)
         target = target_of(self.model, self.logits(encoded)[0])
 
         def output(picks: np.ndarray) -> np.ndarray:
             return target.pick(self.logits(self.mixed(pool, picks)))
 
-        background = np.repeat(np.arange(k, dtype=np.float64)[:, None], m, axis=1)
+        codes = self.codes(pool)
         # l1_reg off: every field keeps its value, so they add up to f(x) - E[f(background)]
-        explainer = shap.KernelExplainer(output, background, link="identity")
-        values = explainer.shap_values(
-            np.full((1, m), float(k)), nsamples=samples, l1_reg=False, silent=True
-        )
+        explainer = shap.KernelExplainer(output, codes[:k], link="identity")
+        values = explainer.shap_values(codes[k:], nsamples=samples, l1_reg=False, silent=True)
         flat = np.asarray(values, dtype=np.float64).reshape(-1)
         attributions = [
             Attribution(name, float(value)) for name, value in zip(self.fields, flat, strict=True)
         ]
-        prediction = float(output(np.full((1, m), float(k)))[0])
+        prediction = float(output(codes[k:])[0])
         return Explanation(
             method="kernel_shap",
             output=target.output,
