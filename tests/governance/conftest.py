@@ -1,4 +1,5 @@
-"""A workspace with one Adult model trained as a scheduler job, for the model-card tests.
+"""A workspace with one Adult model trained as a scheduler job, for the model-card tests;
+the serve template (adult-mlp@v1..., sst2-minilm@v1) for the explanation tests.
 
 `adult-mlp@v1` is trained for 20 steps with the example's slices (sex, race) inside job
 `card-train`, whose one attempt carries measured figures as the scheduler records them, so
@@ -18,6 +19,7 @@ from forgeml.core.config import Settings
 from forgeml.core.ids import new_id
 from forgeml.core.store import JobAttemptRecord, JobRecord, QueueRecord
 from forgeml.core.workspace import Workspace
+from tests.serve.conftest import serve_template  # the explanation tests' models
 from tests.train.conftest import ADULT_CONFIG, QUICK, _build_once, adult_template, copy_home
 
 CARD_MODEL = "adult-mlp@v1"
@@ -79,3 +81,6 @@ def card_workspace(card_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     workspace = Workspace(Settings(home=card_home, user="tester"))
     yield workspace
     workspace.close()
+
+
+__all__ = ["serve_template"]

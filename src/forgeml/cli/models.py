@@ -1,4 +1,5 @@
-"""`forgeml models list|show|promote|compare|import`: the model registry and its lineage."""
+"""`forgeml models list|show|promote|compare|import|export|card|mitigate|explain`: the model
+registry, its lineage and governance."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from forgeml.cli._explain import explain
 from forgeml.cli._fairness import (
     MaxDpDiff,
     MaxEoDiff,
@@ -21,6 +23,7 @@ from forgeml.core.devices import DeviceName, DeviceOptions, say_on_stderr
 from forgeml.sdk.local import LocalModels
 
 app = typer.Typer(help="Registered model versions, aliases and promotion.", no_args_is_help=True)
+app.command("explain")(explain)  # cli/_explain.py
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 
 _DEVICE = DeviceOptions.model_fields["device"]  # one field: its help and default

@@ -1,4 +1,5 @@
-"""The model server's ASGI app: KServe v2, `:predict`, OpenAI routes, feedback, `/metrics`.
+"""The model server's ASGI app: KServe v2, `:predict`, OpenAI routes, feedback, explanations,
+`/metrics`.
 
 `create_app` is the in-process entry point (models load in the background once the app
 starts; `/v2/health/ready` answers 503 until they have); `forgeml serve` loads first and
@@ -27,6 +28,7 @@ from forgeml.serve.feedback import FEEDBACK_SUFFIX
 from forgeml.serve.lane import FastLane
 from forgeml.serve.metrics import UNKNOWN_MODEL, ServerMetrics
 from forgeml.serve.options import ServeOptions
+from forgeml.serve.protocols.explain import EXPLAIN_SUFFIX
 from forgeml.serve.protocols.kserve_binary import BinaryTensors
 from forgeml.serve.repository import ModelRepository
 from forgeml.serve.request_ids import RequestIds
@@ -72,7 +74,7 @@ def build_app(
             passes them by.
     """
     from forgeml import __version__
-    from forgeml.serve.protocols import feedback, kserve_v2, openai, predict
+    from forgeml.serve.protocols import explain, feedback, kserve_v2, openai, predict
 
     options = repository.options
 
@@ -96,6 +98,7 @@ def build_app(
     record = _generation_record(repository, app.state.request_log)
     app.include_router(openai.router(repository, record, options.max_tool_calls))
     app.include_router(feedback.router(repository))
+    app.include_router(explain.router(repository))
     for extra in extra_routers:
         app.include_router(extra)
 
@@ -224,7 +227,7 @@ class _RequestMetrics:
                 message["headers"] = [*message.get("headers", ()), header]
             await send(message)
 
-        if path.endswith(FEEDBACK_SUFFIX):
+        if path.endswith((FEEDBACK_SUFFIX, EXPLAIN_SUFFIX)):  # not inference: not timed
             await self.app(scope, receive, watched)
             return
         self.metrics.in_flight.inc()
