@@ -137,7 +137,9 @@ GROUPS = {
     ],
     "jobs": ["submit", "list", "show", "logs", "cancel", "retry", "export"],
     "runs": ["list", "show", "compare", "reproduce"],
-    "models": ["list", "show", "promote", "compare", "import", "export", "card", "mitigate"],
+    "models": [
+        "list", "show", "promote", "compare", "import", "export", "card", "mitigate", "explain",
+    ],
     "cost": ["report", "budgets"],
     "alerts": ["list", "show", "ack"],
     "monitor": ["drift", "feedback", "accuracy", "online", "rules", "dashboard", "policy"],

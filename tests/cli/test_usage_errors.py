@@ -193,7 +193,7 @@ def test_ctrl_c_is_aborted_and_exit_130(cli: Cli, monkeypatch: pytest.MonkeyPatc
     def interrupted(*_: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("forgeml.core.workspace.open_workspace", interrupted)
+    monkeypatch.setattr("forgeml.sdk.local._datasets.open_workspace", interrupted)
 
     result = cli("data", "list")
 
@@ -209,7 +209,7 @@ def test_a_commands_own_exit_code_is_the_process_exit_code(
     def stopped(*_: object) -> None:
         raise stop
 
-    monkeypatch.setattr("forgeml.core.workspace.open_workspace", stopped)
+    monkeypatch.setattr("forgeml.sdk.local._datasets.open_workspace", stopped)
 
     result = cli("data", "list")
 

@@ -106,11 +106,29 @@ def test_annex_iv_headings_are_filled_from_records_or_say_not_recorded(
     assert "Performance per group (race, sex): see Per slice." in annex
 
 
-def test_without_notes_or_fairness_metrics_the_card_says_so(card_workspace: Workspace) -> None:
+def test_without_notes_the_card_says_so(card_workspace: Workspace) -> None:
     text = model_card(card_workspace, CARD_MODEL)
 
     assert "## Intended use\n\nnot recorded\n" in text
     assert "## Limitations\n\nnot recorded\n" in text
+
+
+def test_the_runs_measured_fairness_is_in_the_card(card_workspace: Workspace) -> None:
+    # the run names slices (sex, race), so training measured them with fairlearn
+    version = get_model_version(card_workspace, CARD_MODEL)
+    dp_sex = version.metrics["test_fairness/sex/dp_diff"]
+
+    text = model_card(card_workspace, CARD_MODEL)
+
+    assert f"| test | sex | dp_diff | {dp_sex:.4f} |" in text
+    assert "Fairness: not measured" not in text
+
+
+def test_without_fairness_metrics_the_card_says_so(card_workspace: Workspace) -> None:
+    facts = gather(card_workspace, get_model_version(card_workspace, CARD_MODEL))
+
+    text = str(build_card(dataclasses.replace(facts, fairness=[])))
+
     assert "Fairness: not measured (the run recorded no `fairness/` metrics)." in text
 
 
