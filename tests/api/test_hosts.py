@@ -158,11 +158,11 @@ def test_only_the_docs_page_is_html(server) -> None:
         for response in operation.get("responses", {}).values()
         for media in response.get("content", {})
     }
-    # rows as Arrow (data head/export), raw uploads and a lineage graph drawn as SVG are
-    # never a page
+    # rows as Arrow (data head/export), raw uploads, an exported bundle (a tar) and a
+    # lineage graph drawn as SVG are never a page
     assert declared == {
         "application/json", "text/event-stream", "application/vnd.apache.arrow.stream",
-        "application/octet-stream", "image/svg+xml",
+        "application/octet-stream", "application/x-tar", "image/svg+xml",
     }  # fmt: skip
     docs = client.get("/docs")
     assert docs.headers["content-type"].startswith("text/html")

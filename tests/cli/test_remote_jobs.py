@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from forgeml.cli._remote import LOCAL_COMMANDS
 from forgeml.core.config import Settings
 from forgeml.core.store import AuditEvent
 from forgeml.core.workspace import Workspace
@@ -153,21 +152,6 @@ def test_a_pipeline_file_is_drawn_and_exported_here_in_remote_mode(forgeml: Forg
     for command in (("pipelines", "graph", pipeline),
                     ("pipelines", "export", pipeline, "--image", "forgeml:1")):  # fmt: skip
         assert_same_as_local(forgeml(*command), forgeml.remote(*command), command)
-
-
-@pytest.mark.parametrize(
-    "command", [("models", "export", "adult-mlp@v1", "out"), ("jobs", "export")]
-)
-def test_commands_that_write_onto_this_machine_still_refuse_remote_mode(
-    forgeml: Forgeml, command: tuple[str, ...]
-) -> None:
-    refused = forgeml.remote(*command)
-
-    assert refused.code == 2
-    assert refused.stderr == (
-        f"error: `forgeml {command[0]} {command[1]}` cannot run in remote mode: it "
-        f"{LOCAL_COMMANDS[command[:2]]}.\n"
-    )
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

@@ -173,6 +173,15 @@ def test_every_command_has_a_remote_mode_or_a_reason(group: str) -> None:
     assert without == set()
 
 
+@pytest.mark.parametrize("command", [("models", "export"), ("jobs", "export")])
+def test_a_command_that_writes_onto_this_machine_has_a_remote_mode(
+    command: tuple[str, str],
+) -> None:
+    # the server builds the bundle or renders the manifest; the command writes it here
+    assert command in REMOTE_COMMANDS
+    assert command not in LOCAL_COMMANDS
+
+
 @pytest.mark.parametrize(
     "command",
     [

@@ -7,8 +7,9 @@ prints, so the printing code is one. The heavy commands (train, tune, rag index,
 run, ...: `forgeml.client._commands.JOB_COMMANDS`) run on the server as jobs of its own CLI
 (`runs_as_job`, `_remote_jobs`); `RUNS_HERE` commands read only local files and run here.
 `check_command` refuses, before anything runs, a command that has no remote mode: the ones
-that must run beside their workspace or write onto this machine say what to use instead;
-the rest name the API.
+that must run beside their workspace say what to use instead; the rest name the API. What
+the server builds for this machine (`models export`'s bundle, `jobs export`'s manifest) it
+answers, and the command writes it here.
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ REMOTE_COMMANDS = frozenset(
     {
         ("runs", "list"), ("runs", "show"), ("runs", "compare"), ("runs", "reproduce"),
         ("models", "list"), ("models", "show"), ("models", "promote"), ("models", "card"),
-        ("models", "mitigate"),
+        ("models", "mitigate"), ("models", "export"),
         ("data", "add"), ("data", "list"), ("data", "versions"), ("data", "show"),
         ("data", "head"), ("data", "diff"), ("data", "export"), ("data", "query"),
         ("data", "rebuild"), ("data", "clean"), ("data", "validate"), ("data", "redact"),
         ("data", "split"), ("data", "augment"), ("data", "features"),
         ("jobs", "list"), ("jobs", "show"), ("jobs", "cancel"), ("jobs", "retry"),
-        ("jobs", "logs"), ("jobs", "submit"),
+        ("jobs", "logs"), ("jobs", "submit"), ("jobs", "export"),
         ("cost", "report"), ("cost", "budgets"),
         ("deploy", "list"), ("deploy", "show"), ("deploy", "delete"),
         ("alerts", "list"), ("alerts", "show"), ("alerts", "ack"),
@@ -85,13 +86,10 @@ LOCAL_ONLY = {
 }
 
 
-_BESIDE = "run it beside the server (unset FORGEML_SERVER)"
 # commands of a group that has a remote mode, which must write onto this machine: why
-LOCAL_COMMANDS: dict[tuple[str, str | None], str] = {
-    ("models", "export"): f"writes the model's files into a folder of this machine; {_BESIDE}",
-    ("jobs", "export"): f"writes or submits a Volcano manifest with this machine's kubeconfig; "
-    f"{_BESIDE}",
-}
+# (none now: `models export` unpacks the bundle the server builds, `jobs export` writes the
+# manifest the server renders; only `jobs export --submit` refuses, in the command)
+LOCAL_COMMANDS: dict[tuple[str, str | None], str] = {}
 # commands that read only files of this machine, never a workspace: they run here in
 # remote mode too (`pipelines graph` of a recorded run reads the server's, as a job)
 RUNS_HERE = frozenset({("pipelines", "export"), ("pipelines", "graph")})

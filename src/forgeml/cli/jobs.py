@@ -254,27 +254,23 @@ def export(
     import yaml
 
     from forgeml.core.errors import UsageError
-    from forgeml.scheduler.executors.kubernetes import export_job, submit_manifest
-    from forgeml.scheduler.jobs import get_job
-    from forgeml.scheduler.model import JobSpec, QueueSpec
-    from forgeml.scheduler.queues import get_queue
-    from forgeml.scheduler.service import LAUNCH_ONCE_KINDS
+    from forgeml.scheduler.executors.kubernetes import submit_manifest
+    from forgeml.scheduler.export import EXPORT_FORMATS, volcano_export
 
-    if format_ != "volcano":
+    if format_ not in EXPORT_FORMATS:
         raise UsageError(f"Unknown --format '{format_}': only 'volcano' is supported.")
-    workspace = _workspace()
-    with workspace.store.session() as session:
-        record = get_job(session, job)
-        queue = get_queue(session, record.queue)
-        queue_spec = QueueSpec(
-            name=queue.name, weight=queue.weight, reclaimable=queue.reclaimable,
-            capability=queue.capability, budget=queue.budget,
-        )  # fmt: skip
-    spec = JobSpec.model_validate(record.spec)
-    text = export_job(
-        spec, record.id, image=image, namespace=namespace, queue=queue_spec,
-        launch_once=record.kind in LAUNCH_ONCE_KINDS,
-    )  # fmt: skip
+    client = remote_client()
+    if submit and client is not None:
+        raise UsageError(
+            "--submit cannot run in remote mode: it creates the job with this machine's "
+            "kubeconfig; write the manifest with --output and `kubectl apply -f` it, or run "
+            "it beside the server."
+        )
+    if client is not None:
+        text = client.jobs.export(job, format_, image, namespace)
+    else:
+        with closing(_workspace()) as workspace:
+            text = volcano_export(workspace, job, image, namespace)
     if output is not None:
         output.write_text(text)
     if submit:

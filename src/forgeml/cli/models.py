@@ -213,21 +213,31 @@ def export(
     """Write a model as an edge bundle: ONNX, tokenizer or features, manifest, runner.py
     and its model card as README.md."""
     from forgeml.core.errors import UsageError
-    from forgeml.optimize.edge import check_destination, export_edge
+    from forgeml.optimize.edge import check_destination
 
     if target != "edge":
         raise UsageError(f"Unknown export target '{target}': use edge.")
     if precision not in ("auto", "fp32", "int8"):
         raise UsageError(f"Unknown precision '{precision}': use auto, fp32 or int8.")
     check_destination(folder)  # before loading the model: a full folder fails at once
+    payload = source(
+        lambda client: client.models.export(ref, folder, target, precision),
+        lambda: _export_here(ref, folder, precision),
+    )
+    if as_json:
+        print_json(payload)
+        return
+    say(f"{payload['model']} -> {folder} ({payload['precision']}: {payload['reason']})")
+    say(f"run it: python {folder / 'runner.py'} {folder} < rows.jsonl")
+
+
+def _export_here(ref: str, folder: Path, precision: str) -> dict[str, Any]:
+    """`models export --json` of the bundle written from the local workspace."""
+    from forgeml.optimize.edge import export_edge
+
     bundle = export_edge(_workspace(), ref, folder, precision)  # type: ignore[arg-type]
     card = _export_card(bundle.source, folder)
-    if as_json:
-        print_json(bundle.as_dict() | {"card": card.name})
-        return
-    chosen = bundle.precision
-    say(f"{bundle.source} -> {folder} ({chosen.chosen}: {chosen.reason})")
-    say(f"run it: python {folder / 'runner.py'} {folder} < rows.jsonl")
+    return bundle.as_dict() | {"card": card.name}
 
 
 def _export_card(ref: str, folder: Path) -> Path:

@@ -111,6 +111,33 @@ class Models(_Resource):
         body = {"intended_use": intended_use, "limitations": limitations}
         return self._transport.send_json("PUT", self._version_path(ref) + "/card", body)
 
+    def export(
+        self, ref: str, folder: Path, target: str = "edge", precision: str = "auto"
+    ) -> dict[str, Any]:
+        """Build the version's edge bundle on the server and unpack it as the new (or empty)
+        `folder` here (`models export --json`: the manifest's figures, `folder` this one).
+
+        Raises:
+            AlreadyExistsError: `folder` holds something.
+            InvalidDataError: the archive holds a link or a member outside the folder.
+        """
+        import tempfile
+
+        from forgeml.core.archives import SUMMARY_HEADER, unpack_folder
+
+        path = self._version_path(ref) + "/export"
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        params = {"target": target, "precision": precision}
+        with tempfile.TemporaryDirectory(prefix=".forgeml-export-", dir=folder.parent) as scratch:
+            blob = Path(scratch) / "bundle.tar"
+            with self._transport.stream("GET", path, params=params) as answer:
+                summary: dict[str, Any] = orjson.loads(answer.headers[SUMMARY_HEADER])
+                with blob.open("wb") as out:
+                    for chunk in answer.iter_bytes():
+                        out.write(chunk)
+            unpack_folder(blob, folder, f"the {target} bundle of {ref}")
+        return summary | {"folder": str(folder)}
+
     def _version_path(self, ref: str) -> str:
         version = self.show(ref)  # an alias or digest prefix resolves on the server
         return f"/models/{_segment(version['name'])}/versions/{version['version']}"
@@ -221,6 +248,15 @@ class Jobs(_Resource):
         """An attempt's log as it stands, default the last (`jobs logs`)."""
         params = {"attempt": attempt} if attempt is not None else None
         return self._transport.send("GET", f"/jobs/{_segment(ref)}/log", params=params).content
+
+    def export(
+        self, ref: str, export_format: str = "volcano", image: str = "forgeml:latest",
+        namespace: str = "default",
+    ) -> str:  # fmt: skip
+        """The job's Volcano manifest as YAML text (`jobs export`)."""
+        params = {"format": export_format, "image": image, "namespace": namespace}
+        answer = self._transport.get(f"/jobs/{_segment(ref)}/export", params)
+        return str(answer["manifest"])
 
     def follow(self, ref: str, output: Callable[[bytes], object]) -> dict[str, Any]:
         """Stream the job's log to `output` until it ends (`jobs logs -f`, over Server-Sent
