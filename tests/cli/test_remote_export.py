@@ -16,7 +16,7 @@ from forgeml.core.errors import AlreadyExistsError, InvalidDataError
 from tests.cli import test_remote as shared
 from tests.cli._served import assert_same_as_local
 from tests.cli.conftest import assert_cli_error
-from tests.cli.test_remote import Forgeml
+from tests.cli.test_remote import BACKENDS, Forgeml
 
 # the served workspaces of tests/cli/test_remote.py (a trained adult-mlp), built for this module
 forgeml = shared.forgeml
@@ -30,6 +30,7 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
 
 
+@BACKENDS
 def test_a_bundle_exported_remotely_holds_the_bytes_local_export_writes(
     forgeml: Forgeml, tmp_path: Path
 ) -> None:
@@ -127,6 +128,7 @@ def test_an_anonymous_caller_is_refused_an_export(
     assert not (tmp_path / "out").exists()
 
 
+@BACKENDS
 @pytest.mark.parametrize(
     "options",
     [(), ("--image", "registry.example/forgeml:2", "--namespace", "ml")],
