@@ -70,6 +70,27 @@ def test_the_json_of_a_remote_export_is_the_local_one_with_this_machines_folder(
     assert json.loads((there / "manifest.json").read_text())["files"] == remote["files"]
 
 
+def test_the_server_keeps_nothing_of_a_bundle_it_built_or_failed_to_build(
+    forgeml: Forgeml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    import httpx
+
+    scratch = tmp_path / "server-tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the in-process server's too
+    served = forgeml.served
+    login = {"Authorization": f"Bearer {served.tokens['olivia']}"}
+
+    exported = forgeml.remote("models", "export", "adult-mlp", str(tmp_path / "b"))
+    missing = httpx.get(f"{served.url}/api/v1/models/adult-mlp/versions/9/export", headers=login)
+
+    assert exported.code == 0, exported.stderr
+    assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+    assert list(scratch.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "command",
     [

@@ -1,21 +1,21 @@
 """What the CLI's remote mode writes onto the client: `models export` (an edge bundle built
 here, answered as a tar the client unpacks) and `jobs export` (a Volcano manifest as text).
 
-The bundle is built in a private temporary folder that goes when the answer is sent.
+The bundle is built in a private temporary folder, removed before the first byte is sent.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, BinaryIO, Literal
 
 import orjson
 from fastapi import Query, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import StreamingResponse
 from pydantic import PositiveInt
-from starlette.background import BackgroundTask
 
 from forgeml.api._authz import require
 from forgeml.api._context import workspace
@@ -23,12 +23,13 @@ from forgeml.api._json import CliRouter
 from forgeml.core.archives import SUMMARY_HEADER, TAR_MEDIA_TYPE, pack_folder
 
 router = CliRouter(prefix="/api/v1")
+CHUNK_BYTES = 1 << 20
 
 
 @router.get(
     "/models/{name}/versions/{version}/export",
     dependencies=[require("models:read")],
-    response_class=FileResponse,
+    response_class=StreamingResponse,
     responses={200: {"content": {TAR_MEDIA_TYPE: {}}}},
 )
 def export_model(
@@ -40,7 +41,7 @@ def export_model(
         Literal["auto", "fp32", "int8"],
         Query(description="auto: int8 only where it agrees with fp32 on held-out rows."),
     ] = "auto",
-) -> FileResponse:
+) -> StreamingResponse:
     """The version as `forgeml models export` writes it (the edge bundle, its manifest.json
     and its model card as README.md), as one tar of the folder's files; the header
     `X-Forgeml-Summary` holds what `models export --json` prints (`folder` the server's)."""
@@ -55,15 +56,23 @@ def export_model(
         atomic_write_text(bundle.folder / "README.md", model_card(home, bundle.source))
         pack_folder(bundle.folder, scratch / "bundle.tar")
         summary = orjson.dumps(bundle.as_dict() | {"card": "README.md"}).decode()
-    except BaseException:
+        size = (scratch / "bundle.tar").stat().st_size
+        handle = (scratch / "bundle.tar").open("rb")
+    finally:
+        # the open handle still reads the tar (POSIX): nothing stays behind, whether the
+        # answer is sent, the caller goes away, or the build failed
         shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    return FileResponse(
-        scratch / "bundle.tar",
+    return StreamingResponse(
+        _chunks(handle),
         media_type=TAR_MEDIA_TYPE,
-        headers={SUMMARY_HEADER: summary},
-        background=BackgroundTask(shutil.rmtree, scratch, ignore_errors=True),
+        headers={SUMMARY_HEADER: summary, "Content-Length": str(size)},
     )
+
+
+def _chunks(handle: BinaryIO) -> Iterator[bytes]:
+    with handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            yield chunk
 
 
 @router.get("/jobs/{ref}/export", dependencies=[require("jobs:read")])
