@@ -27,6 +27,7 @@ PAGES = [
     ("/datasets/notes@v1/diff?to=notes@v2", "#diff-columns", "dataset-diff"),
     ("/models", "#models-table", "models"),
     ("/models/adult-mlp", "#promotion-history", "model"),
+    ("/lineage/adult-mlp@v1", "#lineage-nodes", "lineage"),
     ("/deployments", "#deployments-table", "deployments"),
     ("/monitoring", "#alerts-table", "monitoring"),
     ("/cost?by=job", "#cost-table", "cost"),
@@ -173,5 +174,25 @@ def test_a_maintainer_acknowledges_an_alert_a_viewer_cannot(browser_errors: Brow
     buttons.first.click()
     page.wait_for_selector("text=acknowledged by mia")
     assert page.locator("button.ack").count() == 1
+    assert browser_errors.errors == []
+    page.context.close()
+
+
+def test_the_lineage_graph_and_the_model_card_show_for_a_viewer(
+    browser_errors: Browser, screenshot: Shot
+) -> None:
+    page = browser_errors.page("viewer")
+    page.goto("/models/adult-mlp")
+    page.click("a.lineage-link >> nth=0")
+    page.wait_for_selector("#lineage-nodes")
+    graph = page.locator("#lineage-graph")
+    expect(graph).to_be_visible()
+    page.wait_for_function("document.getElementById('lineage-graph').complete")
+    assert graph.evaluate("img => img.naturalWidth") > 100  # the SVG drew, under the CSP
+    page.goto("/models/adult-mlp?version=1")
+    expect(page.locator("#model-card h2").first).to_be_visible()
+    expect(page.locator("#fairness-table")).to_contain_text("dp_diff")
+    page.locator("#fairness-table").evaluate("t => t.scrollIntoView({block: 'start'})")
+    screenshot(page, "model-card")
     assert browser_errors.errors == []
     page.context.close()

@@ -21,7 +21,8 @@ from tests.ui.conftest import Served
 
 Clients = dict[str, httpx.Client]
 PAGES = ["/", "/runs", "/jobs", "/datasets", "/datasets/notes", "/models", "/models/adult-mlp",
-         "/datasets/notes@v1/diff?to=notes@v2", "/deployments", "/monitoring", "/cost"]  # fmt: skip
+         "/datasets/notes@v1/diff?to=notes@v2", "/deployments", "/monitoring", "/cost",
+         "/lineage", "/lineage/adult-mlp@v1", "/models/adult-mlp?version=1"]  # fmt: skip
 # pages a viewer may not open (the permission their API route needs is a maintainer's)
 ABOVE_VIEWER = {"/audit": "audit:read", "/keys": "keys:read", "/admin": "users:read"}
 
@@ -185,3 +186,88 @@ def test_a_deployment_shows_its_traffic_split_and_replicas(clients: Clients) -> 
     assert "adult-api-model@v2 (20%)" in page
     assert page.count("primary adult-api-model@v1") == 2
     assert page.count(":9103 ready") == 1
+
+
+def test_the_lineage_page_shows_the_routes_graph_as_tables_and_its_svg(clients: Clients) -> None:
+    client = clients["vic"]
+    graph = client.get("/api/v1/lineage/adult-mlp@v1").json()
+    page = client.get("/lineage/adult-mlp@v1").text
+    assert 'src="/api/v1/lineage/adult-mlp%40v1?format=svg"' in page
+    assert page.count("<tr") - 2 == len(graph["nodes"]) + len(graph["edges"])
+    assert {n["kind"] for n in graph["nodes"]} >= {"dataset", "run", "model"}
+    for node in graph["nodes"]:
+        assert f"<td>{node['kind']}</td>" in page
+    svg = client.get("/api/v1/lineage/adult-mlp%40v1", params={"format": "svg"})
+    assert svg.status_code == 200 and svg.headers["content-type"] == "image/svg+xml"
+    assert svg.text.lstrip().startswith("<?xml") and "<svg" in svg.text
+
+
+def test_the_model_run_and_dataset_pages_link_to_their_lineage(clients: Clients) -> None:
+    client = clients["vic"]
+    model = client.get("/api/v1/models/adult-mlp@v1").json()
+    assert 'href="/lineage/model:adult-mlp@v1"' in client.get("/models/adult-mlp").text
+    run_page = client.get(f"/runs/{model['run_id']}").text
+    assert f'href="/lineage/run:{model["run_id"]}"' in run_page
+    dataset = client.get(f"/datasets/{model['dataset']}").text
+    assert f'href="/lineage/dataset:{model["dataset"]}"' in dataset
+    answer = client.get(f"/lineage/run:{model['run_id']}")
+    assert answer.status_code == 200 and "adult-mlp@v1" in answer.text
+
+
+def test_the_lineage_form_sends_its_reference_to_the_lineage_page(clients: Clients) -> None:
+    answer = clients["vic"].get(
+        "/lineage", params={"record": " adult-mlp@v1 "}, follow_redirects=False
+    )
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/lineage/adult-mlp@v1"
+    assert 'id="lineage-form"' in clients["vic"].get("/lineage").text
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "sentence"),
+    [
+        ("/lineage/nosuch@v9", 404, "nosuch@v9"),
+        ("/lineage/bad%20ref", 422, "record"),
+        ("/models/adult-mlp?version=99", 404, "Model adult-mlp has no version 99."),
+    ],
+)
+def test_a_lineage_or_card_of_nothing_is_a_page_naming_it(
+    clients: Clients, path: str, status: int, sentence: str
+) -> None:
+    answer = clients["vic"].get(path)
+    assert answer.status_code == status
+    assert sentence in answer.text
+    assert answer.headers["content-type"].startswith("text/html")
+
+
+def test_the_model_page_embeds_the_card_body_and_the_fairness_table(clients: Clients) -> None:
+    client = clients["vic"]
+    page = client.get("/models/adult-mlp", params={"version": 1}).text
+    card = client.get("/api/v1/models/adult-mlp/versions/1/card", params={"format": "html"})
+    document = card.json()["card"]
+    assert page.count("<html") == 1 and "<style>" not in page  # the card's body only
+    body = document[document.index("<body>") + 6 : document.rindex("</body>")]
+    assert body.strip() and body in page
+    metrics = client.get("/api/v1/models/adult-mlp@v1").json()["metrics"]
+    measures = [k for k in metrics if "fairness/" in k]
+    assert measures, "the Adult config's data.slices give fairness measures"
+    table = page[
+        page.index('id="fairness-table"') : page.index(
+            "</table>", page.index('id="fairness-table"')
+        )
+    ]
+    assert table.count("<tr>") == len(measures) + 1
+    assert "dp_diff" in table and "<td>sex</td>" in table
+
+
+def test_the_card_shows_a_note_as_text_never_markup(served: Served, clients: Clients) -> None:
+    note = "<script>alert(1)</script> only for **tests**"
+    token = clients["mia"].cookies["forgeml_csrf"]
+    answer = clients["mia"].put(
+        "/api/v1/models/adult-small/versions/1/card", json={"limitations": note},
+        headers={"X-CSRF-Token": token},
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    page = clients["vic"].get("/models/adult-small").text
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page

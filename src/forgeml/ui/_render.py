@@ -22,6 +22,7 @@ from forgeml.api import (
     _deployments,
     _jobs,
     _keys,
+    _lineage,
     _models,
     _runs,
 )
@@ -36,6 +37,7 @@ NAV: list[tuple[str, str, Any, Callable[..., Any]]] = [
     ("/jobs", "Jobs", _jobs.router, _jobs.list_jobs),
     ("/datasets", "Datasets", _datasets.router, _datasets.list_datasets),
     ("/models", "Models", _models.router, _models.models),
+    ("/lineage", "Lineage", _lineage.router, _lineage.show_lineage),
     ("/deployments", "Deployments", _deployments.router, _deployments.deployments),
     ("/monitoring", "Monitoring", _alerts.router, _alerts.alerts),
     ("/cost", "Cost", _cost.router, _cost.report),

@@ -20,6 +20,7 @@ from forgeml.ui._errors import page_errors
 from forgeml.ui._pages_datasets import router as datasets_router
 from forgeml.ui._pages_home import router as home_router
 from forgeml.ui._pages_jobs import router as jobs_router
+from forgeml.ui._pages_lineage import router as lineage_router
 from forgeml.ui._pages_login import router as login_router
 from forgeml.ui._pages_models import router as models_router
 from forgeml.ui._pages_operations import router as operations_router
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 PAGE_ROUTERS = [
     home_router, login_router, runs_router, jobs_router, datasets_router, models_router,
-    operations_router,
+    lineage_router, operations_router,
 ]  # fmt: skip
 
 
