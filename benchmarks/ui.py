@@ -55,7 +55,7 @@ CHROMIUM = "/usr/bin/chromium"
 GOALS = {"runs_page_ms": 1000.0, "filter_ms": 200.0, "chart_ms": 1500.0, "long_task_ms": 200.0}
 TARGET = "sweep-0"  # the filtered name: with 2,000 runs or more the newest run is another's
 COMPARED = 8
-TIMEOUT_MS = 120_000
+TIMEOUT_MS = 60_000
 # every long task of the page, from before its first script
 LONG_TASKS = """
 window.__longTasks = [];
@@ -305,7 +305,15 @@ def _say(what: str) -> None:
 
 
 def _repeat(rounds: int, once: Callable[[], dict[str, float]]) -> dict[str, float]:
-    once()  # a warm-up: each server's first answer pays its imports and caches
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        once()
+    except PlaywrightTimeout:  # a page that never gets there: said, not measured again
+        return {
+            "timed_out_after_ms": float(TIMEOUT_MS),
+            "rounds": 0,
+        }  # a warm-up: each server's first answer pays its imports and caches
     return medians([once() for _ in range(rounds)])
 
 
@@ -389,8 +397,10 @@ def goals_met(found: dict[str, Any]) -> dict[str, bool]:
     return {
         "runs_page": found["runs_page"]["first_row_ms"] < GOALS["runs_page_ms"],
         "filter": found["runs_page"]["filter_ms"] < GOALS["filter_ms"],
-        "chart": all(c["chart_ms"] < GOALS["chart_ms"] for c in charts),
-        "no_long_task": all(c["longest_task_ms"] <= GOALS["long_task_ms"] for c in charts),
+        "chart": all(c.get("chart_ms", float("inf")) < GOALS["chart_ms"] for c in charts),
+        "no_long_task": all(
+            c.get("longest_task_ms", float("inf")) <= GOALS["long_task_ms"] for c in charts
+        ),
         "log_lossless": found["log"]["lost"] == 0 and found["log"]["in_order"],
     }
 
@@ -415,7 +425,9 @@ def print_table(figures: dict[str, Any]) -> None:
     ]
     for label, group, key in rows:
         cells = [
-            f"{figures[ui][group][key]:>12.0f}" if group in figures[ui] else f"{'-':>12}"
+            f"{figures[ui][group][key]:>12.0f}"
+            if key in figures[ui].get(group, {})
+            else f"{'-' if group not in figures[ui] else 'timeout':>12}"
             for ui in ("forgeml", "mlflow")
         ]
         print(f"{label:<46}{''.join(cells)}")
