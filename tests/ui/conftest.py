@@ -86,7 +86,9 @@ class Browser:
         return page
 
 
-@pytest.fixture(scope="session")
+# one module's: Playwright's sync API runs its event loop in this thread while it is open,
+# so a later file's `asyncio.run` (the gateway's and serve's tests) would find it running
+@pytest.fixture(scope="module")
 def browser(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.skip(f"Chromium is missing at {CHROMIUM} (Debian's chromium package)")

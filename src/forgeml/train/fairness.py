@@ -14,6 +14,7 @@ positive label, so they get no fairness metrics (their per-slice accuracy remain
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +46,7 @@ class FairnessReport:
         return {
             column: {
                 "groups": groups,
-                **{m: self.metrics[metric_name(column, m)] for m in MEASURES},
+                **{m: self.metrics.get(metric_name(column, m)) for m in MEASURES},
             }
             for column, groups in self.groups.items()
         }
@@ -62,7 +63,9 @@ def fairness_report(
         sensitive: Column name -> the group of each row (strings, in row order).
 
     Returns:
-        The report; a ratio is NaN where every group's rate is 0.
+        The report; a ratio is left out where it is undefined (every group's rate is 0, as
+        when a model predicts no positive at all): NaN is no metric a run, a version's
+        record or a gate could compare.
     """
     from fairlearn.metrics import (
         MetricFrame,
@@ -103,8 +106,9 @@ def fairness_report(
             "eo_ratio": equalized_odds_ratio,
         }
         for measure, function in summaries.items():
-            value = function(y_true, y_pred, sensitive_features=features)
-            metrics[metric_name(column, measure)] = float(value)
+            value = float(function(y_true, y_pred, sensitive_features=features))
+            if math.isfinite(value):
+                metrics[metric_name(column, measure)] = value
     return FairnessReport(metrics, groups)
 
 
