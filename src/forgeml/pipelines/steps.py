@@ -199,7 +199,27 @@ class OptimizeStep(StepBase):
     )
 
 
-class GateStep(StepBase):
+class FairnessGate(BaseModel):
+    """The two fairness bounds a gate takes (the gate step, a monitoring policy's gate), as
+    `models promote --max-dp-diff/--max-eo-diff` does (`tracking.fairness_check`)."""
+
+    max_dp_diff: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Reject a challenger whose demographic parity difference across any "
+        "sensitive column (its recorded fairness metrics) is above this.",
+    )
+    max_eo_diff: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Reject a challenger whose equalized odds difference across any "
+        "sensitive column is above this.",
+    )
+
+
+class GateStep(StepBase, FairnessGate):
     """Let a challenger through only if it beats the champion on the same held-out rows."""
 
     kind: Literal["gate"]
@@ -221,20 +241,6 @@ class GateStep(StepBase):
         default_factory=dict,
         description="column -> how much the gap of `metric` between the column's values may "
         "widen (challenger's gap minus champion's), e.g. {sex: 0.02}.",
-    )
-    max_dp_diff: float | None = Field(
-        None,
-        ge=0,
-        le=1,
-        description="Reject a challenger whose demographic parity difference across any "
-        "sensitive column (its recorded fairness metrics) is above this.",
-    )
-    max_eo_diff: float | None = Field(
-        None,
-        ge=0,
-        le=1,
-        description="Reject a challenger whose equalized odds difference across any "
-        "sensitive column is above this.",
     )
 
 

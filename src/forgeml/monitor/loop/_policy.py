@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat
 
 from forgeml.core.configfile import load_yaml, load_yaml_model, parse_model
 from forgeml.core.errors import ConfigError
-from forgeml.pipelines.steps import CanaryBounds
+from forgeml.pipelines.steps import CanaryBounds, FairnessGate
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 
@@ -33,7 +33,7 @@ class RetrainPolicy(_Strict):
     )
 
 
-class GatePolicy(_Strict):
+class GatePolicy(_Strict, FairnessGate):
     """The challenger beats the champion on the same held-out rows (see the gate step)."""
 
     split: Literal["train", "validation", "test"] = "test"
@@ -41,20 +41,6 @@ class GatePolicy(_Strict):
     mode: Literal["max", "min"] = "max"
     margin: float = Field(0.0, ge=0)
     slices: dict[str, float] = Field(default_factory=dict)
-    max_dp_diff: float | None = Field(
-        None,
-        ge=0,
-        le=1,
-        description="Reject a challenger whose demographic parity difference across any "
-        "sensitive column (its recorded fairness metrics) is above this.",
-    )
-    max_eo_diff: float | None = Field(
-        None,
-        ge=0,
-        le=1,
-        description="Reject a challenger whose equalized odds difference across any "
-        "sensitive column is above this.",
-    )
 
 
 class CanaryPolicy(_Strict):
