@@ -1,12 +1,15 @@
 """A workspace for the UI tests: the trained Adult runs and models, a dataset whose cells
 hold an XSS payload (two versions), jobs (one ran, two waiting), two firing alerts, a
-gateway key, a deployment with a canary, and three accounts."""
+gateway key, a deployment with a canary, a request log of adult-mlp (whose later rows are
+older people: drift in `age`), and three accounts."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+import orjson
+import polars as pl
 import pytest
 
 from forgeml.auth import AuthSettings
@@ -18,7 +21,9 @@ from tests.train.conftest import copy_home, trained_adult_template
 
 XSS = "<img src=x onerror=alert(1)>"
 ROLES = {"ada": "admin", "mia": "maintainer", "vic": "viewer"}
-__all__ = ["PASSWORD", "ROLES", "XSS", "seeded_home"]
+# the request log: CALM rows of the test split as they are, then SHIFTED with age + 15
+CALM, SHIFTED, LOGGED_AT = 900, 600, 1_800_000_000.0
+__all__ = ["PASSWORD", "ROLES", "XSS", "log_adult_requests", "seeded_home"]
 
 
 def seeded_home(factory: pytest.TempPathFactory, root: Path) -> tuple[Workspace, AuthSettings]:
@@ -41,6 +46,7 @@ def seeded_home(factory: pytest.TempPathFactory, root: Path) -> tuple[Workspace,
     for name in ("waiting-one", "waiting-two"):
         submit_and_run(workspace, {"command": ["true"], "name": name}, detach=True, wait=False)
     _fire_alerts(workspace)
+    log_adult_requests(workspace)
     replicas = [f"http://127.0.0.1:{port}" for port in (9101, 9102, 9103)]
     add_deployment(workspace, "adult-api", replicas[:2], canary=replicas[2:], weight=20)
     create_key(workspace, "web-app", None, 5.0, None, 10_000)
@@ -66,3 +72,28 @@ def _fire_alerts(workspace: Workspace) -> None:
     ]
     message = {"version": "4", "status": "firing", "receiver": "r", "alerts": alerts}
     receive(workspace, parse_message(message))
+
+
+def log_adult_requests(workspace: Workspace, served: str = "adult-mlp") -> None:
+    """The request log of adult-mlp@v1 served as `served`, as its server writes it
+    (`forgeml.serve.request_log`): 50 rows a request, one request a second, from the test
+    split of its training data."""
+    from forgeml.data import catalog
+    from forgeml.monitor.drift import request_log_path
+    from forgeml.tracking import get_model_version
+
+    dataset = get_model_version(workspace, "adult-mlp@v1").dataset_version
+    assert dataset is not None
+    frame = catalog.read_frame(workspace, dataset, "test").drop("Y", "__split__")
+    calm = frame.head(CALM)
+    shifted = frame.slice(CALM, SHIFTED).with_columns(pl.col("age") + 15)
+    rows = pl.concat([calm, shifted]).to_dicts()
+    log = request_log_path(workspace, served)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        for k, start in enumerate(range(0, len(rows), 50)):
+            entry = {
+                "ts": LOGGED_AT + k, "id": f"r{k}", "model": served,
+                "version": "adult-mlp@v1", "protocol": "v1", "instances": rows[start : start + 50],
+            }  # fmt: skip
+            out.write(orjson.dumps(entry) + b"\n")

@@ -196,3 +196,22 @@ def test_the_lineage_graph_and_the_model_card_show_for_a_viewer(
     screenshot(page, "model-card")
     assert browser_errors.errors == []
     page.context.close()
+
+
+def test_the_monitoring_page_charts_drift_per_feature_over_time(
+    browser_errors: Browser, screenshot: Shot
+) -> None:
+    page = browser_errors.page("viewer")
+    page.goto("/monitoring")
+    page.fill("#drift-form input[name=model]", "adult-mlp")
+    page.fill("#drift-form input[name=window]", "300")
+    page.click("#drift-form button[type=submit]")
+    page.wait_for_selector("#drift-chart canvas")
+    legend = page.eval_on_selector_all(
+        "#drift-chart .u-legend .u-series .u-label", "els => els.map(e => e.textContent)"
+    )
+    assert "age" in legend and "threshold" in legend
+    expect(page.locator("#drift-table tr[data-feature=age]")).to_contain_text("yes")
+    screenshot(page, "monitoring-drift")
+    assert browser_errors.errors == []
+    page.context.close()

@@ -8,21 +8,24 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 
 from forgeml.api._authz import PUBLIC, api_routes, route_permission
-from forgeml.core.config import Settings
+from forgeml.core.config import Settings, get_settings
 from forgeml.core.workspace import Workspace
 from forgeml.ui import create_app
 from forgeml.ui._security import CONTENT_SECURITY_POLICY
-from tests.ui._seed import PASSWORD, XSS
+from tests.cli.conftest import json_out
+from tests.ui._seed import CALM, PASSWORD, SHIFTED, XSS
 from tests.ui.conftest import Served
 
 Clients = dict[str, httpx.Client]
 PAGES = ["/", "/runs", "/jobs", "/datasets", "/datasets/notes", "/models", "/models/adult-mlp",
          "/datasets/notes@v1/diff?to=notes@v2", "/deployments", "/monitoring", "/cost",
-         "/lineage", "/lineage/adult-mlp@v1", "/models/adult-mlp?version=1"]  # fmt: skip
+         "/lineage", "/lineage/adult-mlp@v1", "/models/adult-mlp?version=1",
+         "/monitoring?model=adult-mlp&window=300"]  # fmt: skip
 # pages a viewer may not open (the permission their API route needs is a maintainer's)
 ABOVE_VIEWER = {"/audit": "audit:read", "/keys": "keys:read", "/admin": "users:read"}
 
@@ -271,3 +274,62 @@ def test_the_card_shows_a_note_as_text_never_markup(served: Served, clients: Cli
     page = clients["vic"].get("/models/adult-small").text
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def _drift_block(html: str) -> dict[str, object]:
+    opening = '<script type="application/json" id="drift-data">'
+    start = html.index(opening) + len(opening)
+    loaded: dict[str, object] = orjson.loads(html[start : html.index("</script>", start)])
+    return loaded
+
+
+def test_the_monitoring_page_charts_what_the_cli_prints_for_the_same_log(
+    served: Served, clients: Clients, cli: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # as the form sends it: the deployment field left empty
+    asked = {"state": "all", "deployment": "", "model": "adult-mlp", "window": 300}
+    page = clients["vic"].get("/monitoring", params=asked)
+    assert page.status_code == 200, page.text
+    chart = _drift_block(page.text)
+    api = clients["vic"].get("/api/v1/monitor/drift", params={"model": "adult-mlp", "window": 300})
+    assert api.status_code == 200, api.text
+    monkeypatch.setenv("FORGEML_HOME", str(served.workspace.settings.home))
+    get_settings.cache_clear()
+    png = tmp_path / "drift.png"
+    args = ("monitor", "drift", "adult-mlp", "--window", "300", "--png", png, "--json")
+    printed = json_out(cli(*args))  # type: ignore[operator]
+
+    windows = printed["windows"]
+    assert api.json()["windows"] == windows
+    assert [w["rows"] for w in windows] == [300] * ((CALM + SHIFTED) // 300)
+    assert chart["x"] == [w["end"] for w in windows]
+    series = chart["series"]
+    assert isinstance(series, dict) and set(series) == set(windows[0]["scores"])
+    assert series["age"] == [w["scores"]["age"] for w in windows]
+    # the calm windows do not flag age; the shifted ones (age + 15) do
+    assert ["age" in w["drifted"] for w in windows] == [False] * 3 + [True] * 2
+    assert api.json()["columns"] == printed["columns"]
+    assert '<tr data-feature="age"><td>age</td><td>ks</td>' in page.text
+    assert page.text.count("<tr data-feature=") == len(printed["columns"])
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "sentence"),
+    [
+        ({"deployment": "nosuch"}, 404, "No live deployment is called 'nosuch'."),
+        ({"model": "nosuch"}, 404, "nosuch"),
+        ({"model": "adult-mlp", "window": 0}, 422, "window"),
+        ({"model": "adult-mlp", "window": "many"}, 422, "window"),
+        ({}, 400, "Give deployment or model, one of the two."),
+    ],
+)
+def test_bad_drift_queries_are_json_errors_and_pages_naming_them(
+    clients: Clients, params: dict[str, object], status: int, sentence: str
+) -> None:
+    api = clients["vic"].get("/api/v1/monitor/drift", params=params)  # type: ignore[arg-type]
+    assert api.status_code == status, api.text
+    assert sentence in api.json()["error"]
+    if params:  # the page without a target shows alerts alone
+        page = clients["vic"].get("/monitoring", params=params)  # type: ignore[arg-type]
+        assert page.status_code == status
+        assert "<!doctype html>" in page.text.lower()

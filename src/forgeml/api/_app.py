@@ -38,6 +38,7 @@ from forgeml.api._labels import router as labels_router
 from forgeml.api._limits import ApiLimits, StreamSlots
 from forgeml.api._lineage import router as lineage_router
 from forgeml.api._models import router as models_router
+from forgeml.api._monitor import router as monitor_router
 from forgeml.api._oidc import oidc_router
 from forgeml.api._oidc_accounts import oidc_sign_in
 from forgeml.api._openapi import with_path_patterns
@@ -58,7 +59,7 @@ ROUTERS = [
     datasets_router, dataset_ops_router, jobs_router, job_logs_router, queues_router,
     runs_router, run_jobs_router, models_router, deployments_router, keys_router,
     prompts_router, rag_router, pipelines_router, cost_router, audit_router,
-    labels_router, lineage_router, commands_router, exports_router,
+    labels_router, lineage_router, commands_router, exports_router, monitor_router,
 ]  # fmt: skip
 
 

@@ -217,7 +217,7 @@ def _source(workspace: Workspace, target: str, args: _LiveArgs) -> LiveSource:
 def _live(workspace: Workspace, target: str, args: _LiveArgs) -> None:
     from forgeml.monitor.drift import (
         detect_drift,
-        drift_over_time,
+        latest_windows,
         model_reference,
         plot_drift,
         read_requests,
@@ -241,11 +241,9 @@ def _live(workspace: Workspace, target: str, args: _LiveArgs) -> None:
     )
     windows = []
     if args.png is not None:
-        start = max(0, requests.frame.height - PLOT_WINDOWS * args.window)
-        start -= start % args.window  # windows keep their place in the log
-        tail = replace(requests, frame=requests.frame.slice(start), times=requests.times[start:])
-        windows = drift_over_time(profile, tail, args.window, checked, args.settings)
-        windows = [w.model_copy(update={"index": w.index + start}) for w in windows]
+        windows = latest_windows(
+            profile, requests, args.window, PLOT_WINDOWS, checked, args.settings
+        )
         plot_drift(windows, args.png, f"drift of '{served}' ({ref}) per window")
     current = f"the latest {rows.height} requests to '{served}'"
     if args.as_json:

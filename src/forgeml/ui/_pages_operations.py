@@ -1,5 +1,6 @@
 """Operations: deployments (replicas, traffic split, canary), monitoring (alerts, with their
-acknowledgement), cost, the audit log with its verification, gateway keys, and accounts."""
+acknowledgement; drift per feature over time), cost, the audit log with its verification,
+gateway keys, and accounts."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import HTMLResponse
 
-from forgeml.api import _account_routes, _alerts, _audit, _cost, _deployments, _keys, _token_routes
+from forgeml.api import (
+    _account_routes,
+    _alerts,
+    _audit,
+    _cost,
+    _deployments,
+    _keys,
+    _monitor,
+    _token_routes,
+)
 from forgeml.api._pages import NEXT_HEADER, Page, pages
 from forgeml.core.errors import ForgemlError
 from forgeml.ui._authz import allowed, same_as
@@ -17,6 +27,7 @@ from forgeml.ui._security import csrf_checked
 
 router = APIRouter()
 ALL = 500
+OR_EMPTY = r"^([A-Za-z0-9][A-Za-z0-9._@-]*)?$"  # _monitor.NAME, or a form's field left empty
 
 
 @router.get("/deployments", dependencies=[same_as(_deployments.router, _deployments.deployments)])
@@ -30,11 +41,34 @@ def deployments(request: Request) -> HTMLResponse:
 def monitoring(
     request: Request,
     state: Annotated[str, Query(pattern="^(pending|firing|resolved|all)$")] = "all",
+    deployment: Annotated[str | None, Query(max_length=128, pattern=OR_EMPTY)] = None,
+    model: Annotated[str | None, Query(max_length=160, pattern=OR_EMPTY)] = None,
+    window: Annotated[int, Query(ge=_monitor.MIN_WINDOW_ROWS, le=_monitor.MAX_WINDOW_ROWS)] = 2000,
 ) -> HTMLResponse:
-    """Recorded alerts, newest first, with the acknowledge button for those who may."""
+    """Recorded alerts, newest first, with the acknowledge button for those who may; and,
+    for a deployment or model named, its drift per feature over time (`/api/v1/monitor/drift`,
+    for those who may read it) with the latest window's tests."""
     found = _alerts.alerts(request, state=state)["alerts"]
     may_ack = allowed(request, _alerts.router, _alerts.ack)
-    return render(request, "monitoring.html", alerts=found, state=state, may_ack=may_ack)
+    may_drift = allowed(request, _monitor.router, _monitor.drift)
+    drift = None
+    if may_drift and (deployment or model):
+        drift = _monitor.drift(
+            request, deployment=deployment or None, model=model or None, window=window,
+            windows=_monitor.MAX_WINDOWS,
+        )  # fmt: skip
+    chart = None
+    if drift is not None:
+        names = list(dict.fromkeys(n for w in drift["windows"] for n in w["scores"]))
+        chart = {
+            "x": [w["end"] for w in drift["windows"]],
+            "series": {n: [w["scores"].get(n) for w in drift["windows"]] for n in names},
+        }
+    target = {"deployment": deployment or "", "model": model or "", "window": window}
+    return render(
+        request, "monitoring.html", alerts=found, state=state, may_ack=may_ack,
+        may_drift=may_drift, drift=drift, chart=chart, target=target,
+    )  # fmt: skip
 
 
 @router.post(

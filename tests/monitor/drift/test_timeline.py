@@ -13,6 +13,7 @@ from forgeml.monitor.drift import (
     LoggedRequests,
     build_reference,
     drift_over_time,
+    latest_windows,
     plot_drift,
 )
 from tests.monitor.drift.conftest import mixed_frame
@@ -36,6 +37,18 @@ def test_consecutive_windows_are_scored_and_the_shift_shows_in_the_last() -> Non
     for window in windows:
         assert set(window.scores) == {"x", "color"}
     assert windows[0].scores["x"] < 1 < windows[-1].scores["x"]  # type: ignore[operator]
+
+
+def test_the_latest_windows_are_at_most_as_many_as_asked_and_keep_their_place() -> None:
+    reference = build_reference(mixed_frame(5_000, seed=0))
+    everything = drift_over_time(reference, _requests(), 400, ["x"])
+
+    latest = latest_windows(reference, _requests(), 400, 2, ["x"])
+
+    # 2500 rows: windows at 0, 400, ..., 2400 (100 rows); the latest two are the last two
+    assert [(w.index, w.rows) for w in latest] == [(2000, 400), (2400, 100)]
+    assert latest == everything[-2:]
+    assert latest_windows(reference, _requests(), 400, 99, ["x"]) == everything
 
 
 def test_the_plot_is_a_png_that_carries_its_windows(tmp_path: Path) -> None:

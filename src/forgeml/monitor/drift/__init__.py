@@ -76,7 +76,13 @@ from forgeml.monitor.drift._reference import (
 from forgeml.monitor.drift._replay import LoggedRows, read_log
 from forgeml.monitor.drift._report import ColumnDrift, DriftReport, MissingShareCheck
 from forgeml.monitor.drift._statistics import chi_square, js_distance, ks, psi, wasserstein
-from forgeml.monitor.drift._timeline import PNG_KEY, WindowScores, drift_over_time, plot_drift
+from forgeml.monitor.drift._timeline import (
+    PNG_KEY,
+    WindowScores,
+    drift_over_time,
+    latest_windows,
+    plot_drift,
+)
 
 __all__ = [
     "FORMAT",
@@ -116,6 +122,7 @@ __all__ = [
     "drift_over_time",
     "js_distance",
     "ks",
+    "latest_windows",
     "markov_arl",
     "minilm_embedder",
     "mmd_test",

@@ -11,6 +11,7 @@ them against the log.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -79,6 +80,27 @@ def drift_over_time(
             )
         )
     return found
+
+
+def latest_windows(
+    reference: ReferenceProfile,
+    requests: LoggedRequests,
+    window: int,
+    count: int,
+    columns: list[str],
+    config: DriftConfig | None = None,
+) -> list[WindowScores]:
+    """The latest `count` windows of `window` rows, oldest first, each keeping its place in
+    the log (`index` counts from the log's first row; the last window may be shorter).
+
+    Raises:
+        EmptyWindowError, MissingColumnError, InvalidDataError: as `detect_drift`.
+    """
+    total = -(-requests.frame.height // window)  # windows in the whole log, the last short
+    start = max(0, total - count) * window  # windows keep their place in the log
+    tail = replace(requests, frame=requests.frame.slice(start), times=requests.times[start:])
+    found = drift_over_time(reference, tail, window, columns, config)
+    return [w.model_copy(update={"index": w.index + start}) for w in found]
 
 
 def _label(stamp: float) -> str:

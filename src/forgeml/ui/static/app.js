@@ -37,6 +37,22 @@ function drawCurves(target) {
   }
 }
 
+// {x: [window end, epoch s], series: {feature: [score | null]}} -> one uPlot chart, with
+// the threshold (a score of 1) drawn as its own series
+function drawDrift(target) {
+  const chart = readJson("drift-data");
+  if (!chart || typeof uPlot === "undefined") return;
+  const colors = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f"];
+  const names = Object.keys(chart.series);
+  const data = [chart.x, ...names.map((n) => chart.series[n]), chart.x.map(() => 1)];
+  new uPlot({
+    width: 860, height: 300,
+    series: [{ label: "window end" }, ...names.map((label, i) => ({
+      label, stroke: colors[i % colors.length], spanGaps: true, points: { show: true },
+    })), { label: "threshold", stroke: "#000000", dash: [6, 4] }],
+  }, data, target);
+}
+
 function drawQueueLoad(target) {
   const queues = readJson("queue-load-data");
   if (!queues || typeof echarts === "undefined") return;
@@ -85,6 +101,8 @@ document.addEventListener("DOMContentLoaded", () => {
   if (curves) drawCurves(curves);
   const load = document.querySelector("[data-chart=queue-load]");
   if (load) drawQueueLoad(load);
+  const drift = document.querySelector("[data-chart=drift]");
+  if (drift) drawDrift(drift);
   drawHistograms();
   const log = document.getElementById("job-log");
   if (log) followLog(log);

@@ -1,0 +1,109 @@
+"""`GET /api/v1/monitor/drift` over real HTTP: drift per feature over time from a served
+model's request log (adult-mlp's, whose later rows are older people), its bounds, and its
+JSON errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from forgeml.api import api_in_thread
+from forgeml.core.config import Settings
+from forgeml.core.store import DeploymentRecord
+from forgeml.core.workspace import Workspace
+from forgeml.monitor.drift import detect_drift, model_reference, read_requests, request_log_path
+from tests.gateway.conftest import add_deployment
+from tests.train.conftest import copy_home, trained_adult_template
+from tests.ui._seed import CALM, LOGGED_AT, SHIFTED, log_adult_requests
+
+ROWS = CALM + SHIFTED
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Workspace]]:
+    root = tmp_path_factory.mktemp("monitor-api")
+    home = copy_home(trained_adult_template(tmp_path_factory), root / "home")
+    workspace = Workspace(Settings(home=home, user="tester"))
+    log_adult_requests(workspace)
+    # a deployment serving adult-mlp@v1 under its own name, and its replicas' log
+    add_deployment(workspace, "census", ["http://127.0.0.1:9111"])
+    with workspace.store.session() as session:
+        record = session.scalars(select(DeploymentRecord).filter_by(name="census")).one()
+        record.spec = {**record.spec, "model": "adult-mlp@v1", "model_ref": "adult-mlp"}
+    log_adult_requests(workspace, "census")
+    try:
+        with api_in_thread(workspace) as url, httpx.Client(base_url=url, timeout=60) as client:
+            yield client, workspace
+    finally:
+        workspace.close()
+
+
+def _drift(client: httpx.Client, **params: Any) -> dict[str, Any]:
+    answer = client.get("/api/v1/monitor/drift", params=params)
+    assert answer.status_code == 200, answer.text
+    found: dict[str, Any] = answer.json()
+    return found
+
+
+def test_a_deployment_s_windows_show_the_shift_where_the_log_has_it(
+    api: tuple[httpx.Client, Workspace],
+) -> None:
+    client, workspace = api
+    body = _drift(client, deployment="census", window=300)
+
+    assert (body["reference"], body["served"], body["deployment"]) == ("adult-mlp@v1", "census",
+                                                                        "census")  # fmt: skip
+    assert body["logged_rows"] == ROWS
+    windows = body["windows"]
+    assert [(w["index"], w["rows"]) for w in windows] == [(k * 300, 300) for k in range(5)]
+    assert windows[0]["start"] == LOGGED_AT and windows[-1]["end"] == LOGGED_AT + ROWS / 50 - 1
+    assert [w["scores"]["age"] > 1 for w in windows] == [False] * 3 + [True] * 2
+    assert ["age" in w["drifted"] for w in windows] == [False] * 3 + [True] * 2
+    # the latest window's tests: detect_drift over the log's last 300 rows, as computed here
+    _, profile = model_reference(workspace, "adult-mlp@v1")
+    latest = read_requests([request_log_path(workspace, "census")], "census", 300).frame
+    report = detect_drift(
+        profile, latest, None, [c for c in latest.columns if c in profile.columns]
+    )
+    assert body["columns"] == [c.model_dump(mode="json") for c in report.columns]
+    age = next(c for c in body["columns"] if c["column"] == "age")
+    assert age["test"] == "ks" and age["p_value"] < 1e-6 and age["drifted"]
+
+
+def test_windows_are_bounded_and_keep_their_place_in_the_log(
+    api: tuple[httpx.Client, Workspace],
+) -> None:
+    client, _ = api
+    body = _drift(client, model="adult-mlp@v1", window=400, windows=2)
+
+    # 1500 rows in windows of 400: the latest two start at 800 and 1200 (the last is short)
+    assert [(w["index"], w["rows"]) for w in body["windows"]] == [(800, 400), (1200, 300)]
+    assert body["reference"] == "adult-mlp@v1" and body["deployment"] is None
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "sentence"),
+    [
+        ({"deployment": "nosuch"}, 404, "No live deployment is called 'nosuch'."),
+        ({"model": "nosuch@v1"}, 404, "nosuch"),
+        ({"model": "adult-small"}, 404, "No request log at "),
+        ({"model": "adult-mlp", "window": 9}, 422, "window"),
+        ({"model": "adult-mlp", "window": 20_001}, 422, "window"),
+        ({"model": "adult-mlp", "windows": 25}, 422, "windows"),
+        ({"model": "adult-mlp", "window": "all"}, 422, "window"),
+        ({"deployment": "census", "model": "adult-mlp"}, 400, "one of the two"),
+        ({}, 400, "Give deployment or model, one of the two."),
+        ({"deployment": "<script>"}, 422, "deployment"),
+    ],
+)
+def test_bad_input_is_one_json_sentence(
+    api: tuple[httpx.Client, Workspace], params: dict[str, Any], status: int, sentence: str
+) -> None:
+    client, _ = api
+    answer = client.get("/api/v1/monitor/drift", params=params)
+    assert answer.status_code == status, answer.text
+    assert sentence in answer.json()["error"]
