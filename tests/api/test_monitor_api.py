@@ -12,10 +12,11 @@ import pytest
 from sqlalchemy import select
 
 from forgeml.api import api_in_thread
-from forgeml.core.config import Settings
+from forgeml.core.config import Settings, get_settings
 from forgeml.core.store import DeploymentRecord
 from forgeml.core.workspace import Workspace
 from forgeml.monitor.drift import detect_drift, model_reference, read_requests, request_log_path
+from tests.cli.conftest import json_out
 from tests.gateway.conftest import add_deployment
 from tests.train.conftest import copy_home, trained_adult_template
 from tests.ui._seed import CALM, LOGGED_AT, SHIFTED, log_adult_requests
@@ -105,5 +106,41 @@ def test_bad_input_is_one_json_sentence(
 ) -> None:
     client, _ = api
     answer = client.get("/api/v1/monitor/drift", params=params)
+    assert answer.status_code == status, answer.text
+    assert sentence in answer.json()["error"]
+
+
+def test_accuracy_is_what_the_cli_prints_for_the_same_workspace(
+    api: tuple[httpx.Client, Workspace], cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, workspace = api
+    # adult-small was never served: no feedback and no log (the seeded logs hold requests,
+    # not a server's answers), so what is measured is its validation split's accuracy
+    answer = client.get("/api/v1/monitor/accuracy", params={"model": "adult-small@v1"})
+    assert answer.status_code == 200, answer.text
+    monkeypatch.setenv("FORGEML_HOME", str(workspace.settings.home))
+    get_settings.cache_clear()
+
+    printed = json_out(cli("monitor", "accuracy", "adult-small@v1", "--json"))
+
+    assert answer.json() == printed
+    assert printed["served"] == "adult-small" and printed["labelled_rows"] == 0
+    assert 0.5 < printed["reference_accuracy"] <= 1
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "sentence"),
+    [
+        ({"deployment": "nosuch"}, 404, "nosuch"),
+        ({"model": "nosuch@v1"}, 404, "nosuch"),
+        ({"model": "adult-mlp", "window": 0}, 422, "window"),
+        ({}, 400, "Give deployment or model, one of the two."),
+    ],
+)
+def test_bad_accuracy_queries_are_one_json_sentence(
+    api: tuple[httpx.Client, Workspace], params: dict[str, Any], status: int, sentence: str
+) -> None:
+    client, _ = api
+    answer = client.get("/api/v1/monitor/accuracy", params=params)
     assert answer.status_code == status, answer.text
     assert sentence in answer.json()["error"]

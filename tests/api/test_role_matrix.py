@@ -80,6 +80,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("POST", "/api/v1/deployments/{name}/traffic"): {"owner"},
     ("DELETE", "/api/v1/deployments/{name}"): {"owner"},
     ("GET", "/api/v1/monitor/drift"): {"owner", "viewer"},
+    ("GET", "/api/v1/monitor/accuracy"): {"owner", "viewer"},
     ("GET", "/api/v1/keys"): {"owner"},
     ("POST", "/api/v1/keys"): {"owner"},
     ("POST", "/api/v1/keys/{key}/revoke"): {"owner"},

@@ -1,5 +1,7 @@
 """Monitoring reads: drift per feature over time, computed from a served model's request
-log against its model version's training data (drift is not stored; it is scored on ask).
+log against its model version's training data (drift is not stored; it is scored on ask),
+and live accuracy from feedback (`GET /monitor/accuracy`, what `monitor accuracy --json`
+prints: at most `MAX_WINDOW_ROWS` labelled predictions).
 
 The answer holds what `forgeml monitor drift TARGET --window N --png F --json` prints as
 `windows` (the latest windows, each feature's effect size over its threshold), and the
@@ -98,3 +100,29 @@ def drift(
     the latest window's tests (404: unknown deployment or model, or no log yet)."""
     workspace: Workspace = request.app.state.workspace
     return drift_windows(workspace, deployment, model, window, windows)
+
+
+@router.get("/monitor/accuracy", dependencies=[require("deployments:read")])
+def accuracy(
+    request: Request,
+    deployment: Annotated[str | None, Query(max_length=128, pattern=NAME)] = None,
+    model: Annotated[str | None, Query(max_length=160, pattern=NAME)] = None,
+    window: Annotated[int, Query(ge=1, le=MAX_WINDOW_ROWS)] = 2000,
+) -> dict[str, Any]:
+    """Accuracy (MAE for regressors) of the latest `window` labelled predictions, beside the
+    estimate without labels, as `forgeml monitor accuracy TARGET --json` prints it."""
+    from forgeml.monitor.accuracy import live_accuracy
+    from forgeml.monitor.drift import request_log_path
+    from forgeml.serve.deployments import get_deployment
+
+    workspace: Workspace = request.app.state.workspace
+    if (deployment is None) == (model is None):
+        raise UsageError("Give deployment or model, one of the two.")
+    if deployment is not None:
+        get_deployment(workspace, deployment)  # 404 when there is none
+    served = deployment or (model or "").partition("@")[0]
+    # a bare name or a deployment: the version that answered; NAME@vN or @alias: that one
+    model_ref = model if model and "@" in model else None
+    log = request_log_path(workspace, served)
+    report = live_accuracy(workspace, served, model_ref, window, None, log)
+    return report.model_dump(mode="json")
