@@ -141,3 +141,17 @@ def test_feedback_and_accuracy_refuse_what_they_cannot_find(
         at_home("monitor", "accuracy", "adult-mlp", "--slice", "height"), "column 'height'"
     )
     assert stored(home) == before
+
+
+def test_a_logged_request_without_predictions_is_left_out(tmp_path: Path) -> None:
+    from forgeml.monitor.accuracy import logged_predictions
+
+    log = tmp_path / "requests.jsonl"
+    answered = {"model": "m", "version": "m@v1", "instances": [{}, {}], "outputs": [1, 0]}
+    refused = {"model": "m", "version": "m@v1", "instances": [{}], "error": "bad row"}
+    log.write_bytes(b"\n".join(orjson.dumps(entry) for entry in (answered, refused)) + b"\n")
+
+    predictions, version = logged_predictions(log, "m", rows=10)
+
+    assert len(predictions) == 2
+    assert version == "m@v1"

@@ -188,8 +188,10 @@ def logged_predictions(
                 continue  # the last line may be half-written
             if not isinstance(entry, dict) or entry.get("model") != served:
                 continue
+            if entry.get("outputs") is None:
+                continue  # a request the server refused answered no predictions
             count = len(entry.get("instances") or [])
-            window.extend(row_predictions(entry.get("outputs"), count))
+            window.extend(row_predictions(entry["outputs"], count))
             version = entry.get("version") or version
     return list(window), version
 
