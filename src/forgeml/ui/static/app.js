@@ -68,7 +68,7 @@ function drawHistograms() {
 
 // {features: [...], values: [...]} (smallest |value| first) -> a horizontal bar chart
 function drawAttributions(target) {
-  const found = readJson("attributions-data");
+  const found = JSON.parse(target.dataset.attributions || "null");
   if (!found || typeof echarts === "undefined") return;
   target.style.height = `${60 + 22 * found.features.length}px`;
   const chart = echarts.init(target, null, { renderer: "svg" });
@@ -116,7 +116,10 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     event.detail.isError = false;
   }
 });
-document.addEventListener("htmx:afterSettle", (event) => {
-  const chart = event.detail.target.querySelector && event.detail.target.querySelector("[data-chart=attributions]");
-  if (chart) drawAttributions(chart);
+document.addEventListener("htmx:afterSettle", () => {
+  const chart = document.querySelector("[data-chart=attributions]");
+  if (chart && !chart.dataset.drawn) {
+    chart.dataset.drawn = "1";
+    drawAttributions(chart);
+  }
 });
