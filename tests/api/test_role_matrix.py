@@ -75,6 +75,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("GET", "/api/v1/models/{name}/versions/{version}/card"): {"owner", "viewer"},
     ("PUT", "/api/v1/models/{name}/versions/{version}/card"): {"owner"},
     ("GET", "/api/v1/models/{name}/versions/{version}/export"): {"owner", "viewer"},
+    ("POST", "/api/v1/models/{name}/versions/{version}/explain"): {"owner", "viewer"},
     ("GET", "/api/v1/deployments"): {"owner", "viewer"},
     ("GET", "/api/v1/deployments/{name}"): {"owner", "viewer"},
     ("POST", "/api/v1/deployments/{name}/traffic"): {"owner"},

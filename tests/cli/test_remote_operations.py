@@ -275,3 +275,43 @@ def test_a_run_reproduced_remotely_without_detach_says_to_add_it(forgeml: Forgem
     refused = forgeml.remote("runs", "reproduce", "adult-mlp")
 
     assert refused.code == 2 and "needs --detach" in refused.stderr
+
+
+EXPLAINED = [
+    ("--top", "3", "--background", "5", "--json"),
+    ("--top", "2", "--background", "5"),
+    ("--method", "integrated_gradients", "--background", "5", "--json"),
+]
+
+
+@pytest.mark.parametrize("options", EXPLAINED, ids=" ".join)
+def test_models_explain_remotely_prints_what_it_prints_locally(
+    forgeml: Forgeml, options: tuple[str, ...]
+) -> None:
+    from tests.serve.conftest import adult_records
+
+    row = json.dumps(adult_records(1)[0])
+    args = ("models", "explain", "adult-mlp@v1", "--input", row, *options)
+
+    local = forgeml(*args)
+    remote = forgeml.remote(*args)
+
+    assert local.code == 0, local.stderr
+    assert_same_as_local(local, remote)
+
+
+def test_models_explain_refuses_remotely_as_it_does_locally(forgeml: Forgeml) -> None:
+    from tests.serve.conftest import adult_records
+
+    row = adult_records(1)[0]
+    del row["age"]
+    for args in (
+        ("models", "explain", "adult-mlp@v1", "--input", json.dumps(row)),
+        ("models", "explain", "adult-mlp@v9", "--input", json.dumps(row)),
+    ):
+        assert_same_as_local(forgeml(*args), forgeml.remote(*args), args)
+
+
+def test_models_explain_is_no_server_job() -> None:
+    assert ("models", "explain") in REMOTE_COMMANDS
+    assert job_command(["models", "explain"]) is None

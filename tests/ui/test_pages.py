@@ -3,6 +3,9 @@ are the API's own."""
 
 from __future__ import annotations
 
+import html
+import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -333,3 +336,79 @@ def test_bad_drift_queries_are_json_errors_and_pages_naming_them(
         page = clients["vic"].get("/monitoring", params=params)  # type: ignore[arg-type]
         assert page.status_code == status
         assert "<!doctype html>" in page.text.lower()
+
+
+EXPLAIN_PAGE = "/models/adult-mlp/versions/1/explain"
+
+
+def _explain_form(client: httpx.Client, row: object) -> httpx.Response:
+    token = client.cookies["forgeml_csrf"]
+    text = row if isinstance(row, str) else json.dumps(row)
+    return client.post(EXPLAIN_PAGE, data={"row": text}, headers={"X-CSRF-Token": token})
+
+
+def _prefilled(page: str) -> dict[str, object]:
+    found = re.search(r'<textarea id="explain-row"[^>]*>(.*?)</textarea>', page, re.S)
+    assert found, "no explain form"
+    return dict(json.loads(html.unescape(found[1])))
+
+
+def test_the_explain_form_answers_what_the_api_answers(clients: Clients) -> None:
+    client = clients["vic"]  # a viewer reads models: they may explain
+    row = _prefilled(client.get("/models/adult-mlp").text)
+    assert "age" in row and "income" not in row  # a training row, its label left out
+
+    answer = _explain_form(client, row)
+    api = client.post("/api/v1/models/adult-mlp/versions/1/explain", json={"inputs": [row]})
+
+    assert answer.status_code == 200, answer.text
+    explained = api.json()["explanations"][0]
+    block = re.search(r"data-attributions='([^']*)'", answer.text)
+    assert block
+    chart = json.loads(block[1])
+    assert chart["features"][::-1] == [a["feature"] for a in explained["attributions"]]
+    assert chart["values"][::-1] == [a["value"] for a in explained["attributions"]]
+    assert f"= {explained['prediction']:.4g}" in answer.text
+    assert f"<strong>{explained['label']}</strong>" in html.unescape(answer.text)
+    rows = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td></tr>", answer.text)
+    assert rows == [(a["feature"], f"{a['value']:+.4f}") for a in explained["attributions"]]
+
+
+def test_an_xss_payload_in_a_row_shows_escaped(clients: Clients) -> None:
+    client = clients["vic"]
+    row = _prefilled(client.get("/models/adult-mlp").text)
+
+    as_value = _explain_form(client, row | {"workclass": XSS})
+    as_field = _explain_form(client, row | {XSS: 1})
+
+    assert as_value.status_code == 200 and XSS not in as_value.text
+    assert as_field.status_code == 422
+    assert XSS not in as_field.text and html.escape(XSS, quote=False) in as_field.text
+
+
+@pytest.mark.parametrize(
+    ("path", "row", "status", "sentence"),
+    [
+        (EXPLAIN_PAGE, "{not json", 400, "The row is not JSON"),
+        (EXPLAIN_PAGE, "[1, 2]", 400, "Give one row"),
+        (EXPLAIN_PAGE, {"age": 39}, 422, "workclass"),
+        ("/models/adult-mlp/versions/9/explain", {"age": 39}, 404, "has no version v9"),
+    ],
+)
+def test_a_row_the_model_cannot_explain_answers_its_sentence(
+    clients: Clients, path: str, row: object, status: int, sentence: str
+) -> None:
+    client = clients["vic"]
+    token = client.cookies["forgeml_csrf"]
+    text = row if isinstance(row, str) else json.dumps(row)
+
+    answer = client.post(path, data={"row": text}, headers={"X-CSRF-Token": token})
+
+    assert answer.status_code == status
+    assert 'id="explain-error"' in answer.text and sentence in html.unescape(answer.text)
+
+
+def test_the_explain_form_needs_the_csrf_token(clients: Clients) -> None:
+    answer = clients["vic"].post(EXPLAIN_PAGE, data={"row": "{}"})
+
+    assert answer.status_code == 403

@@ -29,6 +29,7 @@ from forgeml.api._cost import router as cost_router
 from forgeml.api._dataset_ops import router as dataset_ops_router
 from forgeml.api._datasets import router as datasets_router
 from forgeml.api._deployments import router as deployments_router
+from forgeml.api._explain import router as explain_router
 from forgeml.api._exports import router as exports_router
 from forgeml.api._hosts import NOSNIFF, HostGuard, ServedHosts
 from forgeml.api._job_logs import router as job_logs_router
@@ -60,6 +61,7 @@ ROUTERS = [
     runs_router, run_jobs_router, models_router, deployments_router, keys_router,
     prompts_router, rag_router, pipelines_router, cost_router, audit_router,
     labels_router, lineage_router, commands_router, exports_router, monitor_router,
+    explain_router,
 ]  # fmt: skip
 
 

@@ -70,6 +70,7 @@ def explain(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
     """Why the model answered what it did: attributions per feature (or word), largest first."""
+    from forgeml.cli._remote import source
     from forgeml.core.workspace import open_workspace
     from forgeml.governance.explain import explain_model
 
@@ -78,9 +79,18 @@ def explain(
     if method is not None and method not in _METHODS:
         raise UsageError(f"Unknown method '{method}': use one of {', '.join(_METHODS)}.")
     rows = [text] if text is not None else read_rows(input_ or "")
-    with closing(open_workspace()) as workspace:
-        found = explain_model(workspace, ref, rows, method, background)  # type: ignore[arg-type]
-    answer = found.to_dict(top)
+
+    def here() -> dict[str, Any]:
+        with closing(open_workspace()) as workspace:
+            found = explain_model(workspace, ref, rows, method, background)  # type: ignore[arg-type]
+        return found.to_dict(top)
+
+    answer = source(
+        lambda client: client.models.explain(
+            ref, rows if text is None else None, text, top, method, background
+        ),
+        here,
+    )
     if as_json:
         print_json(answer)
         return

@@ -43,7 +43,7 @@ REMOTE_COMMANDS = frozenset(
     {
         ("runs", "list"), ("runs", "show"), ("runs", "compare"), ("runs", "reproduce"),
         ("models", "list"), ("models", "show"), ("models", "promote"), ("models", "card"),
-        ("models", "mitigate"), ("models", "export"),
+        ("models", "mitigate"), ("models", "export"), ("models", "explain"),
         ("data", "add"), ("data", "list"), ("data", "versions"), ("data", "show"),
         ("data", "head"), ("data", "diff"), ("data", "export"), ("data", "query"),
         ("data", "rebuild"), ("data", "clean"), ("data", "validate"), ("data", "redact"),

@@ -33,7 +33,6 @@ JOB_COMMANDS: dict[tuple[str, str | None], str] = {
     ("pipelines", "triggers"): "pipelines:write",
     ("models", "compare"): "models:read",
     ("models", "import"): "models:write",
-    ("models", "explain"): "models:read",
     ("monitor", "drift"): "deployments:read",
     ("monitor", "online"): "deployments:read",
     ("monitor", "accuracy"): "deployments:read",

@@ -111,6 +111,28 @@ class Models(_Resource):
         body = {"intended_use": intended_use, "limitations": limitations}
         return self._transport.send_json("PUT", self._version_path(ref) + "/card", body)
 
+    def explain(
+        self,
+        ref: str,
+        rows: Sequence[Any] | None = None,
+        text: str | None = None,
+        top: int | None = None,
+        method: str | None = None,
+        background: int = 50,
+    ) -> dict[str, Any]:
+        """Attributions of the version's answer to each of `rows` (or to one `text`),
+        largest first (`models explain --json`); the server explains a few rows at a time."""
+        body: dict[str, Any] = {
+            "inputs": None if rows is None else [*rows],
+            "text": text,
+            "top": top,
+            "method": method,
+        }
+        body = {key: value for key, value in body.items() if value is not None}
+        return self._transport.post(
+            self._version_path(ref) + "/explain", body | {"background": background}
+        )
+
     def export(
         self, ref: str, folder: Path, target: str = "edge", precision: str = "auto"
     ) -> dict[str, Any]:

@@ -18,6 +18,8 @@ import numpy as np
 
 from forgeml.core.errors import ConfigError
 
+SAMPLING_SEED = 0  # the coalitions Kernel SHAP samples, the same for every call
+
 if TYPE_CHECKING:
     from forgeml.serve.explain import Explanation
     from forgeml.serve.model import LoadedModel
@@ -90,7 +92,14 @@ class FieldMasker:
         codes = self.codes(pool)
         # l1_reg off: every field keeps its value, so they add up to f(x) - E[f(background)]
         explainer = shap.KernelExplainer(output, codes[:k], link="identity")
-        values = explainer.shap_values(codes[k:], nsamples=samples, l1_reg=False, silent=True)
+        # shap samples coalitions from numpy's global generator: seeded here (and put back),
+        # so the same row answers the same attributions from the CLI, the API and the UI
+        saved = np.random.get_state()
+        np.random.seed(SAMPLING_SEED)
+        try:
+            values = explainer.shap_values(codes[k:], nsamples=samples, l1_reg=False, silent=True)
+        finally:
+            np.random.set_state(saved)
         flat = np.asarray(values, dtype=np.float64).reshape(-1)
         attributions = [
             Attribution(name, float(value)) for name, value in zip(self.fields, flat, strict=True)

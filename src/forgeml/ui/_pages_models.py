@@ -16,6 +16,7 @@ from forgeml.api import _audit, _models
 from forgeml.api._pages import NEXT_HEADER, Page, pages
 from forgeml.core.errors import NotFoundError
 from forgeml.governance._card_facts import split_metrics
+from forgeml.ui import _pages_explain
 from forgeml.ui._authz import allowed, same_as
 from forgeml.ui._render import render
 
@@ -55,10 +56,13 @@ def model(
             actor=None, action=None, prefix=f"{name}@v",
         )  # fmt: skip
         history = [e for e in events if e["action"].startswith("model.")]
+    may_explain = allowed(request, *_pages_explain.EXPLAIN)
+    example = _pages_explain.example_row(request, f"{name}@v{shown['version']}")
     return render(
         request, "model.html", name=name, versions=versions, history=history, shown=shown,
         card=card_body(_models.card(request, name, shown["version"], "html")["card"]),
         fairness=split_metrics(shown["metrics"], "validation")[2],
+        may_explain=may_explain, example=example if may_explain else "",
     )  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from forgeml.api import create_app as create_api_app
 from forgeml.ui._errors import page_errors
 from forgeml.ui._pages_datasets import router as datasets_router
+from forgeml.ui._pages_explain import router as explain_router
 from forgeml.ui._pages_home import router as home_router
 from forgeml.ui._pages_jobs import router as jobs_router
 from forgeml.ui._pages_lineage import router as lineage_router
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 PAGE_ROUTERS = [
     home_router, login_router, runs_router, jobs_router, datasets_router, models_router,
-    lineage_router, operations_router,
+    lineage_router, operations_router, explain_router,
 ]  # fmt: skip
 
 

@@ -82,6 +82,24 @@ function drawHistograms() {
   }
 }
 
+// {features: [...], values: [...]} (smallest |value| first) -> a horizontal bar chart
+function drawAttributions(target) {
+  const found = JSON.parse(target.dataset.attributions || "null");
+  if (!found || typeof echarts === "undefined") return;
+  target.style.height = `${60 + 22 * found.features.length}px`;
+  const chart = echarts.init(target, null, { renderer: "svg" });
+  chart.setOption({
+    animation: false, tooltip: {},
+    grid: { left: 140 },
+    xAxis: { type: "value", name: "attribution" },
+    yAxis: { type: "category", data: found.features },
+    series: [{
+      type: "bar",
+      data: found.values.map((v) => ({ value: v, itemStyle: { color: v >= 0 ? "#dc2626" : "#2563eb" } })),
+    }],
+  });
+}
+
 // the API's Server-Sent Events route: `log` events append, one `end` event names the state
 function followLog(pre) {
   const source = new EventSource(pre.dataset.logUrl);
@@ -106,4 +124,20 @@ document.addEventListener("DOMContentLoaded", () => {
   drawHistograms();
   const log = document.getElementById("job-log");
   if (log) followLog(log);
+});
+
+// the explain form's answer: drawn once swapped in; a refusal (4xx) is swapped in too,
+// so its sentence shows where the answer would
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (event.detail.target.id === "explain-result" && event.detail.xhr.status >= 400) {
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+  }
+});
+document.addEventListener("htmx:afterSettle", () => {
+  const chart = document.querySelector("[data-chart=attributions]");
+  if (chart && !chart.dataset.drawn) {
+    chart.dataset.drawn = "1";
+    drawAttributions(chart);
+  }
 });
