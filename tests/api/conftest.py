@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,19 @@ class Alice:
     def authorize(self, request: Request, permission: str) -> Principal:
         self.asked.append(permission)
         return Principal("alice")
+
+
+@contextmanager
+def copied_workspace(template: Path, home: Path) -> Iterator[Workspace]:
+    """A workspace over a private copy of the prepared FORGEML_HOME `template` at `home`,
+    whose own user is `tester` (a test may change it; the template stays as built)."""
+    from tests.train.conftest import copy_home
+
+    workspace = Workspace(Settings(home=copy_home(template, home), user="tester"))
+    try:
+        yield workspace
+    finally:
+        workspace.close()
 
 
 def api_client(workspace: Workspace, limits: ApiLimits | None = None) -> TestClient:

@@ -12,13 +12,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from forgeml.api._explain import MAX_API_BACKGROUND, MAX_API_ROWS
-from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
-from tests.api.conftest import api_client
+from tests.api.conftest import api_client, copied_workspace
 from tests.cli.conftest import json_out
 from tests.conftest import CliResult
 from tests.serve.conftest import adult_records
-from tests.train.conftest import copy_home, trained_adult_template
+from tests.train.conftest import trained_adult_template
 
 EXPLAIN = "/api/v1/models/adult-mlp/versions/1/explain"
 
@@ -28,10 +27,8 @@ def workspace(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Workspace]:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    home = copy_home(trained_adult_template(tmp_path_factory), tmp_path / "home")
-    workspace = Workspace(Settings(home=home, user="tester"))
-    yield workspace
-    workspace.close()
+    with copied_workspace(trained_adult_template(tmp_path_factory), tmp_path / "home") as workspace:
+        yield workspace
 
 
 @pytest.fixture

@@ -10,14 +10,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from forgeml.core.config import Settings
 from forgeml.core.store import AuditEvent
 from forgeml.core.workspace import Workspace
-from tests.api.conftest import api_client
+from tests.api.conftest import api_client, copied_workspace
 from tests.cli.conftest import json_out
 from tests.conftest import CliResult
 from tests.governance.conftest import CARD_MODEL, carded_template
-from tests.train.conftest import copy_home
 
 CARD = "/api/v1/models/adult-mlp/versions/1/card"
 
@@ -27,10 +25,8 @@ def workspace(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Workspace]:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    home = copy_home(carded_template(tmp_path_factory), tmp_path / "home")
-    workspace = Workspace(Settings(home=home, user="tester"))
-    yield workspace
-    workspace.close()
+    with copied_workspace(carded_template(tmp_path_factory), tmp_path / "home") as workspace:
+        yield workspace
 
 
 @pytest.fixture
