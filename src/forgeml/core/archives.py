@@ -14,6 +14,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from forgeml.core.errors import AlreadyExistsError, InvalidDataError
@@ -23,20 +24,28 @@ TAR_MEDIA_TYPE = "application/x-tar"
 SUMMARY_HEADER = "X-Forgeml-Summary"
 
 
-def pack_folder(folder: Path, target: Path) -> None:
-    """Write every file under `folder` into the tar `target`, by relative name, with fixed
-    owner, time and mode (equal folders give equal archives)."""
+def pack_files(folder: Path, names: Iterable[Path], target: Path) -> None:
+    """Write the files `names` (relative to `folder`) into the tar `target`, in that order,
+    with fixed owner, time and mode (equal folders give equal archives)."""
     with tarfile.open(target, "w", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            info = tar.gettarinfo(str(path), arcname=path.relative_to(folder).as_posix())
+        for name in names:
+            info = tar.gettarinfo(str(folder / name), arcname=name.as_posix())
             info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
             info.mode = 0o644
-            with path.open("rb") as handle:
+            with (folder / name).open("rb") as handle:
                 tar.addfile(info, handle)
 
 
-def _plain_members(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
-    # a link, even one that stays inside the folder, could point a later write elsewhere
+def pack_folder(folder: Path, target: Path) -> None:
+    """Write every file under `folder` into the tar `target`, by relative name (sorted)."""
+    names = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
+    pack_files(folder, names, target)
+
+
+def plain_member(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+    """The tar member filter of a built folder: Python's "data" filter, and no link (even
+    one that stays inside could point a later write elsewhere: ClearML CVE-2025-8917), no
+    absolute name, nothing but plain files and folders."""
     if member.issym() or member.islnk():
         raise tarfile.FilterError(f"it holds the link {member.name!r}")
     # the "data" filter would strip the leading "/"; a built folder never has one
@@ -45,6 +54,42 @@ def _plain_members(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None
     if not (member.isfile() or member.isdir()):
         raise tarfile.FilterError(f"it holds {member.name!r}, which is not a plain file")
     return tarfile.data_filter(member, path)
+
+
+MemberFilter = Callable[[tarfile.TarInfo, str], tarfile.TarInfo | None]
+
+
+def extract_tar(
+    blob: Path, dest: Path, what: str, rule: str, member_filter: MemberFilter = plain_member
+) -> Path:
+    """Unpack the tar `blob` as the folder `dest`, replacing what was there; a crash leaves
+    the old or the new. `what` names the archive and `rule` says what it may hold, in an
+    error.
+
+    Raises:
+        InvalidDataError: `member_filter` refused a member, or `blob` is not a tar; `dest` is
+            left as it was and nothing else is written.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        try:
+            with tarfile.open(blob, "r") as tar:
+                tar.extractall(staging, filter=member_filter)
+        except tarfile.FilterError as error:
+            raise InvalidDataError(f"{what} is refused: {_why(error)}; {rule}.") from None
+        except tarfile.TarError as error:
+            raise InvalidDataError(f"{what} is not a tar archive: {error}.") from None
+        staging.chmod(0o755)  # mkdtemp's folder is private; the folder made is not
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}-old-{os.getpid()}")
+            os.replace(dest, old)
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(staging, dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return dest
 
 
 def unpack_folder(blob: Path, dest: Path, what: str) -> Path:
@@ -60,29 +105,13 @@ def unpack_folder(blob: Path, dest: Path, what: str) -> Path:
         raise AlreadyExistsError(
             f"{dest} exists and is not an empty folder; choose a new folder for {what}."
         )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
-    try:
-        try:
-            with tarfile.open(blob, "r") as tar:
-                tar.extractall(staging, filter=_plain_members)
-        except tarfile.FilterError as error:
-            raise InvalidDataError(
-                f"{what} is refused: {_why(error)}; it may hold plain files inside its folder only."
-            ) from None
-        except tarfile.TarError as error:
-            raise InvalidDataError(f"{what} is not a tar archive: {error}.") from None
-        staging.chmod(0o755)  # mkdtemp's folder is private; the folder made is not
-        if dest.exists():
-            dest.rmdir()  # the caller checked it is empty
-        os.replace(staging, dest)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return dest
+    return extract_tar(blob, dest, what, "it may hold plain files inside its folder only")
 
 
 def _why(error: tarfile.FilterError) -> str:
-    if isinstance(error, tarfile.OutsideDestinationError | tarfile.AbsolutePathError):
+    outside = (
+        tarfile.OutsideDestinationError | tarfile.AbsolutePathError | tarfile.AbsoluteLinkError
+    )
+    if isinstance(error, outside):
         return f"the member {error.tarinfo.name!r} would land outside the folder"
     return str(error).rstrip(".")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import tarfile
-import tempfile
 from pathlib import Path
 
+from forgeml.core.archives import extract_tar as extract_archive
+from forgeml.core.archives import pack_files, plain_member
 from forgeml.core.errors import InvalidDataError, NotFoundError
 
 REQUIRED_FILES = ("model.json",)
@@ -52,26 +51,15 @@ def check_bundle(folder: Path) -> list[Path]:
 
 def write_tar(folder: Path, files: list[Path], target: Path) -> None:
     """Pack `files` of `folder` into `target` with fixed metadata, so equal bundles hash equal."""
-    with tarfile.open(target, "w", format=tarfile.PAX_FORMAT) as tar:
-        for path in files:
-            info = tar.gettarinfo(str(folder / path), arcname=path.as_posix())
-            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-            info.mode = 0o644
-            with open(folder / path, "rb") as handle:
-                tar.addfile(info, handle)
+    pack_files(folder, files, target)
 
 
 def _plain_files_only(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
-    # a bundle is plain files (check_bundle): a link, even one inside the folder, is an
-    # attack (ClearML CVE-2025-8917); the "data" filter then refuses absolute paths,
-    # members out of the folder, devices and setuid bits
-    if member.issym() or member.islnk():
-        raise tarfile.FilterError(f"it holds the link {member.name!r}")
     # a pickle planted in a stored bundle must not reach a loader (check_bundle refused
-    # it on the way in; this is the way out)
+    # it on the way in; this is the way out); then what every built folder follows
     if Path(member.name).suffix.lower() in PICKLE_SUFFIXES:
         raise tarfile.FilterError(f"it holds {member.name!r}, a pickle-based file")
-    return tarfile.data_filter(member, path)
+    return plain_member(member, path)
 
 
 def extract_tar(blob: Path, dest: Path) -> Path:
@@ -81,33 +69,10 @@ def extract_tar(blob: Path, dest: Path) -> Path:
         InvalidDataError: the archive holds a link, a pickle, a member outside the folder,
             a device, or is not a tar; `dest` is left as it was.
     """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
-    try:
-        try:
-            with tarfile.open(blob, "r") as tar:
-                tar.extractall(staging, filter=_plain_files_only)
-        except tarfile.FilterError as error:
-            raise InvalidDataError(
-                f"Model bundle archive {blob.name} is refused: {_why(error)}; "
-                "a bundle holds plain, pickle-free files inside its folder only."
-            ) from None
-        except tarfile.TarError as error:
-            raise InvalidDataError(
-                f"Model bundle archive {blob.name} is not a tar: {error}."
-            ) from None
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}-old-{os.getpid()}")
-            os.replace(dest, old)
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(staging, dest)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return dest
-
-
-def _why(error: tarfile.FilterError) -> str:
-    if isinstance(error, tarfile.OutsideDestinationError | tarfile.AbsoluteLinkError):
-        return f"the member {error.tarinfo.name!r} would land outside the folder"
-    return str(error).rstrip(".")
+    return extract_archive(
+        blob,
+        dest,
+        f"Model bundle archive {blob.name}",
+        "a bundle holds plain, pickle-free files inside its folder only",
+        _plain_files_only,
+    )
