@@ -144,3 +144,20 @@ def test_bad_accuracy_queries_are_one_json_sentence(
     answer = client.get("/api/v1/monitor/accuracy", params=params)
     assert answer.status_code == status, answer.text
     assert sentence in answer.json()["error"]
+
+
+def test_a_log_without_rows_for_the_model_is_a_json_sentence(
+    api: tuple[httpx.Client, Workspace],
+) -> None:
+    client, workspace = api
+    log = request_log_path(workspace, "adult-small")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(b"")  # the server started, nobody has asked it anything yet
+    try:
+        answer = client.get("/api/v1/monitor/drift", params={"model": "adult-small"})
+    finally:
+        log.unlink()
+
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["code"] == "empty_window"
+    assert "holds no rows for model 'adult-small' yet." in answer.json()["error"]
