@@ -38,6 +38,20 @@ def json_out(result: CliResult) -> Any:
     return json.loads(result.stdout)
 
 
+def table_columns(stdout: str) -> list[str]:
+    """Each column of a printed table as one string: its cells' pieces joined in order with
+    the padding dropped, so a value the terminal's width folded over lines reads whole."""
+    columns: list[list[str]] = []
+    for line in stdout.splitlines():
+        if not line.startswith("│"):
+            continue
+        cells = line.strip("│").split("│")
+        columns.extend([] for _ in range(len(cells) - len(columns)))
+        for column, cell in zip(columns, cells, strict=False):
+            column.append(cell.strip())
+    return ["".join(column) for column in columns]
+
+
 def assert_cli_error(result: CliResult, expected: str, code: int = 1) -> None:
     """Exit `code`, one `error: ` line last on stderr, no traceback."""
     assert result.code == code, (result.code, result.stdout, result.stderr)
