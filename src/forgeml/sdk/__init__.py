@@ -26,16 +26,32 @@ from forgeml.sdk.local import (
     LocalJobs,
     LocalLabels,
     LocalModels,
+    LocalProjects,
     LocalPrompts,
     LocalQueues,
     LocalRuns,
+    LocalTokens,
+    LocalUsers,
 )
 
 if TYPE_CHECKING:
-    from forgeml.client import Audit, Datasets, Jobs, Labels, Models, Prompts, Queues, Runs
+    from forgeml.client import (
+        Audit,
+        Datasets,
+        Jobs,
+        Labels,
+        Models,
+        Projects,
+        Prompts,
+        Queues,
+        Runs,
+        Tokens,
+        Users,
+    )
 
 __all__ = [
-    "audit", "datasets", "jobs", "labels", "models", "prompts", "queues", "runs", "source",
+    "audit", "datasets", "jobs", "labels", "models", "projects", "prompts", "queues", "runs",
+    "source", "tokens", "users",
 ]  # fmt: skip
 
 # typed as the client's resources: both sides take the same arguments and answer alike
@@ -44,6 +60,9 @@ datasets = cast("Datasets", Following("datasets", "Datasets", LocalDatasets))
 jobs = cast("Jobs", Following("jobs", "Jobs", LocalJobs))
 labels = cast("Labels", Following("labels", "Labels", LocalLabels))
 models = cast("Models", Following("models", "Models", LocalModels))
+projects = cast("Projects", Following("projects", "Projects", LocalProjects))
 prompts = cast("Prompts", Following("prompts", "Prompts", LocalPrompts))
 queues = cast("Queues", Following("queues", "Queues", LocalQueues))
 runs = cast("Runs", Following("runs", "Runs", LocalRuns))
+tokens = cast("Tokens", Following("tokens", "Tokens", LocalTokens))
+users = cast("Users", Following("users", "Users", LocalUsers))

@@ -5,6 +5,7 @@ from the server, the same values in the same shapes (what `forgeml ... --json` p
 The CLI's command groups and `forgeml.sdk` both take them through their seam.
 """
 
+from forgeml.sdk.local._accounts import LocalProjects, LocalTokens, LocalUsers
 from forgeml.sdk.local._audit import LocalAudit
 from forgeml.sdk.local._datasets import LocalDatasets
 from forgeml.sdk.local._labels import LocalLabels
@@ -18,7 +19,10 @@ __all__ = [
     "LocalJobs",
     "LocalLabels",
     "LocalModels",
+    "LocalProjects",
     "LocalPrompts",
     "LocalQueues",
     "LocalRuns",
+    "LocalTokens",
+    "LocalUsers",
 ]
