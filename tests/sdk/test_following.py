@@ -4,23 +4,20 @@ refused in one sentence."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from forgeml import sdk
-from forgeml.core.errors import ConfigError, ForgemlError, UsageError
+from forgeml.core.errors import ConfigError, UsageError
 from forgeml.sdk._seam import Following
 from forgeml.sdk.local import LocalRuns
-from tests.cli._served import forgeml_on
 from tests.client._remote_home import RemoteHome, remote_home
 from tests.data.conftest import write_table_csv
+from tests.sdk._sides import Call, Sides
 
 pytestmark = pytest.mark.slow
-
-Call = Callable[[], Any]
 
 
 @pytest.fixture(scope="module")
@@ -28,39 +25,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RemoteHome]:
     """The trained Adult workspace (runs, models, datasets, a queued job), served."""
     with remote_home(tmp_path_factory, "sqlite") as home:
         yield home
-
-
-class Sides:
-    """Runs one SDK call on the local workspace, then through the server, as olivia."""
-
-    def __init__(self, served: RemoteHome, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.served, self.monkeypatch = served, monkeypatch
-
-    def local(self, call: Call) -> Any:
-        self.monkeypatch.delenv("FORGEML_SERVER", raising=False)
-        self.monkeypatch.delenv("FORGEML_TOKEN", raising=False)
-        return _outcome(call)
-
-    def remote(self, call: Call) -> Any:
-        self.monkeypatch.setenv("FORGEML_SERVER", self.served.url)
-        self.monkeypatch.setenv("FORGEML_TOKEN", self.served.tokens["olivia"])
-        return _outcome(call)
-
-
-def _outcome(call: Call) -> Any:
-    # an error is compared by its class and sentence, as a value is by its value
-    try:
-        return call()
-    except ForgemlError as error:
-        return type(error).__name__, str(error)
-
-
-@pytest.fixture
-def sides(
-    served: RemoteHome, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Sides]:
-    with forgeml_on(served, capsys, monkeypatch):
-        yield Sides(served, monkeypatch)
 
 
 def _first_run() -> str:

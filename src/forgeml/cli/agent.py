@@ -8,16 +8,14 @@ run is saved under FORGEML_HOME and traced into MLflow (experiment `forgeml-agen
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from forgeml.cli._output import print_json, say
-from forgeml.cli._remote import remote_client
-
-if TYPE_CHECKING:
-    from forgeml.agents import RunState
+from forgeml.cli._remote import source
+from forgeml.sdk.local import LocalAgents
 
 # a run as `agent show --json` prints it: `run_summary` and the transcript
 Shown = dict[str, Any]
@@ -44,19 +42,16 @@ def run(
 ) -> None:
     """Run an agent on a task until it answers, waits for approval, or spends a budget."""
     from forgeml.agents import parse_spec
-    from forgeml.agents.runs import run as run_agent
     from forgeml.core.configfile import load_yaml
 
     data = load_yaml(spec_path) or {}
     if max_steps is not None and isinstance(data, dict):
         data = {**data, "budgets": {**(data.get("budgets") or {}), "max_steps": max_steps}}
-    spec = parse_spec(data, str(spec_path))  # checked here in remote mode too
-    client = remote_client()
-    if client is not None:  # driven by the server; followed here until it stops
-        started = client.agents.start(data, task, approve or ())
-        _report(client.agents.wait(started["run_id"]), as_json)
-        return
-    _report(_shown(run_agent(spec, task, approve_tools=approve or ())), as_json)
+    parse_spec(data, str(spec_path))  # checked here, naming the file, on either side
+    # remotely driven by the server and followed here until it stops; locally, driven here
+    agents = _agents()
+    started = agents.start(data, task, approve or ())
+    _report(agents.wait(started["run_id"]), as_json)
 
 
 @app.command("approve")
@@ -73,18 +68,13 @@ def approve_(
     as_json: JsonFlag = False,
 ) -> None:
     """Resume a run that waits for approval, letting the named calls (or tools) run."""
-    from forgeml.agents.runs import approve as approve_run
     from forgeml.core.errors import UsageError
 
     if not (call_ids or approve or deny):
         raise UsageError("Name a CALL_ID to approve, --approve TOOL or --deny CALL_ID.")
-    client = remote_client()
-    if client is not None:
-        client.agents.approve(run_id, call_ids or (), deny or (), approve or ())
-        _report(client.agents.wait(run_id), as_json)
-        return
-    state = approve_run(run_id, call_ids or (), deny=deny or (), tools=approve or ())
-    _report(_shown(state), as_json)
+    agents = _agents()
+    agents.approve(run_id, call_ids or (), deny or (), approve or ())
+    _report(agents.wait(run_id), as_json)
 
 
 @app.command("show")
@@ -93,10 +83,7 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """A saved run: how it stopped, its answer, the calls it waits on, its transcript."""
-    from forgeml.agents.runs import show as show_run
-
-    client = remote_client()
-    shown = client.agents.show(run_id) if client is not None else _shown(show_run(run_id))
+    shown = _agents().show(run_id)
     if as_json:
         print_json(shown)
         return
@@ -106,10 +93,8 @@ def show(
         say(f"[bold]{message['role']}[/bold]: {escape(str(text))}")
 
 
-def _shown(state: RunState) -> Shown:
-    from forgeml.agents.state import run_summary
-
-    return run_summary(state) | {"messages": state.messages}
+def _agents() -> Any:
+    return source(lambda client: client.agents, LocalAgents)
 
 
 def _say_summary(shown: Shown) -> None:

@@ -3,13 +3,13 @@ Alertmanager: list, show, acknowledge."""
 
 from __future__ import annotations
 
-from contextlib import closing
 from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say
 from forgeml.core.errors import UsageError
+from forgeml.sdk.local import LocalAlerts
 
 app = typer.Typer(
     help="Alerts fired by forgeml server's rules or received from Alertmanager.",
@@ -21,38 +21,10 @@ def _when(value: str | None) -> str:
     return value[:19].replace("T", " ") if value else "-"
 
 
-class _LocalAlerts:
-    """The local workspace's alerts, as `forgeml.client.Alerts` answers them remotely."""
-
-    def list(self, state: str) -> list[dict[str, Any]]:
-        from forgeml.monitor.alerts import alert_summary, list_alerts
-
-        with closing(_workspace()) as workspace:
-            return [alert_summary(record) for record in list_alerts(workspace, state)]
-
-    def show(self, alert_id: str) -> dict[str, Any]:
-        from forgeml.monitor.alerts import alert_summary, get_alert
-
-        with closing(_workspace()) as workspace:
-            return alert_summary(get_alert(workspace, alert_id))
-
-    def ack(self, alert_id: str) -> dict[str, Any]:
-        from forgeml.monitor.alerts import ack_alert, alert_summary
-
-        with closing(_workspace()) as workspace:
-            return alert_summary(ack_alert(workspace, alert_id))
-
-
-def _workspace() -> Any:
-    from forgeml.core.workspace import open_workspace
-
-    return open_workspace()
-
-
 def _alerts() -> Any:
     from forgeml.cli._remote import source
 
-    return source(lambda client: client.alerts, _LocalAlerts)
+    return source(lambda client: client.alerts, LocalAlerts)
 
 
 @app.command("list")

@@ -8,6 +8,7 @@ import typer
 
 from forgeml.cli._output import print_json, print_table, say
 from forgeml.gateway import GatewayOptions
+from forgeml.sdk.local import LocalCost
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -31,37 +32,10 @@ _REPORT_HELP = (
 )
 
 
-def _workspace() -> Any:
-    from forgeml.core.workspace import open_workspace
-
-    return open_workspace()
-
-
-class _LocalCost:
-    """Cost of the local workspace, as `forgeml.client.Cost` answers it remotely."""
-
-    def report(self, by: str, since: str | None) -> dict[str, Any]:
-        from contextlib import closing
-
-        from forgeml.scheduler.cost import cost_summary, parse_since
-
-        start = parse_since(since) if since is not None else None
-        with closing(_workspace()) as workspace:
-            return cost_summary(workspace, by, start)
-
-    def budgets(self) -> dict[str, Any]:
-        from contextlib import closing
-
-        from forgeml.scheduler.cost import budgets_summary
-
-        with closing(_workspace()) as workspace:
-            return budgets_summary(workspace)
-
-
 def _cost() -> Any:
     from forgeml.cli._remote import source
 
-    return source(lambda client: client.cost, _LocalCost)
+    return source(lambda client: client.cost, LocalCost)
 
 
 @app.command("report", help=_REPORT_HELP)

@@ -8,7 +8,6 @@ subcommand is deployed with `forgeml deploy create MODEL_REF --name NAME`.
 
 from __future__ import annotations
 
-from contextlib import closing
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -16,6 +15,7 @@ from typer.core import TyperGroup
 
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.core.errors import UsageError
+from forgeml.sdk.local import LocalDeployments
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -185,32 +185,10 @@ def create(
     _report(deployment, as_json)
 
 
-class _LocalDeployments:
-    """The local deployments, as `forgeml.client.Deployments` answers them remotely."""
-
-    def list(self, deleted: bool = False) -> list[dict[str, Any]]:
-        from forgeml.serve.deployments import list_deployments
-
-        with closing(_workspace()) as workspace:
-            return [d.to_dict() for d in list_deployments(workspace, include_deleted=deleted)]
-
-    def show(self, name: str) -> dict[str, Any]:
-        from forgeml.serve.deployments import get_deployment
-
-        with closing(_workspace()) as workspace:
-            return get_deployment(workspace, name).to_dict()
-
-    def delete(self, name: str) -> dict[str, Any]:
-        from forgeml.serve.deployments import delete as delete_deployment
-
-        with closing(_workspace()) as workspace:
-            return delete_deployment(workspace, name).to_dict()
-
-
 def _deployments() -> Any:
     from forgeml.cli._remote import source
 
-    return source(lambda client: client.deployments, _LocalDeployments)
+    return source(lambda client: client.deployments, LocalDeployments)
 
 
 def _from(summary: dict[str, Any]) -> Deployment:

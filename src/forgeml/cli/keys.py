@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import closing
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -10,6 +9,7 @@ import typer
 
 from forgeml.cli._output import print_json, print_table, say
 from forgeml.cli._remote import source
+from forgeml.sdk.local import LocalKeys
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -55,24 +55,8 @@ def create(
     typer.echo(secret)
 
 
-class _LocalKeys:
-    """The local workspace's keys, as `forgeml.client.Keys` answers them remotely."""
-
-    def list(self) -> list[dict[str, Any]]:
-        from forgeml.gateway import list_keys
-
-        with closing(_workspace()) as workspace:
-            return list_keys(workspace)
-
-    def revoke(self, key: str) -> dict[str, Any]:
-        from forgeml.gateway import revoke_key
-
-        with closing(_workspace()) as workspace:
-            return revoke_key(workspace, key)
-
-
 def _keys() -> Any:
-    return source(lambda client: client.keys, _LocalKeys)
+    return source(lambda client: client.keys, LocalKeys)
 
 
 @app.command("list")
@@ -119,10 +103,8 @@ def usage(
     as_json: JsonFlag = False,
 ) -> None:
     """Requests, errors and rejections per key and deployment (flushed by the gateway)."""
-    from forgeml.gateway import usage_report
-
     start = since.replace(tzinfo=since.tzinfo or UTC) if since else None
-    rows = usage_report(_workspace(), start)
+    rows = LocalKeys().usage(start)
     if as_json:
         print_json(rows)
         return

@@ -4,7 +4,6 @@ job, run by hand or by a trigger."""
 from __future__ import annotations
 
 import sys
-from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -13,6 +12,7 @@ import typer
 from forgeml.cli import _triggers
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
+from forgeml.sdk.local import LocalPipelines
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -21,8 +21,6 @@ app = typer.Typer(
     help="Pipelines: YAML DAGs of steps run as jobs, cached by content.", no_args_is_help=True
 )
 app.add_typer(_triggers.app, name="trigger")
-# a list of answers; named so the `list` methods do not shadow the type in their classes
-Items = list[dict[str, Any]]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 FileArg = Annotated[Path, typer.Argument(help="The pipeline file (YAML).")]
 SetOption = Annotated[
@@ -39,24 +37,8 @@ def _workspace() -> Workspace:
     return open_workspace()
 
 
-class _LocalPipelines:
-    """The local workspace's pipeline runs, as `forgeml.client.Pipelines` answers them."""
-
-    def list(self, limit: int = 100) -> Items:
-        from forgeml.pipelines import list_runs, run_summary
-
-        with closing(_workspace()) as workspace:
-            return [run_summary(run, steps=False) for run in list_runs(workspace, limit)]
-
-    def show(self, ref: str) -> dict[str, Any]:
-        from forgeml.pipelines import find_run, run_summary
-
-        with closing(_workspace()) as workspace:
-            return run_summary(find_run(workspace, ref))
-
-
 def _pipelines() -> Any:
-    return source(lambda client: client.pipelines, _LocalPipelines)
+    return source(lambda client: client.pipelines, LocalPipelines)
 
 
 @app.command("run")

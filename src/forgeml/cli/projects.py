@@ -2,67 +2,22 @@
 
 from __future__ import annotations
 
-from contextlib import closing
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
-
-if TYPE_CHECKING:
-    from forgeml.core.workspace import Workspace
+from forgeml.sdk.local import LocalProjects
 
 app = typer.Typer(help="Projects and the role each account holds in them.", no_args_is_help=True)
-# a list of answers; named so the `list` methods do not shadow the type in their classes
-Items = list[dict[str, Any]]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 Project = Annotated[str, typer.Argument(help="The project's name.")]
 User = Annotated[str, typer.Argument(help="The account's name.")]
 
 
-def _workspace() -> Workspace:
-    from forgeml.core.workspace import open_workspace
-
-    return open_workspace()
-
-
-class _LocalProjects:
-    """The local workspace's projects, as `forgeml.client.Projects` answers them remotely."""
-
-    def create(self, name: str, owner: str | None = None) -> dict[str, Any]:
-        from forgeml.auth import create_project
-
-        with closing(_workspace()) as workspace:
-            return create_project(workspace, name, actor=workspace.actor, owner=owner)
-
-    def list(self) -> Items:
-        from forgeml.auth import list_projects
-
-        with closing(_workspace()) as workspace:
-            return list_projects(workspace)
-
-    def members(self, project: str) -> Items:
-        from forgeml.auth import list_members
-
-        with closing(_workspace()) as workspace:
-            return list_members(workspace, project)
-
-    def add_member(self, project: str, user: str, role: str) -> dict[str, Any]:
-        from forgeml.auth import add_member
-
-        with closing(_workspace()) as workspace:
-            return add_member(workspace, project, user, role, actor=workspace.actor)
-
-    def remove_member(self, project: str, user: str) -> dict[str, Any]:
-        from forgeml.auth import remove_member
-
-        with closing(_workspace()) as workspace:
-            return remove_member(workspace, project, user, actor=workspace.actor)
-
-
 def _projects() -> Any:
-    return source(lambda client: client.projects, _LocalProjects)
+    return source(lambda client: client.projects, LocalProjects)
 
 
 @app.command("create")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import closing
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -11,13 +10,12 @@ from forgeml.cli import _rag_eval
 from forgeml.cli._output import print_json, print_table, say, step
 from forgeml.cli._remote import source
 from forgeml.core.errors import UsageError
+from forgeml.sdk.local import LocalRag
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
 
 app = typer.Typer(help="RAG indexes: build, version, rebuild and search.", no_args_is_help=True)
-# a list of answers; named so the `list` methods do not shadow the type in their classes
-Items = list[dict[str, Any]]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 
 
@@ -39,37 +37,8 @@ def _default(name: str) -> Any:
     return IndexOptions.model_fields[name].default
 
 
-class _LocalRag:
-    """The local workspace's indexes, as `forgeml.client.Rag` answers them remotely."""
-
-    def query(
-        self, ref: str, text: str, k: int, mode: str, filters: dict[str, str],
-        weight: float | None,
-    ) -> Items:  # fmt: skip
-        from forgeml.rag.versions import open_index
-
-        with closing(_workspace()) as workspace:
-            opened = open_index(workspace, ref)
-            try:
-                return [hit.__dict__ for hit in opened.search(text, k, mode, filters, weight)]
-            finally:
-                opened.close()
-
-    def show(self, ref: str) -> dict[str, Any]:
-        from forgeml.rag.versions import describe, resolve
-
-        with closing(_workspace()) as workspace, workspace.store.session() as session:
-            return describe(resolve(session, ref))
-
-    def versions(self, name: str) -> Items:
-        from forgeml.rag.versions import describe, versions_of
-
-        with closing(_workspace()) as workspace, workspace.store.session() as session:
-            return [describe(version) for version in versions_of(session, name)]
-
-
 def _rag() -> Any:
-    return source(lambda client: client.rag, _LocalRag)
+    return source(lambda client: client.rag, LocalRag)
 
 
 @app.command("index")

@@ -2,63 +2,23 @@
 
 from __future__ import annotations
 
-from contextlib import closing
-from datetime import timedelta
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say, when
 from forgeml.cli._remote import source
-
-if TYPE_CHECKING:
-    from forgeml.core.workspace import Workspace
+from forgeml.sdk.local import LocalTokens
 
 app = typer.Typer(
     help="API tokens: prefixed, stored hashed, scoped, expiring, revocable.",
     no_args_is_help=True,
 )
-# a list of answers; named so the `list` methods do not shadow the type in their classes
-Items = list[dict[str, Any]]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 
 
-def _workspace() -> Workspace:
-    from forgeml.core.workspace import open_workspace
-
-    return open_workspace()
-
-
-class _LocalTokens:
-    """The local workspace's tokens, as `forgeml.client.Tokens` answers them remotely."""
-
-    def create(
-        self, user: str, name: str, scopes: list[str] | None, expires_days: float | None
-    ) -> dict[str, Any]:
-        from forgeml.auth import issue_token
-
-        with closing(_workspace()) as workspace:
-            expires = timedelta(days=expires_days) if expires_days is not None else None
-            summary, token = issue_token(
-                workspace, user, name, actor=workspace.actor, scopes=scopes, expires_in=expires
-            )
-            return summary | {"token": token}
-
-    def list(self, user: str | None = None) -> Items:
-        from forgeml.auth import list_tokens
-
-        with closing(_workspace()) as workspace:
-            return list_tokens(workspace, user)
-
-    def revoke(self, token: str) -> dict[str, Any]:
-        from forgeml.auth import revoke_token
-
-        with closing(_workspace()) as workspace:
-            return revoke_token(workspace, token, actor=workspace.actor)
-
-
 def _tokens() -> Any:
-    return source(lambda client: client.tokens, _LocalTokens)
+    return source(lambda client: client.tokens, LocalTokens)
 
 
 @app.command("create")

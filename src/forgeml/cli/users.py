@@ -3,77 +3,23 @@
 from __future__ import annotations
 
 import sys
-from contextlib import closing
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from forgeml.cli._output import print_json, print_table, say
 from forgeml.cli._remote import source
-
-if TYPE_CHECKING:
-    from forgeml.core.workspace import Workspace
+from forgeml.sdk.local import LocalUsers
 
 app = typer.Typer(
     help="Accounts: people (password or OIDC) and service accounts (tokens).",
     no_args_is_help=True,
 )
-# a list of answers; named so the `list` methods do not shadow the type in their classes
-Items = list[dict[str, Any]]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 
 
-def _workspace() -> Workspace:
-    from forgeml.core.workspace import open_workspace
-
-    return open_workspace()
-
-
-class _LocalUsers:
-    """The local workspace's accounts, as `forgeml.client.Users` answers them remotely."""
-
-    def create(
-        self, name: str, *, kind: str, email: str | None, password: str | None,
-        role: str | None, project: str,
-    ) -> dict[str, Any]:  # fmt: skip
-        from forgeml.auth import Passwords, add_member, create_user, get_auth_settings
-
-        with closing(_workspace()) as workspace:
-            passwords = Passwords(get_auth_settings()) if password is not None else None
-            summary = create_user(
-                workspace, name, actor=workspace.actor, kind=kind, email=email,
-                password=password, passwords=passwords,
-            )  # fmt: skip
-            if role is not None:
-                add_member(workspace, project, name, role, actor=workspace.actor)
-            return summary | {"roles": {project: role} if role else {}}
-
-    def list(self) -> Items:
-        from forgeml.auth import list_users
-
-        with closing(_workspace()) as workspace:
-            return list_users(workspace)
-
-    def show(self, name: str) -> dict[str, Any]:
-        from forgeml.auth import get_user, roles_of
-
-        with closing(_workspace()) as workspace:
-            return get_user(workspace, name) | {"roles": roles_of(workspace, name)}
-
-    def update(
-        self, name: str, disabled: bool | None = None, password: str | None = None
-    ) -> dict[str, Any]:
-        from forgeml.auth import Passwords, get_auth_settings, set_disabled, set_password
-
-        with closing(_workspace()) as workspace:
-            if password is not None:
-                passwords = Passwords(get_auth_settings())
-                return set_password(workspace, name, password, passwords, actor=workspace.actor)
-            return set_disabled(workspace, name, bool(disabled), actor=workspace.actor)
-
-
 def _users() -> Any:
-    return source(lambda client: client.users, _LocalUsers)
+    return source(lambda client: client.users, LocalUsers)
 
 
 def _read_password(from_stdin: bool) -> str | None:

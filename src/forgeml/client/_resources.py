@@ -327,7 +327,26 @@ class Queues(_Resource):
 
 
 class Keys(_Resource):
-    """The gateway's API keys (`/api/v1/keys`); never a secret or a hash."""
+    """The gateway's API keys (`/api/v1/keys`); never a secret or a hash but `create`'s."""
+
+    def create(
+        self,
+        name: str,
+        scopes: Sequence[str] | None = None,
+        rate_per_s: float | None = None,
+        burst: int | None = None,
+        daily_quota: int | None = None,
+    ) -> dict[str, Any]:
+        """A key scoped to `scopes` (default: every deployment), with its secret in `key`,
+        answered once (`keys create --json`)."""
+        body = {
+            "name": name,
+            "scopes": list(scopes) if scopes is not None else None,
+            "rate_per_s": rate_per_s,
+            "burst": burst,
+            "daily_quota": daily_quota,
+        }
+        return self._transport.post("/keys", body)
 
     def list(self) -> Items:
         """Every key, oldest first (`keys list --json`)."""
