@@ -83,6 +83,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("GET", "/api/v1/monitor/drift"): {"owner", "viewer"},
     ("GET", "/api/v1/monitor/accuracy"): {"owner", "viewer"},
     ("GET", "/api/v1/keys"): {"owner"},
+    ("GET", "/api/v1/keys/usage"): {"owner"},
     ("POST", "/api/v1/keys"): {"owner"},
     ("POST", "/api/v1/keys/{key}/revoke"): {"owner"},
     ("GET", "/api/v1/prompts"): {"owner", "viewer"},

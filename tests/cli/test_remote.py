@@ -46,6 +46,8 @@ READS = [
     ("queues", "show", "default", "--json"),
     ("keys", "list"),
     ("keys", "list", "--json"),
+    ("keys", "usage"),
+    ("keys", "usage", "--since", "2026-01-01", "--json"),
     ("audit", "log", "--limit", "5"),
     ("audit", "log", "--json"),
     ("audit", "verify"),
@@ -144,6 +146,21 @@ def test_revoking_a_key_twice_is_refused_alike(forgeml: Forgeml) -> None:
     assert revoked.stdout == f"key {prefix} revoked\n"
     assert (remote.code, remote.stderr) == (local.code, local.stderr)
     assert local.code == 1 and local.stderr.startswith("error: ")
+
+
+def test_a_key_created_remotely_is_the_server_s_and_bad_limits_are_refused_alike(
+    forgeml: Forgeml,
+) -> None:
+    created = json.loads(forgeml.remote("keys", "create", "--name", "remote-made", "--json").stdout)
+    listed = json.loads(forgeml("keys", "list", "--json").stdout)  # the served workspace's
+
+    assert created["prefix"] in created["key"]
+    assert created["prefix"] in [key["prefix"] for key in listed]
+    for bad in (["--rate", "0"], ["--burst", "3"]):
+        local = forgeml("keys", "create", "--name", "bad", *bad)
+        remote = forgeml.remote("keys", "create", "--name", "bad", *bad)
+        assert (remote.code, remote.stderr) == (local.code, local.stderr), bad
+        assert local.code == 2 and local.stderr.startswith("error: "), local.stderr
 
 
 @BACKENDS

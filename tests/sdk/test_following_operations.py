@@ -157,19 +157,31 @@ def test_a_key_made_on_either_side_lists_and_revokes_alike(sides: Sides) -> None
     assert sides.local(again)[0] == "KeyStateError"
 
 
-def test_key_usage_answers_only_locally(sides: Sides) -> None:
+def test_key_usage_answers_alike_on_both_sides(sides: Sides) -> None:
+    from contextlib import closing
     from datetime import UTC, datetime
 
+    from forgeml.core.workspace import open_workspace
+    from forgeml.gateway._usage import UsageRecorder
+
+    key = sides.local(lambda: sdk.keys.create("sdk-usage", ["adult"]))
+    with closing(open_workspace()) as workspace:  # the served workspace, as a gateway flushes
+        recorder = UsageRecorder(workspace)
+        recorder.record(key["id"], "adult", forwarded=True, error=False, latency_ms=4.0)
+        recorder.record(key["id"], "adult", forwarded=True, error=True, latency_ms=8.0)
+        recorder.record(key["id"], "adult", forwarded=False, error=False, latency_ms=0.0)
+        recorder.flush()
     since = datetime(2026, 1, 1, tzinfo=UTC)
-    assert sides.local(lambda: sdk.keys.usage(since)) == []  # no gateway flushed any
 
-    refused = sides.remote(lambda: sdk.keys.usage(since))
+    local = sides.local(lambda: sdk.keys.usage(since))
 
-    assert refused == (
-        "UsageError",
-        "forgeml.sdk.keys.usage has no remote mode: unset FORGEML_SERVER to run it on the "
-        "local workspace, or call the API (/api/v1) directly.",
-    )
+    assert sides.remote(lambda: sdk.keys.usage(since)) == local
+    assert sides.remote(sdk.keys.usage) == sides.local(sdk.keys.usage)
+    row = next(row for row in local if row["prefix"] == key["prefix"])
+    assert (row["requests"], row["errors"], row["rejected"]) == (2, 1, 1)
+    assert row["mean_latency_ms"] == 6.0
+    future = datetime(2999, 1, 1, tzinfo=UTC)
+    assert sides.remote(lambda: sdk.keys.usage(future)) == []
 
 
 def test_an_alert_acknowledged_through_the_server_shows_alike(sides: Sides) -> None:

@@ -1,21 +1,22 @@
-"""Gateway API key routes: list, create (the secret answered once), revoke.
+"""Gateway API key routes: list, create (the secret answered once), revoke, usage.
 
-Answers are what `forgeml keys list|create|revoke --json` print; nothing but `create`'s
+Answers are what `forgeml keys list|create|revoke|usage --json` print; nothing but `create`'s
 answer ever holds a secret, and the store keeps only its salted hash.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import Depends, Request, Response
+from fastapi import Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt
 
 from forgeml.api._authz import require
 from forgeml.api._context import acting, workspace
 from forgeml.api._json import CliRouter
 from forgeml.api._pages import Page, in_memory, link, pages
-from forgeml.gateway import create_key, list_keys, revoke_key
+from forgeml.gateway import create_key, list_keys, revoke_key, usage_report
 
 router = CliRouter(prefix="/api/v1/keys")
 
@@ -45,6 +46,19 @@ def keys(
     kept, cursor = in_memory(items, page, lambda item, sort: (item[sort], item["id"]))
     link(request, response, cursor)
     return kept
+
+
+@router.get("/usage", dependencies=[require("keys:read")])
+def usage(
+    request: Request,
+    since: Annotated[
+        datetime | None, Query(description="Only usage from this time on (UTC if naive).")
+    ] = None,
+) -> list[dict[str, Any]]:
+    """Requests, errors and rejections per key and deployment, as the gateways flushed them
+    (as `keys usage --json`)."""
+    start = since.replace(tzinfo=since.tzinfo or UTC) if since else None
+    return usage_report(workspace(request), start)
 
 
 @router.post("", status_code=201, dependencies=[require("keys:manage")])

@@ -56,7 +56,7 @@ REMOTE_COMMANDS = frozenset(
         # they print forgeml's own rule file and dashboard: nothing of a workspace
         ("monitor", "rules"), ("monitor", "dashboard"),
         ("queues", "list"), ("queues", "show"),
-        ("keys", "list"), ("keys", "revoke"),
+        ("keys", "create"), ("keys", "list"), ("keys", "revoke"), ("keys", "usage"),
         ("audit", "log"), ("audit", "verify"),
         ("lineage", None),  # one command: `forgeml lineage REF`
         ("prompts", "create"), ("prompts", "list"), ("prompts", "versions"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -11,20 +11,11 @@ from forgeml.cli._output import print_json, print_table, say
 from forgeml.cli._remote import source
 from forgeml.sdk.local import LocalKeys
 
-if TYPE_CHECKING:
-    from forgeml.core.workspace import Workspace
-
 app = typer.Typer(
     help="API keys for the gateway: stored as salted hashes, scoped to deployments.",
     no_args_is_help=True,
 )
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
-
-
-def _workspace() -> Workspace:
-    from forgeml.core.workspace import open_workspace
-
-    return open_workspace()
 
 
 def _limit(value: Any) -> str:
@@ -44,15 +35,13 @@ def create(
     as_json: JsonFlag = False,
 ) -> None:
     """Create a key and print it ONCE: only a salted hash of it is kept."""
-    from forgeml.gateway import create_key
-
-    summary, secret = create_key(_workspace(), name, scope, rate, burst, daily_quota)
+    created = _keys().create(name, scope, rate, burst, daily_quota)
     if as_json:
-        print_json({**summary, "key": secret})
+        print_json(created)
         return
-    say(f"key {summary['prefix']} created for {', '.join(summary['scopes'])}")
+    say(f"key {created['prefix']} created for {', '.join(created['scopes'])}")
     say("Store it now; it is not shown again:")
-    typer.echo(secret)
+    typer.echo(created["key"])
 
 
 def _keys() -> Any:
@@ -104,7 +93,7 @@ def usage(
 ) -> None:
     """Requests, errors and rejections per key and deployment (flushed by the gateway)."""
     start = since.replace(tzinfo=since.tzinfo or UTC) if since else None
-    rows = LocalKeys().usage(start)
+    rows = _keys().usage(start)
     if as_json:
         print_json(rows)
         return

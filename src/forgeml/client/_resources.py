@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -355,6 +356,13 @@ class Keys(_Resource):
     def revoke(self, key: str) -> dict[str, Any]:
         """Revoke a key by its prefix or id (`keys revoke --json`)."""
         return self._transport.post(f"/keys/{_segment(key)}/revoke")
+
+    def usage(self, since: datetime | None = None) -> Items:
+        """Requests, errors and rejections per key and deployment from `since` (UTC) on, as
+        the gateways flushed them (`keys usage --json`)."""
+        params = {"since": since.isoformat()} if since is not None else None
+        answer: Items = self._transport.get("/keys/usage", params)
+        return answer
 
 
 class Audit(_Resource):

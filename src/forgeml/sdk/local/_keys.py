@@ -44,7 +44,7 @@ class LocalKeys:
 
     def usage(self, since: datetime | None = None) -> Items:
         """Requests, errors and rejections per key and deployment from `since` (UTC) on, as
-        the gateway flushed them (`keys usage --json`; the API has no route for it)."""
+        the gateways flushed them (`keys usage --json`)."""
         from forgeml.gateway import usage_report
 
         with closing(open_workspace()) as workspace:
