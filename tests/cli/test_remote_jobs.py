@@ -91,11 +91,12 @@ def test_a_remote_train_runs_as_a_server_job_and_prints_what_local_train_prints(
     actors = {actor for _, actor, _ in _audited(forgeml.served.workspace)[len(before) :]}
     actions = {action for _, _, action in _audited(forgeml.served.workspace)[len(before) :]}
     assert actors == {"olivia"} and {"job.submit", "model.register"} <= actions, actions
-    # tracked in the workspace's own MLflow store, not in the job's folder
-    commands = forgeml.served.home / "commands"
-    assert [list(folder.iterdir()) for folder in commands.iterdir()] == [
-        [folder / "train.yaml"] for folder in commands.iterdir()
-    ]
+    # the job's folder (its train.yaml) removed once it ended; its log kept
+    assert list((forgeml.served.home / "commands").iterdir()) == []
+    job = json.loads(forgeml.remote("jobs", "list", "--json").stdout)[0]
+    assert job["state"] == "SUCCEEDED" and job["command"][-len(TRAIN) :] == list(TRAIN)
+    logged = forgeml.remote("jobs", "logs", job["job_id"])
+    assert (logged.code, logged.stdout) == (0, remote.stdout)
 
 
 def _audited(workspace: Workspace) -> list[tuple[int, str, str]]:
