@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -91,11 +92,12 @@ def test_a_remote_train_runs_as_a_server_job_and_prints_what_local_train_prints(
     actors = {actor for _, actor, _ in _audited(forgeml.served.workspace)[len(before) :]}
     actions = {action for _, _, action in _audited(forgeml.served.workspace)[len(before) :]}
     assert actors == {"olivia"} and {"job.submit", "model.register"} <= actions, actions
-    # tracked in the workspace's own MLflow store, not in the job's folder
-    commands = forgeml.served.home / "commands"
-    assert [list(folder.iterdir()) for folder in commands.iterdir()] == [
-        [folder / "train.yaml"] for folder in commands.iterdir()
-    ]
+    # the job's folder (its train.yaml) removed once it ended; its log kept
+    assert list((forgeml.served.home / "commands").iterdir()) == []
+    job = json.loads(forgeml.remote("jobs", "list", "--json").stdout)[0]
+    assert job["state"] == "SUCCEEDED" and job["command"][-len(TRAIN) :] == list(TRAIN)
+    logged = forgeml.remote("jobs", "logs", job["job_id"])
+    assert (logged.code, logged.stdout) == (0, remote.stdout)
 
 
 def _audited(workspace: Workspace) -> list[tuple[int, str, str]]:
@@ -135,10 +137,52 @@ def test_detach_prints_the_queued_job_whose_log_is_the_commands_output(
     assert (followed.code, followed.stdout) == (0, local.stdout)
 
 
-def test_a_folder_named_by_a_remote_command_is_refused(forgeml: Forgeml, tmp_path: Path) -> None:
-    refused = forgeml.remote("rag", "index", "docs", str(tmp_path))
+@pytest.mark.slow
+def test_a_folder_named_by_a_remote_command_is_uploaded_and_indexed_as_locally(
+    forgeml: Forgeml, tmp_path: Path
+) -> None:
+    from tests.rag.conftest import write_stdlib_docs
 
-    assert_cli_error(refused, "is a folder of this machine", 2)
+    docs = write_stdlib_docs(tmp_path / "docs", ("bisect",))
+    (docs / "more").mkdir()
+    (docs / "more" / "notes.md").write_text("# Notes\n\nA sorted list keeps its order.\n")
+    (docs / "more" / "notes.bin").write_bytes(b"\0not read")
+    local = forgeml("rag", "index", "here", str(docs), "--json")
+    with scheduling(forgeml.served):
+        remote = forgeml.remote("rag", "index", "there", f"{docs}/", "--json")
+
+    # the job's log is the command's stderr (its progress line), then its stdout
+    progress, _, printed = remote.stdout.partition("\n")
+    assert (remote.code, remote.stderr, local.code) == (0, "", 0), remote
+    assert _timeless(progress.replace("there", "here") + "\n") == _timeless(local.stderr)
+    here, there = json.loads(local.stdout), json.loads(printed)
+    same = ("version", "chunks", "documents", "config", "stats", "created", "run", "created_by")
+    assert {k: there[k] for k in same} == {k: here[k] for k in same}
+    assert (here["documents"], here["created"]) == (2, True)
+    # the same files, read from the folder the server unpacked them in
+    unpacked = Path(there["sources"][0]["spec"])
+    assert [s["kind"] for s in there["sources"]] == [s["kind"] for s in here["sources"]]
+    assert unpacked.name == "docs"
+    assert unpacked.parent.parent == (forgeml.served.home / "commands").resolve()
+    assert not unpacked.exists()  # removed when the job ended
+
+
+def _timeless(text: str) -> str:
+    return re.sub(r"done in [0-9.]+s", "done in Ns", text)
+
+
+def test_a_folder_holding_a_link_is_refused_before_anything_is_sent(
+    forgeml: Forgeml, tmp_path: Path
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# a")
+    (tmp_path / "docs" / "passwd.md").symlink_to("/etc/passwd")
+    before = json.loads(forgeml.remote("jobs", "list", "--json").stdout)
+
+    refused = forgeml.remote("rag", "index", "docs", str(tmp_path / "docs"))
+
+    assert_cli_error(refused, "passwd.md is a link or a device", 2)
+    assert json.loads(forgeml.remote("jobs", "list", "--json").stdout) == before
 
 
 def test_a_viewer_cannot_run_a_command_as_a_job(forgeml: Forgeml) -> None:

@@ -5,6 +5,7 @@ outside its folder."""
 
 from __future__ import annotations
 
+import base64
 import io
 import tarfile
 from collections.abc import Callable, Iterator
@@ -12,12 +13,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from forgeml.api import api_in_thread
 from forgeml.core.artifacts import ArtifactStore
 from forgeml.core.config import Settings
 from forgeml.core.errors import ForgemlError, InvalidNameError
 from forgeml.core.ids import parse_ref, validate_name
+from forgeml.core.store import JobRecord
 from forgeml.core.workspace import Workspace
 from forgeml.tracking._bundle import extract_tar
 from tests.cli.conftest import assert_cli_error
@@ -175,17 +178,24 @@ def _link(name: str, target: str, kind: bytes) -> tuple[tarfile.TarInfo, bytes]:
     return info, b""
 
 
-@pytest.mark.parametrize(
-    ("member", "why"),
-    [
-        (_link("model.safetensors", "/etc/passwd", tarfile.SYMTYPE), "holds the link"),
-        (_link("weights", "model.json", tarfile.SYMTYPE), "holds the link"),  # even inside
-        (_link("model.safetensors", "/etc/passwd", tarfile.LNKTYPE), "holds the link"),
-        (_link("h", "model.json", tarfile.LNKTYPE), "holds the link"),
-        (_file("../../escaped.txt"), "would land outside the folder"),
-        (_file("sub/../../escaped.txt"), "would land outside the folder"),
-    ],
-)
+def _fifo(name: str) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.FIFOTYPE
+    return info, b""
+
+
+# what an archive may not hold, and the words of its refusal
+UNSAFE_MEMBERS = [
+    (_link("model.safetensors", "/etc/passwd", tarfile.SYMTYPE), "holds the link"),
+    (_link("weights", "model.json", tarfile.SYMTYPE), "holds the link"),  # even inside
+    (_link("model.safetensors", "/etc/passwd", tarfile.LNKTYPE), "holds the link"),
+    (_link("h", "model.json", tarfile.LNKTYPE), "holds the link"),
+    (_file("../../escaped.txt"), "would land outside the folder"),
+    (_file("sub/../../escaped.txt"), "would land outside the folder"),
+]
+
+
+@pytest.mark.parametrize(("member", "why"), UNSAFE_MEMBERS)
 def test_cve_2025_8917_an_archive_with_a_link_or_an_escaping_member_is_refused(
     tmp_path: Path, member: tuple[tarfile.TarInfo, bytes], why: str
 ) -> None:
@@ -213,3 +223,41 @@ def test_cve_2025_8917_a_plain_archive_is_unpacked(tmp_path: Path) -> None:
     dest = extract_tar(blob, tmp_path / "out")
 
     assert (dest / "w" / "a.safetensors").read_bytes() == b"w"
+
+
+@pytest.mark.parametrize(
+    ("member", "why"),
+    [
+        *UNSAFE_MEMBERS,
+        (_file("/tmp/escaped.txt"), "would land outside the folder"),
+        (_fifo("pipe"), "which is not a plain file"),
+    ],
+)
+def test_cve_2025_8917_a_command_folder_with_a_link_or_an_escaping_member_is_a_400(
+    tmp_path: Path, member: tuple[tarfile.TarInfo, bytes], why: str
+) -> None:
+    from tests.api.conftest import api_client
+
+    blob = _tar(iter([_file("a.md", b"# a"), member]), tmp_path / "docs.tar").read_bytes()
+    body = {
+        "argv": ["rag", "index", "docs", "docs"],
+        "files": {"q.yaml": base64.b64encode(b"x: 1").decode()},
+        "folders": {"docs": base64.b64encode(blob).decode()},
+    }
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
+    try:
+        with api_client(workspace) as client:
+            answer = client.post("/api/v1/commands", json=body)
+        with workspace.store.session() as session:
+            jobs = session.scalars(select(JobRecord)).all()
+    finally:
+        workspace.close()
+
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"].startswith("folders.docs is refused: ")
+    assert why in answer.json()["error"]
+    # nothing written: no command folder, no job, nothing beside the workspace
+    assert jobs == []
+    assert list((tmp_path / "home" / "commands").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.tar", "home"]
+    assert not Path("/tmp/escaped.txt").exists()

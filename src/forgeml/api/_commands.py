@@ -1,16 +1,24 @@
 """`POST /api/v1/commands`: a CLI command run on the server as a job (the CLI's remote mode
 for its heavy commands: train, tune, rag index, pipelines run, ...).
 
-The body is the command line after `forgeml` and the files it names, by their bare names.
-The files are written into a fresh folder under the workspace (`commands/<id>/`), which is
-the job's working directory; the job is `python -m forgeml.cli *argv`, queued for the
-server's scheduler, owned and audited as the caller. Which commands may run this way and
-the permission each needs besides `jobs:submit` is one table (`forgeml.client._commands`).
+The body is the command line after `forgeml` and the files and folders it names, by their
+bare names (a folder as a tar of its plain files). They are written into a fresh folder
+under the workspace (`commands/<id>/`), which is the job's working directory; each folder
+is unpacked with `forgeml.core.archives.extract_tar` (no link, no device, nothing outside
+it: ClearML CVE-2025-8917), all of them within the upload limits (bytes and members), and
+a refused upload leaves no folder behind. The job is `python -m forgeml.cli *argv`, queued
+for the server's scheduler, owned and audited as the caller; its folder is the job's
+scratch, removed when the job ends (its log is kept with every job's). Which commands may
+run this way and the permission each needs besides `jobs:submit` is one table
+(`forgeml.client._commands`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +30,8 @@ from forgeml.api._context import acting
 from forgeml.api._json import CliRouter
 from forgeml.api._limits import ApiLimits
 from forgeml.client._commands import check_argv, decode_files
-from forgeml.core.errors import PayloadTooLargeError
+from forgeml.core.archives import UnpackBudget, extract_tar
+from forgeml.core.errors import PayloadTooLargeError, UsageError
 from forgeml.core.ids import new_id
 from forgeml.core.workspace import Workspace
 from forgeml.scheduler.contract import JOB_CWD_ENV, cli_command
@@ -44,35 +53,78 @@ class CommandRequest(BaseModel):
         default_factory=dict,
         description="Files the command reads, by bare name: their content in base64.",
     )
+    folders: dict[str, str] = Field(
+        default_factory=dict,
+        description="Folders the command reads, by bare name: a tar of each one's plain "
+        "files (no links), in base64.",
+    )
 
 
 @router.post("", status_code=202, dependencies=[require("jobs:submit")])
 async def run_command(request: Request, body: CommandRequest) -> dict[str, Any]:
-    """Queue `forgeml *argv` as a job in a folder holding `files`; answers the job's
-    summary (as `jobs submit --detach --json`). 400: not a command run as a job, an option
-    a job may not carry, or a file name with a folder or `..`; 403: the command's own
-    permission is missing; 413: the files are over the upload limit."""
+    """Queue `forgeml *argv` as a job in a folder holding `files` and `folders`; answers
+    the job's summary (as `jobs submit --detach --json`). 400: not a command run as a job,
+    an option a job may not carry, a name with a folder or `..`, or a folder's tar holding
+    a link, a device or a member outside it; 403: the command's own permission is missing;
+    413: the files and the folders unpacked are over the upload limit (bytes, or members)."""
     authorizer: Authorizer = request.app.state.authorizer
     await asyncio.to_thread(authorizer.authorize, request, check_argv(body.argv))
     limits: ApiLimits = request.app.state.limits
     files = decode_files(body.files)
-    if sum(len(data) for data in files.values()) > limits.max_upload_bytes:
+    folders = decode_files(body.folders, "folders")
+    clash = sorted(files.keys() & folders.keys())
+    if clash:
+        raise UsageError(f"folders.{clash[0]}: a file of that name is sent too; rename one.")
+    sent = sum(len(data) for data in files.values())
+    if sent > limits.max_upload_bytes:
         raise PayloadTooLargeError(
             f"files: over this server's upload limit of {limits.max_upload_bytes:,} bytes."
         )
-    return await asyncio.to_thread(_queue, acting(request), body.argv, files)
+    # the folders unpack within what the files left of the limit
+    budget = UnpackBudget(limits.max_upload_bytes, limits.max_upload_members, "folders", sent)
+    return await asyncio.to_thread(_queue, acting(request), body.argv, files, folders, budget)
 
 
-def _queue(home: Workspace, argv: list[str], files: dict[str, bytes]) -> dict[str, Any]:
+def _queue(
+    home: Workspace,
+    argv: list[str],
+    files: dict[str, bytes],
+    folders: dict[str, bytes],
+    budget: UnpackBudget,
+) -> dict[str, Any]:
     folder = command_folder(home)
-    for name, data in files.items():
-        (folder / name).write_bytes(data)
+    try:
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        for name, blob in folders.items():
+            _unpack(blob, folder / name, budget)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     fields = {
         "name": f"forgeml {' '.join(argv[:2])}",
         "command": cli_command(argv),
         "env": {JOB_CWD_ENV: str(folder)},
+        "scratch": str(folder),  # removed when the job ends (`scheduler.jobs.transition`)
     }
     return job_summary(submit_and_run(home, fields, detach=True, wait=False))
+
+
+def _unpack(blob: bytes, dest: Path, budget: UnpackBudget) -> None:
+    # the tar is read from a file beside the command folders, never one of its own names
+    handle, name = tempfile.mkstemp(suffix=".tar", dir=dest.parent.parent)
+    try:
+        with os.fdopen(handle, "wb") as tar:
+            tar.write(blob)
+        extract_tar(
+            Path(name),
+            dest,
+            f"folders.{dest.name}",
+            "a folder is sent as its plain files, each inside it",
+            budget.filter(),
+        )
+    finally:
+        os.unlink(name)
 
 
 def command_folder(home: Workspace) -> Path:

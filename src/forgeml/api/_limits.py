@@ -13,9 +13,11 @@ from forgeml.core.errors import RateLimitedError
 
 @dataclass(frozen=True)
 class ApiLimits:
-    """Limits of an app: the largest upload body, and concurrent log streams per caller."""
+    """Limits of an app: the largest upload body, the files and folders one upload may
+    unpack to (`POST /api/v1/commands`), and concurrent log streams per caller."""
 
     max_upload_bytes: int = 1 << 30
+    max_upload_members: int = 10_000
     max_log_streams: int = 8
 
 

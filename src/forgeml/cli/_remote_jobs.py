@@ -1,10 +1,12 @@
 """Remote mode of the heavy commands (train, tune, rag index, pipelines run, ...): each runs
 on the server as a job of its own CLI (`POST /api/v1/commands`).
 
-The local files the command line names (an argument, or the value of `--opt=value`, that
-is an existing file) are uploaded with it and the arguments rewritten to their bare names:
-the job runs in a folder holding them. A folder is refused (send its files), and so are
-two different files of one name. Then the job's log is followed, as `jobs logs -f` does,
+The local files and folders the command line names (an argument, or the value of
+`--opt=value`, that is an existing path) are uploaded with it and the arguments rewritten
+to their bare names: the job runs in a folder holding them (a folder sent as a tar of its
+plain files, `forgeml.core.archives`; one holding a link or a device is refused here, as
+the server would). Two different paths of one name are refused. The server removes them
+when the job ends. Then the job's log is followed, as `jobs logs -f` does,
 onto stdout (the job's stdout and stderr, in order), and the command exits as the job did:
 0 when it succeeded, else its exit code (1 when it has none) with one sentence naming it.
 `--detach` prints the job's summary (`jobs submit --detach`) and returns.
@@ -13,6 +15,7 @@ onto stdout (the job's stdout and stderr, in order), and the command exits as th
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,14 +32,14 @@ def run_as_job(client: Client, args: list[str]) -> int:
     """Run `forgeml *args` on the server as a job; its exit code (0) or raise its failure.
 
     Raises:
-        UsageError: a named path is a folder, or two files share a name.
+        UsageError: a named folder holds a link, or two paths share a name.
         ForgemlError: the job did not succeed (its exit code, or 1).
     """
     options = _options_end(args)
     detach = DETACH in args[:options]
     argv = [arg for i, arg in enumerate(args) if not (arg == DETACH and i < options)]
-    argv, files = uploads(argv)
-    summary = client.commands.run(argv, files)
+    argv, files, folders = uploads(argv)
+    summary = client.commands.run(argv, files, folders)
     job_id = summary["job_id"]
     if detach:
         if "--json" in argv:
@@ -56,19 +59,22 @@ def _options_end(args: list[str]) -> int:
     return args.index("--") if "--" in args else len(args)
 
 
-def uploads(argv: list[str]) -> tuple[list[str], dict[str, bytes]]:
-    """`argv` with each argument naming a local file rewritten to its bare name, and
-    those files' contents by name (the command's own words are kept: `rag index`, not a
-    file named `index`).
+Uploads = tuple[list[str], dict[str, bytes], dict[str, bytes]]
+
+
+def uploads(argv: list[str]) -> Uploads:
+    """`argv` with each argument naming a local file or folder rewritten to its bare name,
+    the files' contents by name, and the folders' (each a tar of its plain files) by name;
+    the command's own words are kept: `rag index`, not a file named `index`.
 
     Raises:
-        UsageError: an argument names a folder, or two different files share a name.
+        UsageError: a folder holds a link or a device, or two different paths share a name.
     """
     from forgeml.client._commands import job_command
 
     key = job_command(argv)
     words = 1 if key is None or key[1] is None else 2
-    rewritten, files = list(argv[:words]), dict[str, bytes]()
+    rewritten, files, folders = list(argv[:words]), dict[str, bytes](), dict[str, Path]()
     for arg in argv[words:]:
         flag, equals, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
         path = Path(value)
@@ -76,19 +82,43 @@ def uploads(argv: list[str]) -> tuple[list[str], dict[str, bytes]]:
             rewritten.append(arg)
             continue
         if path.is_dir():
+            folder = path.resolve()
+            name = folder.name  # `docs/`, `.` and `..` go by the folder's own name
+            taken = name in files or folders.setdefault(name, folder) != folder
+        else:
+            name, data = path.name, path.read_bytes()
+            taken = name in folders or files.setdefault(name, data) != data
+        if taken:
             raise UsageError(
-                f"{value} is a folder of this machine: a command run on the server takes "
-                "files only; name the files it needs."
+                f"Two different paths are named {name}: a command run on the server gets "
+                "its files and folders in one folder; rename one."
             )
-        data = path.read_bytes()
-        if files.get(path.name, data) != data:
+        rewritten.append(f"{flag}{equals}{name}")
+    return rewritten, files, {name: _folder_tar(folder) for name, folder in folders.items()}
+
+
+def _folder_tar(folder: Path) -> bytes:
+    """The plain files below `folder` as one tar (what the server unpacks in the job's
+    folder: `forgeml.core.archives`), by their names inside it.
+
+    Raises:
+        UsageError: it holds a link, or something that is neither a file nor a folder.
+    """
+    from forgeml.core.archives import pack_files
+
+    names = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
             raise UsageError(
-                f"Two different files are named {path.name}: a command run on the server "
-                "gets its files in one folder; rename one."
+                f"{path} is a link or a device: a folder sent to the server holds plain "
+                "files and folders only; copy what it points to instead."
             )
-        files[path.name] = data
-        rewritten.append(f"{flag}{equals}{path.name}")
-    return rewritten, files
+        if path.is_file():
+            names.append(path.relative_to(folder))
+    with tempfile.TemporaryDirectory(prefix="forgeml-upload-") as scratch:
+        target = Path(scratch) / "folder.tar"
+        pack_files(folder, names, target)
+        return target.read_bytes()
 
 
 def _write(data: bytes) -> None:

@@ -1,5 +1,5 @@
 """The CLI commands the control plane runs as jobs (`POST /api/v1/commands`), the permission
-each needs, and the rules their uploaded files follow: one table, read by the server to
+each needs, and the rules their uploaded files and folders follow: one table, read by the server to
 authorize a command and by the CLI's remote mode to send one.
 
 Kept free of HTTP imports: the CLI reads the table on every start in remote mode.
@@ -97,37 +97,44 @@ def _check_text(text: str, field: str) -> None:
         raise UsageError(f"{field}: not valid Unicode text.") from None
 
 
-def check_file_name(name: str) -> str:
-    """`name` if it is a bare file name (no folder, no `..`).
+def check_file_name(name: str, field: str = "files") -> str:
+    """`name` if it is a bare file name (no folder, no `..`); `field` names the body's
+    field in an error (`files`, or `folders` for a folder's name).
 
     Raises:
         UsageError: it is empty, names a folder, or holds `..` or a NUL.
     """
-    _check_text(name, "files")
+    _check_text(name, field)
     if not name or name in (".", "..") or ".." in name or "/" in name or "\\" in name:
         raise UsageError(
-            f"files.{name}: a file is sent by its bare name, without a folder or '..'."
+            f"{field}.{name}: a {_noun(field)} is sent by its bare name, without a folder or '..'."
         )
     if "\0" in name or len(name.encode()) > MAX_NAME_BYTES:
         raise UsageError(
-            f"files: a file name is at most {MAX_NAME_BYTES} bytes, without a NUL character."
+            f"{field}: a {_noun(field)} name is at most {MAX_NAME_BYTES} bytes, without a "
+            "NUL character."
         )
     return name
 
 
-def decode_files(files: Mapping[str, str]) -> dict[str, bytes]:
-    """The uploaded files' contents, each name checked (`check_file_name`).
+def _noun(field: str) -> str:
+    return "folder" if field == "folders" else "file"
+
+
+def decode_files(files: Mapping[str, str], field: str = "files") -> dict[str, bytes]:
+    """The uploaded files' (or, with `field="folders"`, the folders' tar) contents, each
+    name checked (`check_file_name`).
 
     Raises:
         UsageError: a name is not a bare file name, or a content is not base64.
     """
     decoded = {}
     for name, content in files.items():
-        check_file_name(name)
+        check_file_name(name, field)
         try:
             decoded[name] = base64.b64decode(content, validate=True)
         except ValueError:
-            raise UsageError(f"files.{name}: the content is not base64.") from None
+            raise UsageError(f"{field}.{name}: the content is not base64.") from None
     return decoded
 
 
@@ -137,8 +144,20 @@ class Commands:
     def __init__(self, transport: Transport) -> None:
         self._transport = transport
 
-    def run(self, argv: Sequence[str], files: Mapping[str, bytes]) -> dict[str, Any]:
-        """Queue `forgeml *argv` as a job whose folder holds `files`; answers the job's
+    def run(
+        self,
+        argv: Sequence[str],
+        files: Mapping[str, bytes],
+        folders: Mapping[str, bytes] | None = None,
+    ) -> dict[str, Any]:
+        """Queue `forgeml *argv` as a job whose folder holds `files`, and `folders` unpacked
+        (each a tar of plain files, `forgeml.core.archives.pack_files`); answers the job's
         summary (as `jobs submit --json`)."""
-        encoded = {name: base64.b64encode(data).decode() for name, data in files.items()}
-        return self._transport.post("/commands", {"argv": list(argv), "files": encoded})
+        body: dict[str, Any] = {"argv": list(argv), "files": _encoded(files)}
+        if folders:
+            body["folders"] = _encoded(folders)
+        return self._transport.post("/commands", body)
+
+
+def _encoded(contents: Mapping[str, bytes]) -> dict[str, str]:
+    return {name: base64.b64encode(data).decode() for name, data in contents.items()}

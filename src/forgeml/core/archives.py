@@ -1,11 +1,14 @@
 """A folder of plain files as one tar stream, and back: how the server hands a folder it
-built (`models export` in remote mode) to a client that unpacks it into its own.
+built (`models export` in remote mode) to a client that unpacks it into its own, and how a
+client sends a folder a command names to the server (`POST /api/v1/commands`).
 
 Unpacking follows Python's tarfile "data" filter (PEP 706), the fix for tarfile path
 traversal (CVE-2007-4559): no absolute names, nothing outside the folder; and refuses
 every link and anything that is not a plain file or folder, which a built folder never
 holds. The archive lands in a private folder beside the destination and is renamed into
-place, so a refused or broken archive leaves nothing behind.
+place, so a refused or broken archive leaves nothing behind. An `UnpackBudget` bounds
+what archives from a caller may unpack to (members and bytes), checked on each member's
+header before its data is read, so a small compressed archive cannot fill the disk.
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from forgeml.core.errors import AlreadyExistsError, InvalidDataError
+from forgeml.core.errors import (
+    AlreadyExistsError,
+    InvalidDataError,
+    PayloadTooLargeError,
+    UnsafeArchiveError,
+)
 
 TAR_MEDIA_TYPE = "application/x-tar"
 # beside the tar, what the command that built the folder prints with --json (as JSON)
@@ -59,6 +67,38 @@ def plain_member(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
 MemberFilter = Callable[[tarfile.TarInfo, str], tarfile.TarInfo | None]
 
 
+class UnpackBudget:
+    """How many members and file bytes the archives of one request may unpack to, together.
+
+    `filter` wraps a member filter: a member it lets through is counted, and one over
+    either limit refuses the archive with `PayloadTooLargeError` (`extract_tar` then leaves
+    nothing behind). `what` names the upload in the error; `spent` is what the rest of the
+    request already holds (bytes).
+    """
+
+    def __init__(self, max_bytes: int, max_members: int, what: str, spent: int = 0) -> None:
+        self.max_bytes, self.max_members, self.what = max_bytes, max_members, what
+        self.bytes, self.members = spent, 0
+
+    def filter(self, inner: MemberFilter = plain_member) -> MemberFilter:
+        def bounded(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+            kept = inner(member, path)
+            self.members += 1
+            self.bytes += member.size
+            if self.members > self.max_members:
+                raise PayloadTooLargeError(
+                    f"{self.what}: over this server's limit of {self.max_members:,} files "
+                    "and folders in one upload."
+                )
+            if self.bytes > self.max_bytes:
+                raise PayloadTooLargeError(
+                    f"{self.what}: over this server's upload limit of {self.max_bytes:,} bytes."
+                )
+            return kept
+
+        return bounded
+
+
 def extract_tar(
     blob: Path, dest: Path, what: str, rule: str, member_filter: MemberFilter = plain_member
 ) -> Path:
@@ -67,8 +107,9 @@ def extract_tar(
     error.
 
     Raises:
-        InvalidDataError: `member_filter` refused a member, or `blob` is not a tar; `dest` is
-            left as it was and nothing else is written.
+        UnsafeArchiveError: `member_filter` refused a member (a link, a device, a member
+            outside the folder); `dest` is left as it was and nothing else is written.
+        InvalidDataError: `blob` is not a tar; the same.
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
@@ -77,7 +118,7 @@ def extract_tar(
             with tarfile.open(blob, "r") as tar:
                 tar.extractall(staging, filter=member_filter)
         except tarfile.FilterError as error:
-            raise InvalidDataError(f"{what} is refused: {_why(error)}; {rule}.") from None
+            raise UnsafeArchiveError(f"{what} is refused: {_why(error)}; {rule}.") from None
         except tarfile.TarError as error:
             raise InvalidDataError(f"{what} is not a tar archive: {error}.") from None
         staging.chmod(0o755)  # mkdtemp's folder is private; the folder made is not

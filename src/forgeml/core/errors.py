@@ -60,6 +60,13 @@ class MissingColumnError(InvalidDataError):
     """A recipe, spec or expectation names a column the data does not have."""
 
 
+class UnsafeArchiveError(InvalidDataError):
+    """An archive holds a link, a device or a member that would land outside its folder
+    (ClearML CVE-2025-8917, tarfile's CVE-2007-4559): a request that must not be served."""
+
+    http_status = 400
+
+
 class UnsafeUrlError(ForgemlError):
     """A URL the server was asked to fetch fails the SSRF rules (`forgeml.core.netguard`)."""
 

@@ -1,18 +1,22 @@
 """Jobs: submit (validated against the cluster and the queue), list, show, cancel, retry.
 
 Every state change goes through `transition`, which appends a `job_events` row in the
-caller's transaction; submit, cancel, retry and preempt also write an audit event.
+caller's transaction; submit, cancel, retry and preempt also write an audit event. A job's
+`scratch` folder (a command job's uploads) is removed once its final state is committed,
+whichever way it ended; its log is kept where every job's is.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, event, func, select
 from sqlalchemy.orm import Session
 
 from forgeml.core.errors import InvalidJobError, JobStateError, NotFoundError, UsageError
@@ -176,7 +180,18 @@ def transition(
     action = _AUDITED.get(to_state)
     if workspace is not None and action is not None:
         workspace.audit(session, action, f"job:{job.id}", {"reason": reason, "attempt": attempt})
+    scratch = job.spec.get("scratch")
+    if to_state.is_final and scratch:
+        _remove_on_commit(session, Path(scratch))
     session.flush()
+
+
+def _remove_on_commit(session: Session, folder: Path) -> None:
+    # after the commit: a transition rolled back leaves the job, and its files, as they were
+    def remove(_: Session) -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+    event.listen(session, "after_commit", remove, once=True)
 
 
 def get_job(session: Session, ref: str) -> JobRecord:
@@ -280,13 +295,19 @@ def retry(workspace: Workspace, ref: str) -> JobRecord:
 
     Raises:
         NotFoundError: no such job.
-        JobStateError: the job has not ended, or it succeeded.
+        JobStateError: the job has not ended, or it succeeded, or its scratch folder (the
+            files a command job was sent with) was removed when it ended.
     """
     with workspace.store.session() as session:
         job = get_job(session, ref)
         if job.state not in (JobState.FAILED, JobState.CANCELLED):
             raise JobStateError(
                 f"Job {job.id} is {job.state}; only FAILED or CANCELLED jobs can be retried."
+            )
+        scratch = job.spec.get("scratch")
+        if scratch and not Path(scratch).is_dir():
+            raise JobStateError(
+                f"Job {job.id}'s files were removed when it ended; run its command again."
             )
         job.cancel_requested = False
         job.next_attempt_at = None

@@ -109,6 +109,11 @@ class JobSpec(_Strict):
     timeout_seconds: NonNegativeFloat | None = Field(None, description="Wall-time limit.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment.")
     owner: str = Field(description="Who submitted the job.")
+    scratch: str | None = Field(
+        None,
+        description="A folder of the job's own (the files a command job was sent with), "
+        "removed when the job ends.",
+    )
 
     @property
     def priority_value(self) -> int:
