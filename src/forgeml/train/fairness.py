@@ -105,7 +105,7 @@ def _summaries(frame: Any) -> dict[str, float]:
     """The four summaries from the column's one MetricFrame, as fairlearn defines them
     (`demographic_parity_*`: the selection rates' gap between groups; `equalized_odds_*`:
     the worse of the TPR and FPR gaps), without the frame each of those functions builds
-    anew (they made the report 2.8x slower; benchmarks/fairness.py)."""
+    anew (they made the report about 3x slower on Adult: benchmarks/fairness.py)."""
     difference, ratio = frame.difference(), frame.ratio()
     return {
         "dp_diff": float(difference["selection_rate"]),
