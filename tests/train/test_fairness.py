@@ -129,16 +129,26 @@ def test_runs_show_prints_the_fairness_table(
     )
 
 
-def test_fairness_report_matches_fairlearn_on_every_measure() -> None:
-    rng = np.random.default_rng(0)
-    groups = rng.choice(["a", "b", "c"], 500).tolist()
+FAIRLEARN_SUMMARIES = {
+    "dp_diff": demographic_parity_difference,
+    "dp_ratio": demographic_parity_ratio,
+    "eo_diff": equalized_odds_difference,
+    "eo_ratio": equalized_odds_ratio,
+}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fairness_report_matches_fairlearn_on_every_measure(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    groups = rng.choice(["a", "b", "c", "d"], 500, p=[0.5, 0.3, 0.15, 0.05]).tolist()
     y_true = rng.integers(0, 2, 500)
     y_pred = (rng.random(500) < np.where(np.array(groups) == "a", 0.7, 0.3)).astype(int)
-    report = fairness_report(y_true, y_pred, {"g": groups})
-    assert set(report.metrics) == {f"fairness/g/{m}" for m in MEASURES}
-    assert report.metrics["fairness/g/eo_ratio"] == pytest.approx(
-        equalized_odds_ratio(y_true, y_pred, sensitive_features=groups)
-    )
+    report = fairness_report(y_true, y_pred, {"g": groups, "h": groups[::-1]})
+    assert set(report.metrics) == {f"fairness/{c}/{m}" for c in "gh" for m in MEASURES}
+    for measure, function in FAIRLEARN_SUMMARIES.items():
+        for column, values in (("g", groups), ("h", groups[::-1])):
+            expected = function(y_true, y_pred, sensitive_features=values)
+            assert report.metrics[f"fairness/{column}/{measure}"] == pytest.approx(expected)
     a = np.array(groups) == "a"
     assert report.groups["g"]["a"]["accuracy"] == pytest.approx(np.mean(y_true[a] == y_pred[a]))
     assert report.groups["g"]["a"]["fpr"] == pytest.approx(np.mean(y_pred[a & (y_true == 0)] == 1))
