@@ -66,6 +66,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("GET", "/api/v1/runs"): {"owner", "viewer"},
     ("GET", "/api/v1/runs/{ref}"): {"owner", "viewer"},
     ("GET", "/api/v1/runs/{ref}/metrics"): {"owner", "viewer"},
+    ("GET", "/api/v1/runs/{ref}/fairness"): {"owner", "viewer"},
     ("POST", "/api/v1/runs/{ref}/reproduce"): {"owner"},
     ("GET", "/api/v1/models"): {"owner", "viewer"},
     ("GET", "/api/v1/models/{ref}"): {"owner", "viewer"},
