@@ -1,6 +1,6 @@
 """Operations: deployments (replicas, traffic split, canary), monitoring (alerts, with their
-acknowledgement; drift per feature over time), cost, the audit log with its verification,
-gateway keys, and accounts."""
+acknowledgement; drift per feature over time; accuracy from feedback), cost, the audit log
+with its verification, gateway keys, and accounts."""
 
 from __future__ import annotations
 
@@ -46,17 +46,18 @@ def monitoring(
     window: Annotated[int, Query(ge=_monitor.MIN_WINDOW_ROWS, le=_monitor.MAX_WINDOW_ROWS)] = 2000,
 ) -> HTMLResponse:
     """Recorded alerts, newest first, with the acknowledge button for those who may; and,
-    for a deployment or model named, its drift per feature over time (`/api/v1/monitor/drift`,
-    for those who may read it) with the latest window's tests."""
+    for a deployment or model named, its drift per feature over time (`/api/v1/monitor/drift`)
+    with the latest window's tests, and its accuracy from feedback over the latest window
+    (`/api/v1/monitor/accuracy`), each for those who may read it."""
     found = _alerts.alerts(request, state=state)["alerts"]
     may_ack = allowed(request, _alerts.router, _alerts.ack)
     may_drift = allowed(request, _monitor.router, _monitor.drift)
-    drift = None
-    if may_drift and (deployment or model):
-        drift = _monitor.drift(
-            request, deployment=deployment or None, model=model or None, window=window,
-            windows=_monitor.MAX_WINDOWS,
-        )  # fmt: skip
+    may_accuracy = allowed(request, _monitor.router, _monitor.accuracy)
+    target = {"deployment": deployment or None, "model": model or None, "window": window}
+    readings: dict[str, Any] = {}
+    if deployment or model:
+        readings = _readings(request, target, may_drift, may_accuracy)
+    drift = readings.get("drift")
     chart = None
     if drift is not None:
         names = list(dict.fromkeys(n for w in drift["windows"] for n in w["scores"]))
@@ -64,11 +65,43 @@ def monitoring(
             "x": [w["end"] for w in drift["windows"]],
             "series": {n: [w["scores"].get(n) for w in drift["windows"]] for n in names},
         }
-    target = {"deployment": deployment or "", "model": model or "", "window": window}
+    shown = {"deployment": deployment or "", "model": model or "", "window": window}
     return render(
         request, "monitoring.html", alerts=found, state=state, may_ack=may_ack,
-        may_drift=may_drift, drift=drift, chart=chart, target=target,
+        may_drift=may_drift, may_accuracy=may_accuracy, drift=drift, chart=chart, target=shown,
+        accuracy=readings.get("accuracy"), errors=readings.get("errors", {}),
     )  # fmt: skip
+
+
+def _readings(
+    request: Request, target: dict[str, Any], may_drift: bool, may_accuracy: bool
+) -> dict[str, Any]:
+    """The target's drift and accuracy, each where the caller may read it. One that fails
+    (no request log yet, no feedback's calibration) leaves its sentence in `errors` while
+    the other shows; when every asked one fails, the first error is the page's.
+
+    Raises:
+        ForgemlError: every reading asked for failed (an unknown deployment or model).
+    """
+    routes = {
+        "drift": (
+            may_drift,
+            lambda: _monitor.drift(request, windows=_monitor.MAX_WINDOWS, **target),
+        ),
+        "accuracy": (may_accuracy, lambda: _monitor.accuracy(request, **target)),
+    }
+    asked = [name for name, (may, _) in routes.items() if may]
+    readings: dict[str, Any] = {"errors": {}}
+    failures: list[ForgemlError] = []
+    for name in asked:
+        try:
+            readings[name] = routes[name][1]()
+        except ForgemlError as error:
+            failures.append(error)
+            readings["errors"][name] = str(error)
+    if asked and len(failures) == len(asked):
+        raise failures[0]
+    return readings
 
 
 @router.post(
