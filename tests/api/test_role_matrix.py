@@ -83,6 +83,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("DELETE", "/api/v1/deployments/{name}"): {"owner"},
     ("GET", "/api/v1/monitor/drift"): {"owner", "viewer"},
     ("GET", "/api/v1/monitor/accuracy"): {"owner", "viewer"},
+    ("GET", "/api/v1/monitor/accuracy/windows"): {"owner", "viewer"},
     ("GET", "/api/v1/keys"): {"owner"},
     ("POST", "/api/v1/keys"): {"owner"},
     ("POST", "/api/v1/keys/{key}/revoke"): {"owner"},

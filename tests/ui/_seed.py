@@ -23,11 +23,12 @@ XSS = "<img src=x onerror=alert(1)>"
 ROLES = {"ada": "admin", "mia": "maintainer", "vic": "viewer"}
 # the request log: CALM rows of the test split as they are, then SHIFTED with age + 15
 CALM, SHIFTED, LOGGED_AT = 900, 600, 1_800_000_000.0
-# feedback on adult-mlp: LABELLED predictions of the test split, the last WRONG of them
-# predicted the other class
-LABELLED, WRONG = 8, 2
+# feedback on adult-mlp: LABELLED predictions of the test split, in windows of
+# FEEDBACK_WINDOW; window j (oldest first) holds j wrong ones (predicted the other class)
+LABELLED, FEEDBACK_WINDOW = 40, 10
+WRONG = sum(k % FEEDBACK_WINDOW < k // FEEDBACK_WINDOW for k in range(LABELLED))
 __all__ = [
-    "LABELLED", "PASSWORD", "ROLES", "WRONG", "XSS", "label_adult_predictions",
+    "FEEDBACK_WINDOW", "LABELLED", "PASSWORD", "ROLES", "WRONG", "XSS", "label_adult_predictions",
     "log_adult_requests", "seeded_home",
 ]  # fmt: skip
 
@@ -108,7 +109,8 @@ def log_adult_requests(workspace: Workspace, served: str = "adult-mlp") -> None:
 
 def label_adult_predictions(workspace: Workspace) -> None:
     """Feedback on `LABELLED` predictions of adult-mlp@v1, as `forgeml monitor feedback`
-    records it: each the row's true label, the last `WRONG` predicted as the other class."""
+    records it: each the row's true label, its prediction wrong in window j's first j rows
+    (windows of `FEEDBACK_WINDOW`, oldest first: accuracy 1, 0.9, 0.8, 0.7)."""
     from forgeml.data import catalog
     from forgeml.serve.feedback import FeedbackRow, record_feedback
     from forgeml.tracking import get_model_version
@@ -121,7 +123,7 @@ def label_adult_predictions(workspace: Workspace) -> None:
     for k, row in enumerate(frame.drop("__split__").to_dicts()):
         label = str(row.pop("Y"))
         other = next(c for c in classes if c != label)
-        predicted = other if k >= LABELLED - WRONG else label
+        predicted = other if k % FEEDBACK_WINDOW < k // FEEDBACK_WINDOW else label
         rows.append(FeedbackRow(
             request_id=f"f{k}", row=0, model="adult-mlp", model_ref="adult-mlp@v1",
             predicted_at=LOGGED_AT + k, features=row,
