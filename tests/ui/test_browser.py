@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.ui._seed import LABELLED, WRONG, XSS
+from tests.ui._seed import FEEDBACK_WINDOW, LABELLED, XSS
 from tests.ui.conftest import Browser
 
 pytestmark = pytest.mark.slow  # a Chromium and a trained workspace; `make test` runs them
@@ -249,12 +249,20 @@ def test_the_monitoring_page_shows_accuracy_from_feedback(
     page = browser_errors.page("viewer")
     page.goto("/monitoring")
     page.fill("#drift-form input[name=model]", "adult-mlp")
-    page.fill("#drift-form input[name=window]", "300")
+    page.fill("#drift-form input[name=window]", str(FEEDBACK_WINDOW))
     page.click("#drift-form button[type=submit]")
     row = page.locator("#accuracy-table tbody tr")
     expect(row).to_contain_text("adult-mlp@v1")
-    cells = row.locator("td").all_inner_texts()
-    assert cells[2:4] == [str(LABELLED), f"{(LABELLED - WRONG) / LABELLED:.4g}"]
+    # the latest window of 10 holds 3 wrong predictions
+    assert row.locator("td").all_inner_texts()[2:4] == [str(FEEDBACK_WINDOW), "0.7"]
+    page.wait_for_selector("#accuracy-chart canvas")
+    legend = page.eval_on_selector_all(
+        "#accuracy-chart .u-legend .u-series .u-label", "els => els.map(e => e.textContent)"
+    )
+    assert legend[1:] == ["measured accuracy", "estimated accuracy", "validation accuracy"]
+    measured = page.locator("#accuracy-windows tbody tr td:nth-child(4)").all_inner_texts()
+    assert measured == ["1", "0.9", "0.8", "0.7"]
+    assert LABELLED == 4 * FEEDBACK_WINDOW
     page.locator("#accuracy-heading").evaluate("h => h.scrollIntoView({block: 'start'})")
     screenshot(page, "monitoring-accuracy")
     page.fill("#drift-form input[name=model]", "adult-small")

@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -21,7 +22,7 @@ from forgeml.core.workspace import Workspace
 from forgeml.ui import create_app
 from forgeml.ui._security import CONTENT_SECURITY_POLICY
 from tests.cli.conftest import json_out
-from tests.ui._seed import CALM, LABELLED, PASSWORD, SHIFTED, WRONG, XSS
+from tests.ui._seed import CALM, FEEDBACK_WINDOW, LABELLED, PASSWORD, SHIFTED, WRONG, XSS
 from tests.ui.conftest import Served
 
 Clients = dict[str, httpx.Client]
@@ -528,12 +529,39 @@ def test_the_monitoring_page_shows_the_accuracy_from_feedback_the_api_answers(
     assert 'id="drift-table"' in page  # the drift of the same window beside it
 
 
+def test_the_monitoring_page_charts_accuracy_by_window_as_the_api_answers(
+    clients: Clients,
+) -> None:
+    client = clients["vic"]
+    params = {"model": "adult-mlp", "window": FEEDBACK_WINDOW}
+
+    page = client.get("/monitoring", params=params).text
+    api = client.get("/api/v1/monitor/accuracy/windows", params=params).json()
+
+    windows = api["windows"]
+    assert [w["accuracy"] for w in windows] == pytest.approx([1.0, 0.9, 0.8, 0.7])
+    opening = '<script type="application/json" id="accuracy-data">'
+    start = page.index(opening) + len(opening)
+    chart = orjson.loads(page[start : page.index("</script>", start)])
+    assert chart["series"]["measured accuracy"] == [w["accuracy"] for w in windows]
+    assert chart["series"]["estimated accuracy"] == [w["estimated_accuracy"] for w in windows]
+    assert chart["x"] == [datetime.fromisoformat(w["end"]).timestamp() for w in windows]
+    assert chart["reference"] == api["reference_accuracy"]
+    table = page[page.index('id="accuracy-windows"') : page.index("</table>", start)]
+    measured = [
+        r[3]
+        for r in re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td>", table)
+    ]
+    assert measured == [f"{w['accuracy']:.4g}" for w in windows]
+
+
 def test_the_monitoring_page_says_when_no_prediction_was_labelled(clients: Clients) -> None:
     # adult-small was never served: no feedback, and no request log to score drift on
     answer = clients["vic"].get("/monitoring", params={"model": "adult-small", "window": 300})
 
     assert answer.status_code == 200, answer.text
     assert 'id="accuracy-none"' in answer.text and "No feedback yet" in answer.text
+    assert 'id="accuracy-windows"' not in answer.text  # no window to chart
     assert 'id="drift-error"' in answer.text and "No request log" in answer.text
 
 
@@ -547,7 +575,7 @@ def test_the_monitoring_readings_are_left_out_for_a_token_without_deployments_re
     )
     assert page.status_code == 200, page.text
     assert 'id="alerts-table"' in page.text
-    for section in ("drift-form", "accuracy-table", "drift-table"):
+    for section in ("drift-form", "accuracy-table", "drift-table", "accuracy-windows"):
         assert f'id="{section}"' not in page.text
 
 

@@ -4,6 +4,7 @@ with its verification, gateway keys, and accounts."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -48,7 +49,8 @@ def monitoring(
     """Recorded alerts, newest first, with the acknowledge button for those who may; and,
     for a deployment or model named, its drift per feature over time (`/api/v1/monitor/drift`)
     with the latest window's tests, and its accuracy from feedback over the latest window
-    (`/api/v1/monitor/accuracy`), each for those who may read it."""
+    (`/api/v1/monitor/accuracy`) and window by window (`/api/v1/monitor/accuracy/windows`),
+    each for those who may read it."""
     found = _alerts.alerts(request, state=state)["alerts"]
     may_ack = allowed(request, _alerts.router, _alerts.ack)
     may_drift = allowed(request, _monitor.router, _monitor.drift)
@@ -56,7 +58,7 @@ def monitoring(
     target = {"deployment": deployment or None, "model": model or None, "window": window}
     readings: dict[str, Any] = {}
     if deployment or model:
-        readings = _readings(request, target, may_drift, may_accuracy)
+        readings = _readings(request, target)
     drift = readings.get("drift")
     chart = None
     if drift is not None:
@@ -70,38 +72,59 @@ def monitoring(
         request, "monitoring.html", alerts=found, state=state, may_ack=may_ack,
         may_drift=may_drift, may_accuracy=may_accuracy, drift=drift, chart=chart, target=shown,
         accuracy=readings.get("accuracy"), errors=readings.get("errors", {}),
+        accuracy_windows=readings.get("accuracy_windows"),
+        accuracy_chart=_accuracy_chart(readings.get("accuracy_windows")),
     )  # fmt: skip
 
 
-def _readings(
-    request: Request, target: dict[str, Any], may_drift: bool, may_accuracy: bool
-) -> dict[str, Any]:
-    """The target's drift and accuracy, each where the caller may read it. One that fails
-    (no request log yet, no feedback's calibration) leaves its sentence in `errors` while
-    the other shows; when every asked one fails, the first error is the page's.
+def _readings(request: Request, target: dict[str, Any]) -> dict[str, Any]:
+    """The target's drift, accuracy, and accuracy window by window, each read through its
+    API route where the caller may. One that fails (no request log yet, a version without
+    a calibration) leaves its sentence in `errors` while the others show; when every one
+    asked fails, the first error is the page's.
 
     Raises:
         ForgemlError: every reading asked for failed (an unknown deployment or model).
     """
-    routes = {
-        "drift": (
-            may_drift,
-            lambda: _monitor.drift(request, windows=_monitor.MAX_WINDOWS, **target),
-        ),
-        "accuracy": (may_accuracy, lambda: _monitor.accuracy(request, **target)),
+    # as many windows as the route reads at most, up to the drift chart's count
+    windows = max(1, min(_monitor.MAX_WINDOWS, _monitor.MAX_LABELLED_ROWS // target["window"]))
+    routes: dict[str, tuple[Any, dict[str, Any]]] = {
+        "drift": (_monitor.drift, {"windows": _monitor.MAX_WINDOWS}),
+        "accuracy": (_monitor.accuracy, {}),
+        "accuracy_windows": (_monitor.accuracy_windows, {"windows": windows}),
     }
-    asked = [name for name, (may, _) in routes.items() if may]
+    asked = [
+        name for name, (route, _) in routes.items() if allowed(request, _monitor.router, route)
+    ]
     readings: dict[str, Any] = {"errors": {}}
     failures: list[ForgemlError] = []
     for name in asked:
+        route, extra = routes[name]
         try:
-            readings[name] = routes[name][1]()
+            readings[name] = route(request, **target, **extra)
         except ForgemlError as error:
             failures.append(error)
             readings["errors"][name] = str(error)
     if asked and len(failures) == len(asked):
         raise failures[0]
     return readings
+
+
+def _accuracy_chart(found: dict[str, Any] | None) -> dict[str, Any] | None:
+    """uPlot's data for accuracy by window: x the windows' ends (epoch s), the measured and
+    estimated accuracy (MAE for a regressor), and the validation's as the reference."""
+    if not found or not found["windows"]:
+        return None
+    measure = "accuracy" if found["task"] == "classification" else "mae"
+    series = {f"measured {measure}": [w[measure] for w in found["windows"]]}
+    if measure == "accuracy":
+        series["estimated accuracy"] = [w["estimated_accuracy"] for w in found["windows"]]
+    return {
+        "x": [datetime.fromisoformat(w["end"]).timestamp() for w in found["windows"]],
+        "series": series,
+        "reference": found[f"reference_{measure}"],
+        "reference_label": f"validation {measure}",
+    }
 
 
 @router.post(
