@@ -5,6 +5,7 @@ JSON errors."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -19,7 +20,15 @@ from forgeml.monitor.drift import detect_drift, model_reference, read_requests, 
 from tests.cli.conftest import json_out
 from tests.gateway.conftest import add_deployment
 from tests.train.conftest import copy_home, trained_adult_template
-from tests.ui._seed import CALM, LOGGED_AT, SHIFTED, log_adult_requests
+from tests.ui._seed import (
+    CALM,
+    FEEDBACK_WINDOW,
+    LABELLED,
+    LOGGED_AT,
+    SHIFTED,
+    label_adult_predictions,
+    log_adult_requests,
+)
 
 ROWS = CALM + SHIFTED
 
@@ -161,3 +170,53 @@ def test_a_log_without_rows_for_the_model_is_a_json_sentence(
     assert answer.status_code == 422, answer.text
     assert answer.json()["code"] == "empty_window"
     assert "holds no rows for model 'adult-small' yet." in answer.json()["error"]
+
+
+def test_accuracy_by_window_measures_each_window_of_feedback(
+    api: tuple[httpx.Client, Workspace],
+) -> None:
+    client, workspace = api
+    label_adult_predictions(workspace)  # window j of 10, oldest first, holds j wrong
+    route = "/api/v1/monitor/accuracy/windows"
+
+    every = client.get(route, params={"model": "adult-mlp", "window": FEEDBACK_WINDOW}).json()
+    latest = client.get(route, params={"model": "adult-mlp", "window": 10, "windows": 2}).json()
+    uneven = client.get(route, params={"model": "adult-mlp", "window": 15}).json()
+    overall = client.get("/api/v1/monitor/accuracy", params={"model": "adult-mlp", "window": 40})
+
+    assert every["labelled_rows"] == LABELLED and every["model"] == "adult-mlp@v1"
+    assert [w["accuracy"] for w in every["windows"]] == pytest.approx([1.0, 0.9, 0.8, 0.7])
+    assert [w["rows"] for w in every["windows"]] == [10] * 4
+    assert every["windows"][-1]["end"] == datetime.fromtimestamp(LOGGED_AT + 39, UTC).isoformat()
+    assert latest["windows"] == every["windows"][-2:]
+    assert [w["rows"] for w in uneven["windows"]] == [15, 15]  # the 10 oldest left out
+    assert overall.json()["accuracy"] == pytest.approx(
+        sum(w["accuracy"] for w in every["windows"]) / 4
+    )
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "sentence"),
+    [
+        ({"model": "adult-mlp", "window": 5000, "windows": 24}, 400, "over the limit of 100000"),
+        ({"model": "adult-mlp", "windows": 25}, 422, "windows"),
+        ({"deployment": "nosuch"}, 404, "nosuch"),
+        ({}, 400, "Give deployment or model, one of the two."),
+    ],
+)
+def test_bad_accuracy_window_queries_are_one_json_sentence(
+    api: tuple[httpx.Client, Workspace], params: dict[str, Any], status: int, sentence: str
+) -> None:
+    client, _ = api
+    answer = client.get("/api/v1/monitor/accuracy/windows", params=params)
+    assert answer.status_code == status, answer.text
+    assert sentence in answer.json()["error"]
+
+
+def test_accuracy_by_window_of_a_model_without_feedback_is_empty(
+    api: tuple[httpx.Client, Workspace],
+) -> None:
+    client, _ = api
+    answer = client.get("/api/v1/monitor/accuracy/windows", params={"model": "adult-small@v1"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["windows"] == [] and answer.json()["labelled_rows"] == 0

@@ -23,7 +23,14 @@ XSS = "<img src=x onerror=alert(1)>"
 ROLES = {"ada": "admin", "mia": "maintainer", "vic": "viewer"}
 # the request log: CALM rows of the test split as they are, then SHIFTED with age + 15
 CALM, SHIFTED, LOGGED_AT = 900, 600, 1_800_000_000.0
-__all__ = ["PASSWORD", "ROLES", "XSS", "log_adult_requests", "seeded_home"]
+# feedback on adult-mlp: LABELLED predictions of the test split, in windows of
+# FEEDBACK_WINDOW; window j (oldest first) holds j wrong ones (predicted the other class)
+LABELLED, FEEDBACK_WINDOW = 40, 10
+WRONG = sum(k % FEEDBACK_WINDOW < k // FEEDBACK_WINDOW for k in range(LABELLED))
+__all__ = [
+    "FEEDBACK_WINDOW", "LABELLED", "PASSWORD", "ROLES", "WRONG", "XSS", "label_adult_predictions",
+    "log_adult_requests", "seeded_home",
+]  # fmt: skip
 
 
 def seeded_home(factory: pytest.TempPathFactory, root: Path) -> tuple[Workspace, AuthSettings]:
@@ -47,6 +54,7 @@ def seeded_home(factory: pytest.TempPathFactory, root: Path) -> tuple[Workspace,
         submit_and_run(workspace, {"command": ["true"], "name": name}, detach=True, wait=False)
     _fire_alerts(workspace)
     log_adult_requests(workspace)
+    label_adult_predictions(workspace)
     replicas = [f"http://127.0.0.1:{port}" for port in (9101, 9102, 9103)]
     add_deployment(workspace, "adult-api", replicas[:2], canary=replicas[2:], weight=20)
     create_key(workspace, "web-app", None, 5.0, None, 10_000)
@@ -97,3 +105,28 @@ def log_adult_requests(workspace: Workspace, served: str = "adult-mlp") -> None:
                 "version": "adult-mlp@v1", "protocol": "v1", "instances": rows[start : start + 50],
             }  # fmt: skip
             out.write(orjson.dumps(entry) + b"\n")
+
+
+def label_adult_predictions(workspace: Workspace) -> None:
+    """Feedback on `LABELLED` predictions of adult-mlp@v1, as `forgeml monitor feedback`
+    records it: each the row's true label, its prediction wrong in window j's first j rows
+    (windows of `FEEDBACK_WINDOW`, oldest first: accuracy 1, 0.9, 0.8, 0.7)."""
+    from forgeml.data import catalog
+    from forgeml.serve.feedback import FeedbackRow, record_feedback
+    from forgeml.tracking import get_model_version
+
+    dataset = get_model_version(workspace, "adult-mlp@v1").dataset_version
+    assert dataset is not None
+    frame = catalog.read_frame(workspace, dataset, "test").head(LABELLED)
+    classes = sorted(set(catalog.read_frame(workspace, dataset, "test")["Y"].cast(str)))
+    rows = []
+    for k, row in enumerate(frame.drop("__split__").to_dicts()):
+        label = str(row.pop("Y"))
+        other = next(c for c in classes if c != label)
+        predicted = other if k % FEEDBACK_WINDOW < k // FEEDBACK_WINDOW else label
+        rows.append(FeedbackRow(
+            request_id=f"f{k}", row=0, model="adult-mlp", model_ref="adult-mlp@v1",
+            predicted_at=LOGGED_AT + k, features=row,
+            prediction={"label": predicted, "confidence": 0.8}, label=label,
+        ))  # fmt: skip
+    record_feedback(workspace, rows, "tests")

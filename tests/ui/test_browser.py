@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.ui._seed import XSS
+from tests.ui._seed import FEEDBACK_WINDOW, LABELLED, XSS
 from tests.ui.conftest import Browser
 
 pytestmark = pytest.mark.slow  # a Chromium and a trained workspace; `make test` runs them
@@ -240,4 +240,79 @@ def test_a_viewer_predicts_and_explains_a_row_on_the_model_page(
     expect(page.locator("#explain-error")).to_contain_text("The row is not JSON")
     # the refusal is a 400 the page shows in place; Chromium logs the failed request itself
     assert [e for e in browser_errors.errors if "400" not in e] == []
+    page.context.close()
+
+
+def test_the_monitoring_page_shows_accuracy_from_feedback(
+    browser_errors: Browser, screenshot: Shot
+) -> None:
+    page = browser_errors.page("viewer")
+    page.goto("/monitoring")
+    page.fill("#drift-form input[name=model]", "adult-mlp")
+    page.fill("#drift-form input[name=window]", str(FEEDBACK_WINDOW))
+    page.click("#drift-form button[type=submit]")
+    row = page.locator("#accuracy-table tbody tr")
+    expect(row).to_contain_text("adult-mlp@v1")
+    # the latest window of 10 holds 3 wrong predictions
+    assert row.locator("td").all_inner_texts()[2:4] == [str(FEEDBACK_WINDOW), "0.7"]
+    page.wait_for_selector("#accuracy-chart canvas")
+    legend = page.eval_on_selector_all(
+        "#accuracy-chart .u-legend .u-series .u-label", "els => els.map(e => e.textContent)"
+    )
+    assert legend[1:] == ["measured accuracy", "estimated accuracy", "validation accuracy"]
+    measured = page.locator("#accuracy-windows tbody tr td:nth-child(4)").all_inner_texts()
+    assert measured == ["1", "0.9", "0.8", "0.7"]
+    assert LABELLED == 4 * FEEDBACK_WINDOW
+    page.locator("#accuracy-heading").evaluate("h => h.scrollIntoView({block: 'start'})")
+    screenshot(page, "monitoring-accuracy")
+    page.fill("#drift-form input[name=model]", "adult-small")
+    page.click("#drift-form button[type=submit]")
+    expect(page.locator("#accuracy-none")).to_contain_text("No feedback yet")
+    expect(page.locator("#drift-error")).to_contain_text("No request log")
+    assert browser_errors.errors == []
+    page.context.close()
+
+
+def test_the_run_and_model_pages_show_fairness_per_group(
+    browser_errors: Browser, screenshot: Shot
+) -> None:
+    page = browser_errors.page("viewer")
+    page.goto("/models/adult-mlp?version=1")
+    groups = page.locator("#fairness-groups table[data-split=validation][data-column=sex]")
+    expect(groups).to_be_visible()
+    assert groups.locator("tbody tr").count() == 2  # the Adult data's two values of sex
+    assert groups.locator("th").all_inner_texts() == [
+        "Group", "Count", "Accuracy", "TPR", "FPR", "Selection rate"
+    ]  # fmt: skip
+    expect(groups.locator("caption")).to_contain_text("demographic parity difference")
+    page.click("#fairness-groups >> xpath=preceding-sibling::h3[1]/a")
+    page.wait_for_selector("#fairness-groups table[data-split=test][data-column=race]")
+    assert "/runs/" in page.url
+    page.locator("#fairness-groups").evaluate("t => t.scrollIntoView({block: 'start'})")
+    screenshot(page, "run-fairness")
+    assert browser_errors.errors == []
+    page.context.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "top", "background"),
+    [("kernel_shap", "5", "20"), ("integrated_gradients", "3", "10")],
+)
+def test_the_explain_form_explains_by_each_method(
+    browser_errors: Browser, method: str, top: str, background: str
+) -> None:
+    page = browser_errors.page("viewer")
+    page.goto("/models/adult-mlp")
+    assert page.locator("#explain-method option").all_inner_texts() == [
+        "kernel_shap", "integrated_gradients"
+    ]  # fmt: skip
+    page.select_option("#explain-method", method)
+    page.fill("#explain-top", top)
+    page.fill("#explain-background", background)
+    page.click("#explain-form button[type=submit]")
+    page.wait_for_selector("#explain-table", timeout=120_000)
+    expect(page.locator("#explain-prediction")).to_contain_text(f"by {method}")
+    assert page.locator("#explain-table tbody tr").count() == int(top)
+    page.wait_for_selector("#explain-chart canvas")
+    assert browser_errors.errors == []
     page.context.close()

@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -21,7 +22,7 @@ from forgeml.core.workspace import Workspace
 from forgeml.ui import create_app
 from forgeml.ui._security import CONTENT_SECURITY_POLICY
 from tests.cli.conftest import json_out
-from tests.ui._seed import CALM, PASSWORD, SHIFTED, XSS
+from tests.ui._seed import CALM, FEEDBACK_WINDOW, LABELLED, PASSWORD, SHIFTED, WRONG, XSS
 from tests.ui.conftest import Served
 
 Clients = dict[str, httpx.Client]
@@ -412,3 +413,216 @@ def test_the_explain_form_needs_the_csrf_token(clients: Clients) -> None:
     answer = clients["vic"].post(EXPLAIN_PAGE, data={"row": "{}"})
 
     assert answer.status_code == 403
+
+
+GROUP_MEASURES = ("accuracy", "tpr", "fpr", "selection_rate")
+
+
+def _scoped(served: Served, *scopes: str) -> dict[str, str]:
+    """The Authorization header of a token of vic's that holds only `scopes`."""
+    from forgeml.auth import issue_token
+
+    name = "only-" + "-".join(s.replace(":", "-") for s in scopes)
+    token = issue_token(served.workspace, "vic", name, actor="vic", scopes=scopes)[1]
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _fairness_rows(page: str) -> dict[tuple[str, str], list[tuple[str, ...]]]:
+    """Each fairness-groups table's rows by (split, column), as cell texts."""
+    found = {}
+    for table in re.finditer(
+        r'<table class="fairness-groups" data-split="([^"]+)" data-column="([^"]+)">(.*?)</table>',
+        page,
+        re.S,
+    ):
+        body = table[3][table[3].index("<tbody>") :]
+        found[(table[1], table[2])] = [
+            tuple(html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row))
+            for row in re.findall(r"<tr>(.*?)</tr>", body)
+        ]
+    return found
+
+
+def test_the_run_and_model_pages_show_the_fairness_groups_the_api_answers(
+    clients: Clients,
+) -> None:
+    client = clients["vic"]
+    run_id = client.get("/api/v1/models/adult-mlp@v1").json()["run_id"]
+    api = client.get(f"/api/v1/runs/{run_id}/fairness").json()
+
+    run_page = client.get(f"/runs/{run_id}").text
+    model_page = client.get("/models/adult-mlp", params={"version": 1}).text
+
+    expected = {
+        (t["split"], t["column"]): [
+            (
+                g["group"],
+                str(int(g["count"])),
+                *("-" if g[m] is None else f"{g[m]:.4g}" for m in GROUP_MEASURES),
+            )
+            for g in t["groups"]
+        ]
+        for t in api["tables"]
+    }
+    assert ("validation", "sex") in expected and ("test", "race") in expected
+    assert _fairness_rows(run_page) == expected
+    assert _fairness_rows(model_page) == expected
+    sex = next(t for t in api["tables"] if t["split"] == "validation" and t["column"] == "sex")
+    assert f"demographic parity difference {sex['dp_diff']:.4g}" in run_page
+    assert f'href="/runs/{run_id}">run {run_id[:8]}</a>' in model_page
+
+
+def test_the_fairness_groups_are_left_out_for_a_token_without_runs_read(
+    served: Served, clients: Clients
+) -> None:
+    page = httpx.get(f"{served.url}/models/adult-mlp", headers=_scoped(served, "models:read"))
+    assert page.status_code == 200, page.text
+    assert 'id="fairness-table"' in page.text  # the version's own metrics
+    assert 'id="fairness-groups"' not in page.text
+    assert 'id="fairness-groups"' in clients["vic"].get("/models/adult-mlp").text
+
+
+def test_a_group_named_by_an_xss_payload_shows_escaped(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from forgeml.tracking import finish_run, log_json_artifact, start_run
+    from forgeml.train.fairness import FAIRNESS_ARTIFACT, fairness_report
+    from tests.train.conftest import copy_empty_home
+
+    home = copy_empty_home(tmp_path_factory, tmp_path / "home")
+    workspace = Workspace(Settings(home=home, user="tester"))
+    try:
+        handle = start_run(workspace, {}, "xss", None, experiment="xss")
+        y_true, y_pred = [1, 0, 1, 0, 1, 1], [1, 0, 0, 0, 1, 0]
+        report = fairness_report(y_true, y_pred, {"note": [XSS, "ann"] * 3})
+        log_json_artifact(handle, {"validation": report.table()}, FAIRNESS_ARTIFACT)
+        finish_run(handle, "FINISHED", report.metrics)
+        client = TestClient(create_app(workspace), base_url="http://localhost")
+
+        page = client.get(f"/runs/{handle.run_id}").text
+    finally:
+        workspace.close()
+
+    rows = _fairness_rows(page)[("validation", "note")]
+    assert XSS not in page
+    assert html.escape(XSS, quote=False) in page
+    assert sorted(row[0] for row in rows) == sorted([XSS, "ann"])
+
+
+def test_the_monitoring_page_shows_the_accuracy_from_feedback_the_api_answers(
+    clients: Clients,
+) -> None:
+    client = clients["vic"]
+    params = {"model": "adult-mlp", "window": 300}
+
+    page = client.get("/monitoring", params=params).text
+    api = client.get("/api/v1/monitor/accuracy", params=params).json()
+
+    assert api["labelled_rows"] == LABELLED
+    assert api["accuracy"] == (LABELLED - WRONG) / LABELLED
+    row = re.search(r'<table id="accuracy-table">.*?<tbody><tr[^>]*>(.*?)</tr>', page, re.S)
+    assert row, "no accuracy table"
+    cells = re.findall(r"<td>(.*?)</td>", row[1])
+    assert cells[:4] == ["adult-mlp@v1", "300", str(LABELLED), f"{api['accuracy']:.4g}"]
+    assert cells[6] == f"{api['reference_accuracy']:.4g}"
+    assert 'id="accuracy-none"' not in page
+    assert 'id="drift-table"' in page  # the drift of the same window beside it
+
+
+def test_the_monitoring_page_charts_accuracy_by_window_as_the_api_answers(
+    clients: Clients,
+) -> None:
+    client = clients["vic"]
+    params = {"model": "adult-mlp", "window": FEEDBACK_WINDOW}
+
+    page = client.get("/monitoring", params=params).text
+    api = client.get("/api/v1/monitor/accuracy/windows", params=params).json()
+
+    windows = api["windows"]
+    assert [w["accuracy"] for w in windows] == pytest.approx([1.0, 0.9, 0.8, 0.7])
+    opening = '<script type="application/json" id="accuracy-data">'
+    start = page.index(opening) + len(opening)
+    chart = orjson.loads(page[start : page.index("</script>", start)])
+    assert chart["series"]["measured accuracy"] == [w["accuracy"] for w in windows]
+    assert chart["series"]["estimated accuracy"] == [w["estimated_accuracy"] for w in windows]
+    assert chart["x"] == [datetime.fromisoformat(w["end"]).timestamp() for w in windows]
+    assert chart["reference"] == api["reference_accuracy"]
+    table = page[page.index('id="accuracy-windows"') : page.index("</table>", start)]
+    measured = [
+        r[3]
+        for r in re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td>", table)
+    ]
+    assert measured == [f"{w['accuracy']:.4g}" for w in windows]
+
+
+def test_the_monitoring_page_says_when_no_prediction_was_labelled(clients: Clients) -> None:
+    # adult-small was never served: no feedback, and no request log to score drift on
+    answer = clients["vic"].get("/monitoring", params={"model": "adult-small", "window": 300})
+
+    assert answer.status_code == 200, answer.text
+    assert 'id="accuracy-none"' in answer.text and "No feedback yet" in answer.text
+    assert 'id="accuracy-windows"' not in answer.text  # no window to chart
+    assert 'id="drift-error"' in answer.text and "No request log" in answer.text
+
+
+def test_the_monitoring_readings_are_left_out_for_a_token_without_deployments_read(
+    served: Served,
+) -> None:
+    page = httpx.get(
+        f"{served.url}/monitoring",
+        params={"model": "adult-mlp", "window": 300},
+        headers=_scoped(served, "alerts:read"),
+    )
+    assert page.status_code == 200, page.text
+    assert 'id="alerts-table"' in page.text
+    for section in ("drift-form", "accuracy-table", "drift-table", "accuracy-windows"):
+        assert f'id="{section}"' not in page.text
+
+
+@pytest.mark.parametrize(
+    ("fields", "sentence"),
+    [
+        ({"method": "lime"}, "Unknown method 'lime'"),
+        ({"top": "0"}, "Top must be a whole number of 1 or more, not '0'."),
+        ({"top": "two"}, "not 'two'"),
+        ({"background": "201"}, "Background must be a whole number of 1 to 200 rows"),
+    ],
+)
+def test_bad_explain_options_answer_their_sentence(
+    clients: Clients, fields: dict[str, str], sentence: str
+) -> None:
+    client = clients["vic"]
+    row = _prefilled(client.get("/models/adult-mlp").text)
+    token = client.cookies["forgeml_csrf"]
+
+    answer = client.post(
+        EXPLAIN_PAGE, data={"row": json.dumps(row), **fields}, headers={"X-CSRF-Token": token}
+    )
+
+    assert answer.status_code == 422
+    assert sentence in html.unescape(answer.text)
+
+
+def test_the_explain_options_reach_the_api(clients: Clients) -> None:
+    client = clients["vic"]
+    page = client.get("/models/adult-mlp").text
+    assert re.findall(r'<option value="([a-z_]+)">', page) == [
+        "kernel_shap", "integrated_gradients"
+    ]  # fmt: skip
+    row = _prefilled(page)
+    token = client.cookies["forgeml_csrf"]
+    fields = {"method": "integrated_gradients", "top": "3", "background": "20"}
+
+    answer = client.post(
+        EXPLAIN_PAGE, data={"row": json.dumps(row), **fields}, headers={"X-CSRF-Token": token}
+    )
+    api = client.post(
+        "/api/v1/models/adult-mlp/versions/1/explain",
+        json={"inputs": [row], "method": "integrated_gradients", "top": 3, "background": 20},
+    ).json()["explanations"][0]
+
+    assert answer.status_code == 200, answer.text
+    assert api["method"] == "integrated_gradients" and len(api["attributions"]) == 3
+    rows = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td></tr>", answer.text)
+    assert rows == [(a["feature"], f"{a['value']:+.4f}") for a in api["attributions"]]
+    assert "by integrated_gradients" in answer.text

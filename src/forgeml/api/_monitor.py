@@ -1,7 +1,8 @@
 """Monitoring reads: drift per feature over time, computed from a served model's request
 log against its model version's training data (drift is not stored; it is scored on ask),
 and live accuracy from feedback (`GET /monitor/accuracy`, what `monitor accuracy --json`
-prints: at most `MAX_WINDOW_ROWS` labelled predictions).
+prints: at most `MAX_WINDOW_ROWS` labelled predictions; `GET /monitor/accuracy/windows`:
+the same window by window, at most `MAX_LABELLED_ROWS` rows in all).
 
 The answer holds what `forgeml monitor drift TARGET --window N --png F --json` prints as
 `windows` (the latest windows, each feature's effect size over its threshold), and the
@@ -28,6 +29,7 @@ router = APIRouter(prefix="/api/v1")
 MAX_WINDOWS = 24  # as many as `monitor drift --png` draws
 MAX_WINDOW_ROWS = 20_000
 MIN_WINDOW_ROWS = 10  # fewer rows make every test's answer noise
+MAX_LABELLED_ROWS = 100_000  # feedback rows one accuracy-by-window answer reads
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"
 
 
@@ -102,6 +104,24 @@ def drift(
     return drift_windows(workspace, deployment, model, window, windows)
 
 
+def _served(workspace: Workspace, deployment: str | None, model: str | None) -> tuple[str, Any]:
+    """The served name `deployment` or `model` names, and the version it pins (NAME@vN or
+    NAME@alias; None: the version that answered).
+
+    Raises:
+        UsageError: both or neither.
+        NotFoundError: no such deployment.
+    """
+    from forgeml.serve.deployments import get_deployment
+
+    if (deployment is None) == (model is None):
+        raise UsageError("Give deployment or model, one of the two.")
+    if deployment is not None:
+        get_deployment(workspace, deployment)  # 404 when there is none
+    served = deployment or (model or "").partition("@")[0]
+    return served, model if model and "@" in model else None
+
+
 @router.get("/monitor/accuracy", dependencies=[require("deployments:read")])
 def accuracy(
     request: Request,
@@ -113,16 +133,32 @@ def accuracy(
     estimate without labels, as `forgeml monitor accuracy TARGET --json` prints it."""
     from forgeml.monitor.accuracy import live_accuracy
     from forgeml.monitor.drift import request_log_path
-    from forgeml.serve.deployments import get_deployment
 
     workspace: Workspace = request.app.state.workspace
-    if (deployment is None) == (model is None):
-        raise UsageError("Give deployment or model, one of the two.")
-    if deployment is not None:
-        get_deployment(workspace, deployment)  # 404 when there is none
-    served = deployment or (model or "").partition("@")[0]
-    # a bare name or a deployment: the version that answered; NAME@vN or @alias: that one
-    model_ref = model if model and "@" in model else None
+    served, model_ref = _served(workspace, deployment, model)
     log = request_log_path(workspace, served)
     report = live_accuracy(workspace, served, model_ref, window, None, log)
     return report.model_dump(mode="json")
+
+
+@router.get("/monitor/accuracy/windows", dependencies=[require("deployments:read")])
+def accuracy_windows(
+    request: Request,
+    deployment: Annotated[str | None, Query(max_length=128, pattern=NAME)] = None,
+    model: Annotated[str | None, Query(max_length=160, pattern=NAME)] = None,
+    window: Annotated[int, Query(ge=1, le=MAX_WINDOW_ROWS)] = 2000,
+    windows: Annotated[int, Query(ge=1, le=MAX_WINDOWS)] = MAX_WINDOWS,
+) -> dict[str, Any]:
+    """Accuracy (MAE for regressors) from feedback over the latest `windows` windows of
+    `window` labelled predictions, oldest first, each beside its estimate without labels;
+    an empty list when no prediction was labelled."""
+    from forgeml.monitor.accuracy import accuracy_windows as measured_windows
+
+    if window * windows > MAX_LABELLED_ROWS:
+        raise UsageError(
+            f"window x windows is {window * windows} labelled rows, over the limit of "
+            f"{MAX_LABELLED_ROWS}; ask for fewer or smaller windows."
+        )
+    workspace: Workspace = request.app.state.workspace
+    served, model_ref = _served(workspace, deployment, model)
+    return measured_windows(workspace, served, model_ref, window, windows).model_dump(mode="json")

@@ -1,4 +1,5 @@
-"""Run routes: list, show and metric curves, answering what `forgeml runs ... --json` print."""
+"""Run routes: list, show and metric curves, answering what `forgeml runs ... --json` print,
+and a run's per-group fairness tables."""
 
 from __future__ import annotations
 
@@ -91,6 +92,16 @@ def metrics(
         "run_id": record.id,
         "metrics": {name: [list(p) for p in c] for name, c in curves.items()},
     }
+
+
+@router.get("/{ref}/fairness", dependencies=[require("runs:read")])
+def fairness(request: Request, ref: str) -> dict[str, Any]:
+    """The run's per-group fairness tables (fairlearn's MetricFrame per split and sensitive
+    column: count, accuracy, TPR, FPR, selection rate; demographic-parity and equalised-odds
+    difference and ratio); 404 for a run that keeps none (no `data.slices`)."""
+    from forgeml.governance.fairness_report import run_fairness
+
+    return run_fairness(workspace(request), ref)
 
 
 def _reap_due(request: Request, home: Workspace) -> None:

@@ -13,11 +13,13 @@ beside the version's drift reference with the accuracy measured there (the refer
 accuracy). The estimate reads the latest `window` predictions of the request log (the live
 window); without a log, those of the labelled rows. It holds under covariate shift (the
 inputs move, P(label | inputs) does not) and misses concept drift, which the measured
-accuracy catches once labels come.
+accuracy catches once labels come. `accuracy_windows` measures the labelled rows window by
+window (each window's estimate from its own predictions).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -87,6 +89,31 @@ class AccuracyReport(BaseModel):
     reference_accuracy: float | None = None
     reference_mae: float | None = None
     slices: list[SliceMetrics] = []
+
+
+class WindowAccuracy(BaseModel):
+    """The measures of one window of labelled predictions (its first and last prediction's
+    times, ISO 8601)."""
+
+    start: str
+    end: str
+    rows: int
+    accuracy: float | None = None
+    mae: float | None = None
+    estimated_accuracy: float | None = None
+
+
+class AccuracyWindows(BaseModel):
+    """Measured (and estimated) accuracy of one served model, window by window."""
+
+    served: str
+    model: str
+    task: Task
+    window: int
+    labelled_rows: int
+    reference_accuracy: float | None = None
+    reference_mae: float | None = None
+    windows: list[WindowAccuracy] = []
 
 
 def calibration_path(workspace: Workspace, name: str, version: int) -> Path:
@@ -318,3 +345,49 @@ def live_accuracy(
             )
         report.slices += _slices(column, features, predictions, labels, calibration)
     return report
+
+
+def accuracy_windows(
+    workspace: Workspace, served: str, model_ref: str | None, window: int, windows: int
+) -> AccuracyWindows:
+    """The latest `windows` windows of `window` labelled predictions of `served`, oldest
+    first. The newest window ends at the latest label; rows older than the oldest full
+    window are left out, unless there are fewer than `window` rows (one window of them).
+
+    `model_ref` names the version whose calibration applies, as in `live_accuracy`.
+
+    Raises:
+        NotFoundError, UsageError: no such model version.
+        ConfigError: the version cannot be calibrated (no dataset or target recorded).
+    """
+    records = labelled_window(workspace, served, window * windows)[::-1]  # oldest first
+    answered = records[-1].model_ref if records else None
+    calibration = model_calibration(workspace, model_ref or answered or served)
+    first = len(records) % window if len(records) >= window else 0
+    found = []
+    for start in range(first, len(records), window):
+        chunk = records[start : start + window]
+        measured = _measures([r.prediction for r in chunk], [r.label for r in chunk], calibration)
+        found.append(
+            WindowAccuracy(
+                start=_iso(chunk[0].predicted_at),
+                end=_iso(chunk[-1].predicted_at),
+                rows=len(chunk),
+                **measured,
+            )
+        )
+    return AccuracyWindows(
+        served=served,
+        model=calibration.model,
+        task=calibration.task,
+        window=window,
+        labelled_rows=len(records),
+        reference_accuracy=calibration.reference_accuracy,
+        reference_mae=calibration.reference_mae,
+        windows=found,
+    )
+
+
+def _iso(moment: dt.datetime) -> str:
+    # SQLite hands back the stored UTC time without its zone
+    return (moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)).isoformat()

@@ -85,6 +85,8 @@ def _client_for(uri: str) -> MlflowClient:
     _probe(uri)
     # forgeml works offline; MLflow 3 would otherwise try to send usage telemetry
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    # a server reading a run's file (a fairness report) is no terminal to draw a bar on
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     with _quiet_imports():
         from mlflow import MlflowClient
         from mlflow.exceptions import MlflowException

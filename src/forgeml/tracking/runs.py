@@ -261,6 +261,24 @@ def log_json_artifact(handle: RunHandle, payload: Mapping[str, Any], artifact_fi
     handle.client.log_dict(handle.run_id, json_safe(dict(payload)), artifact_file)
 
 
+def read_json_artifact(workspace: Workspace, run_id: str, artifact_file: str) -> Any | None:
+    """The JSON file `artifact_file` among run `run_id`'s MLflow artifacts; None when the
+    run keeps no such file (`log_json_artifact` wrote none)."""
+    import json
+    import tempfile
+
+    client = open_client(workspace)
+    parent, _, name = artifact_file.rpartition("/")
+    if name not in {
+        item.path.rpartition("/")[2] for item in client.list_artifacts(run_id, parent or None)
+    }:
+        return None
+    with tempfile.TemporaryDirectory(prefix="forgeml-artifact-") as scratch:
+        local = client.download_artifacts(run_id, artifact_file, scratch)
+        with open(local, encoding="utf-8") as kept:
+            return json.load(kept)
+
+
 def _terminal_status(status: RunStatus | str) -> RunStatus:
     terminal = [s.value for s in RunStatus if s is not RunStatus.RUNNING]
     if str(status) not in terminal:

@@ -1,5 +1,6 @@
-"""A model version's "Predict and explain" form: a JSON row in, the version's prediction
-and its attributions out (an ECharts bar chart from a JSON block, and a table), through the
+"""A model version's "Predict and explain" form: a JSON row in (with the method, top-k and
+background size `forgeml models explain` takes), the version's prediction and its
+attributions out (an ECharts bar chart from a JSON block, and a table), through the
 API's explain route function under its permission. The form's first row is a row of the
 version's training split (its label left out), read when the model page is drawn."""
 
@@ -14,8 +15,9 @@ from pydantic import PositiveInt
 
 from forgeml.api import _explain
 from forgeml.api._context import workspace
-from forgeml.core.errors import ForgemlError, UsageError
+from forgeml.core.errors import ForgemlError, InvalidRequestError, UsageError
 from forgeml.data._frame import SPLIT_COLUMN
+from forgeml.serve.explain import METHODS
 from forgeml.ui._authz import same_as
 from forgeml.ui._render import render
 from forgeml.ui._security import csrf_checked, form_fields
@@ -64,18 +66,64 @@ def parse_row(text: str) -> Any:
     return row
 
 
+def explain_methods(request: Request, ref: str) -> list[str]:
+    """The methods the form offers for `ref`: a text model's only explainer is integrated
+    gradients over its tokens; a tabular one has Kernel SHAP (its default) and integrated
+    gradients. A version without a training run is offered both (the API refuses a
+    method its model cannot take, with its sentence)."""
+    from forgeml.tracking import get_model_version
+
+    try:
+        record = get_model_version(workspace(request), ref)
+    except ForgemlError:
+        return list(METHODS)
+    data = (record.run.config if record.run is not None else {}).get("data") or {}
+    return ["integrated_gradients"] if data.get("text_column") else list(METHODS)
+
+
+def parse_options(fields: dict[str, str]) -> dict[str, Any]:
+    """The form's method, top-k and background size as `ExplainBody` takes them (what
+    `forgeml models explain` takes as --method, --top and --background); a field left
+    empty is the API's default.
+
+    Raises:
+        InvalidRequestError: a method the API does not know, or a number out of its range.
+    """
+    options: dict[str, Any] = {}
+    method = fields.get("method", "").strip()
+    if method:
+        if method not in METHODS:
+            raise InvalidRequestError(f"Unknown method '{method}': use {' or '.join(METHODS)}.")
+        options["method"] = method
+    for field, low, high, what in (
+        ("top", 1, None, "Top must be a whole number of 1 or more"),
+        ("background", 1, _explain.MAX_API_BACKGROUND,
+         f"Background must be a whole number of 1 to {_explain.MAX_API_BACKGROUND} rows"),
+    ):  # fmt: skip
+        text = fields.get(field, "").strip()
+        if not text:
+            continue
+        value = int(text) if text.isdigit() else 0
+        if value < low or (high is not None and value > high):
+            raise InvalidRequestError(f"{what}, not '{text}'.")
+        options[field] = value
+    return options
+
+
 @router.post(
     "/models/{name}/versions/{version}/explain",
     dependencies=[Depends(csrf_checked), same_as(*EXPLAIN)],
 )
 async def explain(request: Request, name: str, version: PositiveInt) -> HTMLResponse:
-    """The prediction and attributions of the form's row (`row`), as the API answers them;
-    a refusal is the fragment with its one sentence, under the error's status."""
+    """The prediction and attributions of the form's row (`row`), explained by its method,
+    keeping its top-k, against its background size, as the API answers them; a refusal is
+    the fragment with its one sentence, under the error's status."""
     from starlette.concurrency import run_in_threadpool
 
     fields = await form_fields(request)
     try:
-        body = _explain.ExplainBody(inputs=[parse_row(fields.get("row", ""))])
+        row = parse_row(fields.get("row", ""))
+        body = _explain.ExplainBody(inputs=[row], **parse_options(fields))
         answer = await run_in_threadpool(_explain.explain, request, name, version, body)
     except ForgemlError as error:
         return render(request, "explain_result.html", status_code=error.http_status,

@@ -1,7 +1,8 @@
 """Models: every registered version with its aliases, and a model's versions with its
 promotion history (the audit log's `model.*` events of its versions), one version's model
 card (the card route's HTML, its body embedded: the CSP forbids framing it) and its
-fairness measures (the run's `fairness/<column>/<measure>` metrics)."""
+fairness measures (the run's `fairness/<column>/<measure>` metrics, and its per-group
+tables for those who may read runs)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ from markupsafe import Markup
 from pydantic import PositiveInt
 
 from forgeml.api import _audit, _models
+from forgeml.api._explain import MAX_API_BACKGROUND
 from forgeml.api._pages import NEXT_HEADER, Page, pages
 from forgeml.core.errors import NotFoundError
 from forgeml.governance._card_facts import split_metrics
+from forgeml.serve.explain import DEFAULT_BACKGROUND
 from forgeml.ui import _pages_explain
 from forgeml.ui._authz import allowed, same_as
+from forgeml.ui._pages_runs import run_fairness
 from forgeml.ui._render import render
 
 router = APIRouter()
@@ -57,12 +61,16 @@ def model(
         )  # fmt: skip
         history = [e for e in events if e["action"].startswith("model.")]
     may_explain = allowed(request, *_pages_explain.EXPLAIN)
-    example = _pages_explain.example_row(request, f"{name}@v{shown['version']}")
+    ref = f"{name}@v{shown['version']}"
+    example = _pages_explain.example_row(request, ref) if may_explain else ""
+    methods = _pages_explain.explain_methods(request, ref) if may_explain else []
     return render(
         request, "model.html", name=name, versions=versions, history=history, shown=shown,
         card=card_body(_models.card(request, name, shown["version"], "html")["card"]),
         fairness=split_metrics(shown["metrics"], "validation")[2],
-        may_explain=may_explain, example=example if may_explain else "",
+        group_fairness=run_fairness(request, shown["run_id"]),
+        may_explain=may_explain, example=example, methods=methods,
+        background=DEFAULT_BACKGROUND, max_background=MAX_API_BACKGROUND,
     )  # fmt: skip
 
 

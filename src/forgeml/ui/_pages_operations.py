@@ -1,9 +1,10 @@
 """Operations: deployments (replicas, traffic split, canary), monitoring (alerts, with their
-acknowledgement; drift per feature over time), cost, the audit log with its verification,
-gateway keys, and accounts."""
+acknowledgement; drift per feature over time; accuracy from feedback), cost, the audit log
+with its verification, gateway keys, and accounts."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -46,17 +47,19 @@ def monitoring(
     window: Annotated[int, Query(ge=_monitor.MIN_WINDOW_ROWS, le=_monitor.MAX_WINDOW_ROWS)] = 2000,
 ) -> HTMLResponse:
     """Recorded alerts, newest first, with the acknowledge button for those who may; and,
-    for a deployment or model named, its drift per feature over time (`/api/v1/monitor/drift`,
-    for those who may read it) with the latest window's tests."""
+    for a deployment or model named, its drift per feature over time (`/api/v1/monitor/drift`)
+    with the latest window's tests, and its accuracy from feedback over the latest window
+    (`/api/v1/monitor/accuracy`) and window by window (`/api/v1/monitor/accuracy/windows`),
+    each for those who may read it."""
     found = _alerts.alerts(request, state=state)["alerts"]
     may_ack = allowed(request, _alerts.router, _alerts.ack)
     may_drift = allowed(request, _monitor.router, _monitor.drift)
-    drift = None
-    if may_drift and (deployment or model):
-        drift = _monitor.drift(
-            request, deployment=deployment or None, model=model or None, window=window,
-            windows=_monitor.MAX_WINDOWS,
-        )  # fmt: skip
+    may_accuracy = allowed(request, _monitor.router, _monitor.accuracy)
+    target = {"deployment": deployment or None, "model": model or None, "window": window}
+    readings: dict[str, Any] = {}
+    if deployment or model:
+        readings = _readings(request, target)
+    drift = readings.get("drift")
     chart = None
     if drift is not None:
         names = list(dict.fromkeys(n for w in drift["windows"] for n in w["scores"]))
@@ -64,11 +67,64 @@ def monitoring(
             "x": [w["end"] for w in drift["windows"]],
             "series": {n: [w["scores"].get(n) for w in drift["windows"]] for n in names},
         }
-    target = {"deployment": deployment or "", "model": model or "", "window": window}
+    shown = {"deployment": deployment or "", "model": model or "", "window": window}
     return render(
         request, "monitoring.html", alerts=found, state=state, may_ack=may_ack,
-        may_drift=may_drift, drift=drift, chart=chart, target=target,
+        may_drift=may_drift, may_accuracy=may_accuracy, drift=drift, chart=chart, target=shown,
+        accuracy=readings.get("accuracy"), errors=readings.get("errors", {}),
+        accuracy_windows=readings.get("accuracy_windows"),
+        accuracy_chart=_accuracy_chart(readings.get("accuracy_windows")),
     )  # fmt: skip
+
+
+def _readings(request: Request, target: dict[str, Any]) -> dict[str, Any]:
+    """The target's drift, accuracy, and accuracy window by window, each read through its
+    API route where the caller may. One that fails (no request log yet, a version without
+    a calibration) leaves its sentence in `errors` while the others show; when every one
+    asked fails, the first error is the page's.
+
+    Raises:
+        ForgemlError: every reading asked for failed (an unknown deployment or model).
+    """
+    # as many windows as the route reads at most, up to the drift chart's count
+    windows = max(1, min(_monitor.MAX_WINDOWS, _monitor.MAX_LABELLED_ROWS // target["window"]))
+    routes: dict[str, tuple[Any, dict[str, Any]]] = {
+        "drift": (_monitor.drift, {"windows": _monitor.MAX_WINDOWS}),
+        "accuracy": (_monitor.accuracy, {}),
+        "accuracy_windows": (_monitor.accuracy_windows, {"windows": windows}),
+    }
+    asked = [
+        name for name, (route, _) in routes.items() if allowed(request, _monitor.router, route)
+    ]
+    readings: dict[str, Any] = {"errors": {}}
+    failures: list[ForgemlError] = []
+    for name in asked:
+        route, extra = routes[name]
+        try:
+            readings[name] = route(request, **target, **extra)
+        except ForgemlError as error:
+            failures.append(error)
+            readings["errors"][name] = str(error)
+    if asked and len(failures) == len(asked):
+        raise failures[0]
+    return readings
+
+
+def _accuracy_chart(found: dict[str, Any] | None) -> dict[str, Any] | None:
+    """uPlot's data for accuracy by window: x the windows' ends (epoch s), the measured and
+    estimated accuracy (MAE for a regressor), and the validation's as the reference."""
+    if not found or not found["windows"]:
+        return None
+    measure = "accuracy" if found["task"] == "classification" else "mae"
+    series = {f"measured {measure}": [w[measure] for w in found["windows"]]}
+    if measure == "accuracy":
+        series["estimated accuracy"] = [w["estimated_accuracy"] for w in found["windows"]]
+    return {
+        "x": [datetime.fromisoformat(w["end"]).timestamp() for w in found["windows"]],
+        "series": series,
+        "reference": found[f"reference_{measure}"],
+        "reference_label": f"validation {measure}",
+    }
 
 
 @router.post(

@@ -1,5 +1,6 @@
 """Runs: the table (filtered, sorted and paged on the server, as `GET /api/v1/runs`), a run
-with its metric curves (LTTB-downsampled here, drawn by uPlot), and runs side by side."""
+with its metric curves (LTTB-downsampled here, drawn by uPlot) and its per-group fairness
+tables, and runs side by side."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from fastapi.responses import HTMLResponse
 
 from forgeml.api import _runs
 from forgeml.api._pages import Page, pages
-from forgeml.core.errors import InvalidRequestError
-from forgeml.ui._authz import same_as
+from forgeml.core.errors import InvalidRequestError, NotFoundError
+from forgeml.ui._authz import allowed, same_as
 from forgeml.ui._lttb import MAX_POINTS, lttb
 from forgeml.ui._render import render
 
@@ -74,7 +75,21 @@ def run(request: Request, ref: str) -> HTMLResponse:
     curves = {
         key: {detail["name"]: points} for key, points in _curves(request, detail["run_id"]).items()
     }
-    return render(request, "run.html", run=detail, curves=curves, max_points=MAX_POINTS)
+    return render(
+        request, "run.html", run=detail, curves=curves, max_points=MAX_POINTS,
+        fairness=run_fairness(request, detail["run_id"]),
+    )  # fmt: skip
+
+
+def run_fairness(request: Request, run_id: str | None) -> dict[str, Any] | None:
+    """The run's per-group fairness tables as `GET /api/v1/runs/{id}/fairness` answers them;
+    None for a run that keeps none, or a caller who may not read runs."""
+    if run_id is None or not allowed(request, _runs.router, _runs.fairness):
+        return None
+    try:
+        return _runs.fairness(request, run_id)
+    except NotFoundError:
+        return None
 
 
 def _curves(request: Request, run_id: str) -> dict[str, list[tuple[float, float]]]:

@@ -53,6 +53,24 @@ function drawDrift(target) {
   }, data, target);
 }
 
+// {x: [window end, epoch s], series: {name: [value | null]}, reference, reference_label}
+// -> one uPlot chart of accuracy by window, the validation's value dashed across it
+function drawAccuracy(target) {
+  const chart = readJson("accuracy-data");
+  if (!chart || typeof uPlot === "undefined") return;
+  const colors = ["#2563eb", "#ea580c"];
+  const names = Object.keys(chart.series);
+  const data = [chart.x, ...names.map((n) => chart.series[n])];
+  const series = [{ label: "window end" }, ...names.map((label, i) => ({
+    label, stroke: colors[i % colors.length], spanGaps: true, points: { show: true },
+  }))];
+  if (chart.reference !== null) {
+    data.push(chart.x.map(() => chart.reference));
+    series.push({ label: chart.reference_label, stroke: "#000000", dash: [6, 4] });
+  }
+  new uPlot({ width: 860, height: 240, series }, data, target);
+}
+
 function drawQueueLoad(target) {
   const queues = readJson("queue-load-data");
   if (!queues || typeof echarts === "undefined") return;
@@ -121,6 +139,8 @@ document.addEventListener("DOMContentLoaded", () => {
   if (load) drawQueueLoad(load);
   const drift = document.querySelector("[data-chart=drift]");
   if (drift) drawDrift(drift);
+  const accuracy = document.querySelector("[data-chart=accuracy]");
+  if (accuracy) drawAccuracy(accuracy);
   drawHistograms();
   const log = document.getElementById("job-log");
   if (log) followLog(log);
