@@ -1,5 +1,6 @@
 """Runs: the table (filtered, sorted and paged on the server, as `GET /api/v1/runs`), a run
-with its metric curves (LTTB-downsampled here, drawn by uPlot), and runs side by side."""
+with its metric curves (LTTB-downsampled here, drawn by uPlot), and up to 100 runs side by
+side, their curves in one chart a metric, each downsampled to the chart's pixel width."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
 from forgeml.api import _runs
+from forgeml.api._context import workspace
 from forgeml.api._pages import Page, pages
 from forgeml.core.errors import InvalidRequestError
 from forgeml.ui._authz import same_as
-from forgeml.ui._lttb import MAX_POINTS, lttb
+from forgeml.ui._curves import Series, run_curves
+from forgeml.ui._lttb import MAX_POINTS
 from forgeml.ui._render import render
 
 router = APIRouter()
@@ -20,7 +23,9 @@ READ = same_as(_runs.router, _runs.runs)
 # the columns a table may show besides the name (metrics are the page's own, `m.KEY`)
 COLUMNS = ["status", "started_at", "ended_at", "parent_run_id", "error"]
 DEFAULT_COLUMNS = ["status", "started_at"]
-MAX_COMPARED = 8
+MAX_COMPARED = 100
+# the comparison's chart, in CSS pixels: a curve needs no more points than it has columns
+COMPARE_WIDTH = 960
 
 
 @router.get("/runs", dependencies=[READ])
@@ -53,17 +58,20 @@ def compare(request: Request, run: Annotated[list[str], Query(max_length=128)]) 
     if not 2 <= len(run) <= MAX_COMPARED:
         raise InvalidRequestError(f"Compare 2 to {MAX_COMPARED} runs: {len(run)} were chosen.")
     shown = [_runs.show(request, ref) for ref in run]
-    curves: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    by_run = _curves(request, [detail["run_id"] for detail in shown], COMPARE_WIDTH)
+    curves: dict[str, dict[str, Series]] = {}
     for detail in shown:
         label = f"{detail['name']} {detail['run_id'][:8]}"
-        for key, points in _curves(request, detail["run_id"]).items():
-            curves.setdefault(key, {})[label] = points
+        for key, series in by_run[detail["run_id"]].items():
+            curves.setdefault(key, {})[label] = series
     keys = sorted({key for detail in shown for key in _flat(detail.get("config") or {})})
     differing = [
         key for key in keys if len({repr(_flat(d.get("config") or {}).get(key)) for d in shown}) > 1
     ]
     rows = [(key, [_flat(d.get("config") or {}).get(key) for d in shown]) for key in differing]
-    return render(request, "compare.html", runs=shown, config_rows=rows, curves=curves)
+    return render(
+        request, "compare.html", runs=shown, config_rows=rows, curves=curves, width=COMPARE_WIDTH
+    )
 
 
 @router.get("/runs/{ref}", dependencies=[READ])
@@ -71,21 +79,14 @@ def run(request: Request, ref: str) -> HTMLResponse:
     """A run: its summary, config, dataset, and every metric's curve (at most `MAX_POINTS`
     points each)."""
     detail = _runs.show(request, ref)
-    curves = {
-        key: {detail["name"]: points} for key, points in _curves(request, detail["run_id"]).items()
-    }
+    found = _curves(request, [detail["run_id"]], MAX_POINTS)[detail["run_id"]]
+    curves = {key: {detail["name"]: series} for key, series in found.items()}
     return render(request, "run.html", run=detail, curves=curves, max_points=MAX_POINTS)
 
 
-def _curves(request: Request, run_id: str) -> dict[str, list[tuple[float, float]]]:
-    """The run's metrics logged at more than one step (a single value is no curve: the
-    metrics table shows it), each downsampled by LTTB."""
-    metrics = _runs.metrics(request, run_id)["metrics"]
-    return {
-        key: lttb([(float(step), float(value)) for step, value in points])
-        for key, points in metrics.items()
-        if len(points) > 1
-    }
+def _curves(request: Request, run_ids: list[str], points: int) -> dict[str, dict[str, Series]]:
+    """Each run's curves at most `points` long, through the app's cache of them."""
+    return run_curves(workspace(request), run_ids, points, request.app.state.curve_cache)
 
 
 def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
