@@ -14,9 +14,9 @@ from forgeml.tracking._history_sql import is_sql_store
 from forgeml.tracking._mlflow import ensure_experiment, open_client
 from forgeml.tracking.history import (
     client_history,
+    latest_metrics,
     metric_histories,
     metric_history,
-    metric_point_counts,
 )
 
 
@@ -70,20 +70,23 @@ def test_one_runs_history_is_the_many_runs_read_of_it(
     assert math.isnan(one["lr"][0][1])
 
 
-def test_point_counts_count_every_logged_value(
+def test_latest_metrics_are_mlflows_latest_value_of_each_metric(
     tracking_workspace: Workspace, logged_runs: list[str]
 ) -> None:
-    counts = metric_point_counts(tracking_workspace, logged_runs)
-    assert counts is not None
-    assert counts[logged_runs[0]] == {"loss": 303, "acc": 20, "lr": 1, "final": 1}
-    assert counts[logged_runs[2]] == {}
+    latest = latest_metrics(tracking_workspace, logged_runs)
+    assert latest is not None
+    run = open_client(tracking_workspace).get_run(logged_runs[0])
+    assert set(latest[logged_runs[0]]) == set(run.data.metrics) == {"loss", "acc", "lr", "final"}
+    step, _, value, is_nan = latest[logged_runs[0]]["acc"]
+    assert (step, value, is_nan) == (19, run.data.metrics["acc"], False)
+    assert latest[logged_runs[2]] == {}
 
 
-def test_a_tracking_server_has_no_counts_and_no_tables(
+def test_a_tracking_server_has_no_latest_values_to_read(
     tracking_workspace: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
-    assert metric_point_counts(tracking_workspace, ["x"]) is None
+    assert latest_metrics(tracking_workspace, ["x"]) is None
 
 
 @pytest.mark.parametrize(

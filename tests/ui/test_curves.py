@@ -46,7 +46,7 @@ def test_curves_are_downsampled_and_single_values_left_out(workspace: Workspace)
     _log(workspace, second, "loss", range(500))
     _log(workspace, second, "acc", range(3))
     _log(workspace, first, "final", range(1))
-    found = run_curves(workspace, [first, second], 50, CurveCache())
+    found = run_curves(workspace, [first, second], 50, CurveCache(), {first})
     assert list(found[first]) == ["loss"]  # `final` has one value: the table shows it
     assert list(found[second]) == ["acc", "loss"]
     steps, values = found[first]["loss"]
@@ -55,24 +55,34 @@ def test_curves_are_downsampled_and_single_values_left_out(workspace: Workspace)
     assert found[second]["acc"][0] == [0, 1, 2]
 
 
-def test_a_kept_curve_is_used_until_its_run_logs_again(workspace: Workspace) -> None:
+def test_an_ended_runs_curve_is_kept_until_it_logs_again(workspace: Workspace) -> None:
     (run,) = _runs(workspace, 1)
     _log(workspace, run, "loss", range(100))
     cache = CurveCache()
-    before = run_curves(workspace, [run], 1_000, cache)[run]["loss"]
-    assert cache.get((run, "loss", 100, 1_000)) is before
-    assert run_curves(workspace, [run], 1_000, cache)[run]["loss"] is before
+    before = run_curves(workspace, [run], 1_000, cache, {run})[run]["loss"]
+    assert run_curves(workspace, [run], 1_000, cache, {run})[run]["loss"] is before
     _log(workspace, run, "loss", range(100, 150))
-    after = run_curves(workspace, [run], 1_000, cache)[run]["loss"]
+    after = run_curves(workspace, [run], 1_000, cache, {run})[run]["loss"]
     assert after[0] == list(range(150))
+    assert run_curves(workspace, [run], 1_000, cache, {run})[run]["loss"] is after
+
+
+def test_a_running_runs_curve_is_read_every_time(workspace: Workspace) -> None:
+    (run,) = _runs(workspace, 1)
+    _log(workspace, run, "loss", range(10))
+    cache = CurveCache()
+    first = run_curves(workspace, [run], 1_000, cache)[run]["loss"]
+    again = run_curves(workspace, [run], 1_000, cache)[run]["loss"]
+    assert again == first and again is not first
 
 
 def test_the_cache_drops_the_least_recently_used_beyond_its_points() -> None:
     cache = CurveCache(max_points=10)
-    cache.put(("a", "loss", 4, 9), ([0, 1, 2, 3], [0.0] * 4))
-    cache.put(("b", "loss", 4, 9), ([0, 1, 2, 3], [0.0] * 4))
-    assert cache.get(("a", "loss", 4, 9)) is not None  # now the most recently used
-    cache.put(("c", "loss", 4, 9), ([0, 1, 2, 3], [0.0] * 4))
-    assert cache.get(("b", "loss", 4, 9)) is None
-    assert cache.get(("a", "loss", 4, 9)) is not None
-    assert cache.get(("c", "loss", 4, 9)) is not None
+    latest = (3, 1_003, 0.0, False)
+    cache.put(("a", "loss", latest, 9), ([0, 1, 2, 3], [0.0] * 4))
+    cache.put(("b", "loss", latest, 9), ([0, 1, 2, 3], [0.0] * 4))
+    assert cache.get(("a", "loss", latest, 9)) is not None  # now the most recently used
+    cache.put(("c", "loss", latest, 9), ([0, 1, 2, 3], [0.0] * 4))
+    assert cache.get(("b", "loss", latest, 9)) is None
+    assert cache.get(("a", "loss", latest, 9)) is not None
+    assert cache.get(("c", "loss", latest, 9)) is not None

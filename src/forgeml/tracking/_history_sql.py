@@ -20,7 +20,7 @@ from operator import itemgetter
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import bindparam, create_engine, text
 from sqlalchemy.engine import Engine
 
 # the URI schemes (before any `+driver`) whose store is MLflow's SqlAlchemyStore
@@ -30,8 +30,12 @@ SQL_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
 _ROWS = text(
     "SELECT key, step, value, is_nan FROM metrics WHERE run_uuid = :run ORDER BY key, step"
 )
-# counted on MLflow's (run_uuid, key, step) index alone: no row of the table is read
-_COUNTS = text("SELECT key, COUNT(*) FROM metrics WHERE run_uuid = :run GROUP BY key")
+# MLflow's one row a run and metric, moved on by each value logged past it (by step, then
+# time, then value): a cheap sign that a curve grew (counting its rows read them all)
+_LATEST = text(
+    "SELECT run_uuid, key, step, timestamp, value, is_nan FROM latest_metrics "
+    "WHERE run_uuid IN :runs"
+).bindparams(bindparam("runs", expanding=True))
 
 
 def is_sql_store(uri: str) -> bool:
@@ -65,14 +69,15 @@ def read_curves(
     return found
 
 
-def count_points(uri: str, run_ids: list[str]) -> dict[str, dict[str, int]]:
-    """How many values each run has logged of each metric: {run_id: {key: count}}. Rows
-    are only ever added, so a changed count is how a reader knows a curve grew."""
+def latest_points(uri: str, run_ids: list[str]) -> dict[str, dict[str, tuple[Any, ...]]]:
+    """Each run's latest value of each metric as MLflow keeps it, (step, timestamp, value,
+    is_nan) by key: {run_id: {key: latest}}. A value logged past it moves it; one logged
+    behind it (an earlier step, after later ones) does not."""
+    found: dict[str, dict[str, tuple[Any, ...]]] = {run_id: {} for run_id in run_ids}
     with _engine(uri).connect() as connection:
-        return {
-            run_id: {str(key): int(n) for key, n in connection.execute(_COUNTS, {"run": run_id})}
-            for run_id in run_ids
-        }
+        for run_id, key, *latest in connection.execute(_LATEST, {"runs": run_ids}):
+            found[run_id][str(key)] = tuple(latest)
+    return found
 
 
 def _by_key(rows: Sequence[Any], wanted: set[str] | None) -> dict[str, list[tuple[int, float]]]:

@@ -4,11 +4,11 @@ charts)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
-from forgeml.tracking._history_sql import count_points, is_sql_store, read_curves
+from forgeml.tracking._history_sql import is_sql_store, latest_points, read_curves
 from forgeml.tracking._mlflow import open_client, tracking_uri
 
 if TYPE_CHECKING:
@@ -47,15 +47,15 @@ def metric_histories(
     return {run_id: client_history(workspace, run_id, keys) for run_id in run_ids}
 
 
-def metric_point_counts(
+def latest_metrics(
     workspace: Workspace, run_ids: list[str]
-) -> dict[str, dict[str, int]] | None:
-    """How many values each run has logged of each metric ({run_id: {key: count}}, read
-    from the index of a SQL store); None for a tracking server, which keeps no count."""
+) -> dict[str, dict[str, tuple[Any, ...]]] | None:
+    """Each run's latest value of each metric, (step, timestamp, value, is_nan) by key (a
+    sign that a curve grew; `_history_sql.latest_points`); None for a tracking server."""
     uri = tracking_uri(workspace.settings)
     if not is_sql_store(uri):
         return None
-    return _read_tables(workspace, lambda: count_points(uri, run_ids))
+    return _read_tables(workspace, lambda: latest_points(uri, run_ids))
 
 
 def _read_tables(workspace: Workspace, read: Callable[[], Found]) -> Found:

@@ -58,17 +58,16 @@ def compare(request: Request, run: Annotated[list[str], Query(max_length=128)]) 
     if not 2 <= len(run) <= MAX_COMPARED:
         raise InvalidRequestError(f"Compare 2 to {MAX_COMPARED} runs: {len(run)} were chosen.")
     shown = [_runs.show(request, ref) for ref in run]
-    by_run = _curves(request, [detail["run_id"] for detail in shown], COMPARE_WIDTH)
+    by_run = _curves(request, shown, COMPARE_WIDTH)
     curves: dict[str, dict[str, Series]] = {}
     for detail in shown:
         label = f"{detail['name']} {detail['run_id'][:8]}"
         for key, series in by_run[detail["run_id"]].items():
             curves.setdefault(key, {})[label] = series
-    keys = sorted({key for detail in shown for key in _flat(detail.get("config") or {})})
-    differing = [
-        key for key in keys if len({repr(_flat(d.get("config") or {}).get(key)) for d in shown}) > 1
-    ]
-    rows = [(key, [_flat(d.get("config") or {}).get(key) for d in shown]) for key in differing]
+    configs = [_flat(detail.get("config") or {}) for detail in shown]  # once a run
+    keys = sorted({key for config in configs for key in config})
+    columns = [[config.get(key) for config in configs] for key in keys]
+    rows = [(key, values) for key, values in zip(keys, columns, strict=True) if _differ(values)]
     return render(
         request, "compare.html", runs=shown, config_rows=rows, curves=curves, width=COMPARE_WIDTH
     )
@@ -79,14 +78,23 @@ def run(request: Request, ref: str) -> HTMLResponse:
     """A run: its summary, config, dataset, and every metric's curve (at most `MAX_POINTS`
     points each)."""
     detail = _runs.show(request, ref)
-    found = _curves(request, [detail["run_id"]], MAX_POINTS)[detail["run_id"]]
+    found = _curves(request, [detail], MAX_POINTS)[detail["run_id"]]
     curves = {key: {detail["name"]: series} for key, series in found.items()}
     return render(request, "run.html", run=detail, curves=curves, max_points=MAX_POINTS)
 
 
-def _curves(request: Request, run_ids: list[str], points: int) -> dict[str, dict[str, Series]]:
-    """Each run's curves at most `points` long, through the app's cache of them."""
-    return run_curves(workspace(request), run_ids, points, request.app.state.curve_cache)
+def _curves(
+    request: Request, shown: list[dict[str, Any]], points: int
+) -> dict[str, dict[str, Series]]:
+    """Each shown run's curves at most `points` long, those of ended runs through the app's
+    cache of them."""
+    ended = {detail["run_id"] for detail in shown if detail["status"] != "RUNNING"}
+    run_ids = [detail["run_id"] for detail in shown]
+    return run_curves(workspace(request), run_ids, points, request.app.state.curve_cache, ended)
+
+
+def _differ(values: list[Any]) -> bool:
+    return len({repr(value) for value in values}) > 1
 
 
 def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
