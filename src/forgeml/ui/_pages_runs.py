@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import numpy as np
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
@@ -57,13 +58,15 @@ def compare(request: Request, run: Annotated[list[str], Query(max_length=128)]) 
     """Up to `MAX_COMPARED` runs side by side: their configs' differences and their curves."""
     if not 2 <= len(run) <= MAX_COMPARED:
         raise InvalidRequestError(f"Compare 2 to {MAX_COMPARED} runs: {len(run)} were chosen.")
-    shown = [_runs.show(request, ref) for ref in run]
+    shown = _runs.show_many(request, run)
     by_run = _curves(request, shown, COMPARE_WIDTH)
-    curves: dict[str, dict[str, Series]] = {}
+    curves: dict[str, dict[str, tuple[list[int], np.ndarray]]] = {}
     for detail in shown:
         label = f"{detail['name']} {detail['run_id'][:8]}"
-        for key, series in by_run[detail["run_id"]].items():
-            curves.setdefault(key, {})[label] = series
+        for key, (steps, values) in by_run[detail["run_id"]].items():
+            # float32's 7 digits are more than a chart's pixels resolve, in about half the
+            # JSON of float64's 17 (100 runs x 960 points made a 2.5 MB page)
+            curves.setdefault(key, {})[label] = (steps, np.asarray(values, dtype=np.float32))
     configs = [_flat(detail.get("config") or {}) for detail in shown]  # once a run
     keys = sorted({key for config in configs for key in config})
     columns = [[config.get(key) for config in configs] for key in keys]
