@@ -446,7 +446,13 @@ def forgeml_pages(pages: Pages, url: str, charted: list[str], rounds: int) -> di
     return found
 
 
-MLFLOW_CHART = "document.querySelector('.js-plotly-plot .plot .scatterlayer path.js-line')"
+# MLflow 3.17's run page: a Plotly line a metric of more than one step (single values are
+# bars); its path has its points once drawn. (`.plot .scatterlayer path.js-line` matched
+# nothing in 3.17, which an earlier run reported as "not drawn in 60 s".)
+MLFLOW_CHART = (
+    "[...document.querySelectorAll('.js-plotly-plot path.js-line')]"
+    ".some((p) => (p.getAttribute('d') || '').length > 100)"
+)
 
 
 def goals_met(found: dict[str, Any]) -> dict[str, bool]:
