@@ -34,8 +34,8 @@ Goals (issue 16): runs page < 1 s, filter < 200 ms, chart < 1.5 s with no long t
     PYTHONPATH=src .venv/bin/python benchmarks/ui.py              # 100k runs, 5k in MLflow
     PYTHONPATH=src .venv/bin/python benchmarks/ui.py --quick      # 2k runs, 10 x 1k steps
 
-(`--quick` aims at a minute; on 2 cores at a load average of 10 to 17 it took 2.5 min, most
-of it the two servers' start-up and MLflow's pages waiting out their 15 s.)
+(`--quick` aims at a minute: 57 s on 2 cores at a load average of 3 to 6; at 10 to 17 the
+two servers' start-up alone took over a minute.)
 """
 
 from __future__ import annotations
