@@ -133,6 +133,24 @@ def test_a_bad_query_is_a_page_naming_it_and_the_api_stays_json(
     assert "content-security-policy" not in api.headers
 
 
+def test_the_compare_page_charts_each_runs_curves_as_steps_and_values(clients: Clients) -> None:
+    client = clients["vic"]
+    found = client.get("/api/v1/runs", params={"name": "adult-mlp", "status": "FINISHED"})
+    runs = [run["run_id"] for run in found.json()]
+    page = client.get("/runs/compare", params={"run": runs})
+    assert page.status_code == 200
+    block = re.search(r'<script type="application/json" id="curves-data">(.*?)</script>', page.text)
+    assert block is not None
+    curves = orjson.loads(block.group(1))
+    series = curves["train_loss"]  # one label a run logged it at more than one step
+    assert series and {label.split()[-1] for label in series} <= {run[:8] for run in runs}
+    for steps, values in series.values():
+        assert len(steps) == len(values) > 1 and steps == sorted(steps)
+    refused = client.get("/runs/compare", params={"run": runs[:1] * 101})
+    assert refused.status_code == 422
+    assert "Compare 2 to 100 runs: 101 were chosen." in refused.text
+
+
 def test_every_page_route_declares_a_permission(tmp_path: Path) -> None:
     workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
     try:

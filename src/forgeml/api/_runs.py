@@ -78,6 +78,17 @@ def show(request: Request, ref: str) -> dict[str, Any]:
     return run_detail(get_run(home, ref))
 
 
+def show_many(request: Request, refs: list[str]) -> list[dict[str, Any]]:
+    """`show` of each of `refs`, in order: those that are run ids read in one query (the
+    web UI's comparison of up to 100 runs), any other reference as `show` finds it."""
+    home = workspace(request)
+    _reap_due(request, home)
+    with home.store.session() as session:
+        found = session.scalars(select(RunRecord).where(RunRecord.id.in_(set(refs))))
+        by_id = {record.id: run_detail(record) for record in found}
+    return [by_id[ref] if ref in by_id else run_detail(get_run(home, ref)) for ref in refs]
+
+
 @router.get("/{ref}/metrics", dependencies=[require("runs:read")])
 def metrics(
     request: Request,

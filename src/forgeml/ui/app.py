@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from forgeml.api import create_app as create_api_app
+from forgeml.ui._curves import CurveCache
 from forgeml.ui._errors import page_errors
 from forgeml.ui._pages_datasets import router as datasets_router
 from forgeml.ui._pages_explain import router as explain_router
@@ -60,6 +61,7 @@ def create_app(
     app = create_api_app(
         workspace, authorizer, limits=limits, oidc=oidc, hosts=hosts, reap_every=reap_every
     )
+    app.state.curve_cache = CurveCache()
     for router in PAGE_ROUTERS:
         app.include_router(router, include_in_schema=False)
     app.mount("/static", StaticFiles(directory=str(files("forgeml.ui") / "static")), "static")

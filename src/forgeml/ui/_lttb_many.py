@@ -1,0 +1,78 @@
+"""LTTB of many curves at once, with numpy: the fast path of `_lttb.lttb` for a chart of
+up to 100 runs.
+
+LTTB's buckets depend only on a curve's length and the threshold, so curves of one length
+share them: each bucket is then one vectorised step over all those curves (a row each)
+instead of a Python loop over every point of every curve (100 curves of 10,000 steps took
+3.3 s in `lttb`). The arithmetic is `lttb`'s, operation for operation, and the first
+largest triangle wins as there; tests/ui/test_lttb_many.py holds the two equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from forgeml.ui._lttb import MAX_POINTS, lttb
+
+Curve = Sequence[tuple[float, float]]
+
+
+def lttb_many(
+    curves: Sequence[Curve], threshold: int = MAX_POINTS
+) -> list[list[tuple[float, float]]]:
+    """`[lttb(curve, threshold) for curve in curves]`, curves of one length computed together.
+
+    Raises:
+        ValueError: `threshold` below 3 while a curve has more points than it.
+    """
+    kept: list[list[tuple[float, float]] | None] = [None] * len(curves)
+    by_length: dict[int, list[int]] = {}
+    for index, curve in enumerate(curves):
+        if len(curve) <= threshold:
+            kept[index] = list(curve)
+        else:
+            by_length.setdefault(len(curve), []).append(index)
+    if by_length and threshold < 3:
+        raise ValueError(f"LTTB keeps the first and last points and one a bucket: {threshold} < 3.")
+    for indexes in by_length.values():
+        if len(indexes) == 1:  # alone, the plain loop is as fast
+            kept[indexes[0]] = lttb(curves[indexes[0]], threshold)
+            continue
+        points = np.array([curves[i] for i in indexes], dtype=np.float64)  # (curves, n, 2)
+        chosen = _select(points[:, :, 0], points[:, :, 1], threshold)
+        for row, index in enumerate(indexes):
+            kept[index] = [(float(x), float(y)) for x, y in points[row, chosen[row]]]
+    return [curve for curve in kept if curve is not None]
+
+
+def _select(xs: np.ndarray, ys: np.ndarray, threshold: int) -> np.ndarray:
+    """The kept indexes (curves, threshold) of curves with the rows of `xs`, `ys`."""
+    count, length = xs.shape
+    every = (length - 2) / (threshold - 2)
+    chosen = np.zeros((count, threshold), dtype=np.int64)
+    chosen[:, -1] = length - 1
+    rows = np.arange(count)
+    previous = np.zeros(count, dtype=np.int64)
+    for bucket in range(threshold - 2):
+        start = int(bucket * every) + 1
+        end = int((bucket + 1) * every) + 1
+        after_end = min(int((bucket + 2) * every) + 1, length)
+        if end < after_end:
+            # summed left to right as `lttb`'s sum() is (numpy's pairwise sum rounds otherwise)
+            width = after_end - end
+            avg_x = np.cumsum(xs[:, end:after_end], axis=1)[:, -1] / width
+            avg_y = np.cumsum(ys[:, end:after_end], axis=1)[:, -1] / width
+        else:
+            avg_x, avg_y = xs[:, -1], ys[:, -1]
+        ax, ay = xs[rows, previous], ys[rows, previous]
+        x, y = xs[:, start:end], ys[:, start:end]
+        area = np.abs(
+            (ax - avg_x)[:, None] * (y - ay[:, None]) - (ax[:, None] - x) * (avg_y - ay)[:, None]
+        )
+        # a NaN triangle never wins in `lttb` (`area > best` is false); -1 loses to any area
+        area = np.where(np.isnan(area), -1.0, area)
+        previous = start + np.argmax(area, axis=1)
+        chosen[:, bucket + 1] = previous
+    return chosen

@@ -1,0 +1,57 @@
+"""The many-curve LTTB (numpy, curves of one length together) chooses exactly what the
+plain loop chooses, curve by curve."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forgeml.ui._lttb import lttb
+from forgeml.ui._lttb_many import lttb_many
+
+values = st.one_of(
+    st.integers(-1_000, 1_000).map(float),
+    st.floats(-1e6, 1e6, allow_nan=False),
+    st.just(math.nan),
+)
+
+
+@st.composite
+def curve_sets(draw: st.DrawFn) -> tuple[list[list[tuple[float, float]]], int]:
+    threshold = draw(st.integers(3, 12))
+    lengths = draw(st.lists(st.integers(0, 60), min_size=1, max_size=6))
+    # lengths repeat, so some curves share their buckets and go through numpy together
+    lengths += draw(st.lists(st.sampled_from(lengths), max_size=4))
+    curves = [[(float(i), draw(values)) for i in range(length)] for length in lengths]
+    return curves, threshold
+
+
+@settings(max_examples=150, deadline=None)
+@given(curve_sets())
+def test_many_curves_keep_what_the_plain_loop_keeps(
+    found: tuple[list[list[tuple[float, float]]], int],
+) -> None:
+    curves, threshold = found
+    fast = lttb_many(curves, threshold)
+    slow = [lttb(curve, threshold) for curve in curves]
+    # NaN != NaN: compare the points as their reprs
+    assert [[repr(p) for p in c] for c in fast] == [[repr(p) for p in c] for c in slow]
+
+
+def test_a_hundred_real_sized_curves_match_the_plain_loop() -> None:
+    rng = random.Random(16)
+    curves = [
+        [(float(s), 1 / (1 + 0.01 * s) + 0.05 * rng.random()) for s in range(10_000)]
+        for _ in range(100)
+    ]
+    curves.append([(float(s), rng.random()) for s in range(0, 7_000, 3)])
+    assert lttb_many(curves, 860) == [lttb(curve, 860) for curve in curves]
+
+
+def test_a_threshold_below_three_is_refused_as_by_the_plain_loop() -> None:
+    with pytest.raises(ValueError, match="< 3"):
+        lttb_many([[(0.0, 0.0)] * 10, [(0.0, 0.0)] * 10], 2)
