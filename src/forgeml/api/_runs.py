@@ -56,7 +56,11 @@ def runs_page(
     home = workspace(request)
     _reap_due(request, home)
     # a summary shows neither the config (50+ params) nor the dataset: only its columns read
-    query = select(RunRecord).options(lazyload(RunRecord.dataset_version), load_only(*_SUMMARY))
+    query = (
+        select(RunRecord)
+        .options(lazyload(RunRecord.dataset_version), load_only(*_SUMMARY))
+        .where(RunRecord.project == home.project)
+    )
     for column, wanted in (
         (RunRecord.name, name), (RunRecord.status, status),
         (RunRecord.parent_run_id, parent_run_id),
@@ -69,7 +73,7 @@ def runs_page(
         return [run_summary(run) for run in kept], cursor
 
 
-@router.get("/{ref}", dependencies=[require("runs:read")])
+@router.get("/{ref}", dependencies=[require("runs:read", resource="run")])
 def show(request: Request, ref: str) -> dict[str, Any]:
     """A run (id, id prefix or name) as `runs show --json` prints it."""
     home = workspace(request)
@@ -77,7 +81,7 @@ def show(request: Request, ref: str) -> dict[str, Any]:
     return run_detail(get_run(home, ref))
 
 
-@router.get("/{ref}/metrics", dependencies=[require("runs:read")])
+@router.get("/{ref}/metrics", dependencies=[require("runs:read", resource="run")])
 def metrics(
     request: Request,
     ref: str,

@@ -10,7 +10,7 @@ import getpass
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -60,6 +60,23 @@ class Settings(BaseSettings):
         default=None,
         description="Actor recorded in the audit log; default the login name.",
     )
+    project: str = Field(
+        default="default",
+        description="Project that new datasets, runs, models, jobs and deployments belong "
+        "to, and that lists show.",
+    )
+
+    @field_validator("project")
+    @classmethod
+    def _plain_project(cls, value: str) -> str:
+        from forgeml.core.errors import InvalidNameError
+        from forgeml.core.ids import validate_name
+
+        try:
+            return validate_name(value, "project (FORGEML_PROJECT)")
+        except InvalidNameError as error:
+            # pydantic reports a ValueError as a validation error naming the field
+            raise ValueError(str(error)) from None
 
     @property
     def database_url(self) -> str:

@@ -128,6 +128,7 @@ def submit(
         job = JobRecord(
             id=new_id(),
             name=spec.name,
+            project=workspace.project,
             kind=spec.kind,
             spec=spec.model_dump(mode="json"),
             queue=queue.name,
@@ -209,9 +210,16 @@ def find_job(workspace: Workspace, ref: str) -> JobRecord:
         return get_job(session, ref)
 
 
-def jobs_query(states: Sequence[str] | None = None, queue: str | None = None) -> Select[JobRecord]:
-    """Jobs, unordered, optionally only in `states` or `queue` (callers order and page it)."""
+def jobs_query(
+    states: Sequence[str] | None = None,
+    queue: str | None = None,
+    project: str | None = None,
+) -> Select[JobRecord]:
+    """Jobs, unordered, optionally only in `states`, `queue` or `project` (callers order and
+    page it)."""
     query = select(JobRecord)
+    if project is not None:
+        query = query.where(JobRecord.project == project)
     if states:
         query = query.where(JobRecord.state.in_(list(states)))
     if queue:
@@ -225,9 +233,11 @@ def list_jobs(
     states: Sequence[str] | None = None,
     queue: str | None = None,
     limit: int | None = None,
+    project: str | None = None,
 ) -> list[JobRecord]:
-    """Jobs, newest first, optionally only in `states` or `queue`."""
-    query = jobs_query(states, queue).order_by(JobRecord.submitted_at.desc())
+    """Jobs, newest first, optionally only in `states`, `queue` or `project` (None: every
+    project's)."""
+    query = jobs_query(states, queue, project).order_by(JobRecord.submitted_at.desc())
     if limit:
         query = query.limit(limit)
     with workspace.store.session() as session:

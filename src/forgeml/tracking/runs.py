@@ -119,7 +119,7 @@ def start_run(
         raise UsageError(f"lease_seconds must be at least 1 second, got {lease_seconds}.")
     if parent_run_id is not None:
         with workspace.store.session() as session:
-            _get(session, parent_run_id)
+            find_run(session, parent_run_id)
     client = open_client(workspace)
     experiment_id = ensure_experiment(client, experiment, artifact_location(workspace.settings))
     run = client.create_run(
@@ -191,6 +191,7 @@ def _new_record(
     return RunRecord(
         id=run_id,
         name=name,
+        project=workspace.project,
         experiment=experiment,
         status=RunStatus.RUNNING.value,
         config=json_safe(dict(config)),
@@ -244,7 +245,7 @@ def finish_run(
     if error:
         client.set_tag(run_id, "forgeml.error", error[:MAX_TAG_VALUE_LENGTH])
     with handle.workspace.store.session() as session:
-        record = _get(session, run_id)
+        record = find_run(session, run_id)
         record.status = final.value
         record.ended_at = datetime.now(UTC)
         record.metrics = json_safe(dict(metrics))
@@ -292,7 +293,7 @@ def resume_run(workspace: Workspace, ref: str, lease_seconds: int | None = None)
     reap_expired(workspace)
     client = open_client(workspace)
     with workspace.store.session() as session:
-        record = _get(session, ref)
+        record = find_run(session, ref)
         if record.status == RunStatus.FINISHED:
             raise UsageError(f"Run {record.id} already FINISHED; there is nothing to resume.")
         if record.status == RunStatus.RUNNING:
@@ -322,7 +323,7 @@ def attach_run(workspace: Workspace, ref: str) -> RunHandle:
     Used to log or register a model of a run that already ended, e.g. the best HPO trial.
     """
     with workspace.store.session() as session:
-        record = _get(session, ref)
+        record = find_run(session, ref)
     client = open_client(workspace)
     experiment_id = str(client.get_run(record.id).info.experiment_id)
     return RunHandle(workspace, client, record.id, record.name, experiment_id, record.lease_seconds)
@@ -336,10 +337,10 @@ def get_run(workspace: Workspace, ref: str) -> RunRecord:
         UsageError: an id prefix matches several runs.
     """
     with workspace.store.session() as session:
-        return _get(session, ref)
+        return find_run(session, ref)
 
 
-def _get(session: Session, ref: str) -> RunRecord:
+def find_run(session: Session, ref: str) -> RunRecord:
     record = session.get(RunRecord, ref)
     if record is not None:
         return record
@@ -367,9 +368,13 @@ def list_runs(
     status: RunStatus | str | None = None,
     parent_run_id: str | None = None,
     limit: int | None = None,
+    project: str | None = None,
 ) -> list[RunRecord]:
-    """Runs, newest first, optionally filtered by name, status or parent (HPO study)."""
+    """Runs, newest first, optionally filtered by name, status, parent (HPO study) or
+    project (None: every project's)."""
     query = select(RunRecord).order_by(RunRecord.started_at.desc())
+    if project is not None:
+        query = query.where(RunRecord.project == project)
     if name is not None:
         query = query.where(RunRecord.name == name)
     if status is not None:

@@ -1,0 +1,159 @@
+"""Resources are partitioned by project: a create lands in the request's project
+(`X-Forgeml-Project`), a list shows that project's only, and an item route is authorized in
+the project its resource belongs to. Names stay unique across projects (409)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from forgeml.auth import add_member, issue_token
+from forgeml.core.workspace import Workspace
+from forgeml.tracking import RunStatus, finish_run, start_run
+from tests.api._accounts_app import accounts_client, seed
+
+CSV = b"x,y\n1,a\n2,b\n3,a\n"
+OTHER_CSV = b"x,y\n4,b\n5,a\n6,b\n"
+
+
+class Caller:
+    """Requests as one token, in one project (None: no header, `default`)."""
+
+    def __init__(self, client: TestClient, token: str, project: str | None) -> None:
+        self.client = client
+        self.headers = {"Authorization": f"Bearer {token}"}
+        if project is not None:
+            self.headers["X-Forgeml-Project"] = project
+
+    def get(self, url: str) -> tuple[int, object]:
+        answer = self.client.get(url, headers=self.headers)
+        return answer.status_code, answer.json()
+
+    def upload(self, name: str, body: bytes = CSV) -> int:
+        answer = self.client.post(
+            f"/api/v1/datasets/{name}/versions",
+            params={"filename": "data.csv"},
+            content=body,
+            headers=self.headers,
+        )
+        return answer.status_code
+
+
+@pytest.fixture
+def teams(workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    client, settings, _ = accounts_client(workspace, tmp_path)
+    tokens = seed(
+        workspace,
+        settings,
+        {
+            "alice": ("owner", "default"),
+            "tara": ("developer", "team-a"),
+            "bob": ("developer", "team-b"),
+            "pat": ("developer", "team-a"),
+        },
+    )
+    add_member(workspace, "team-b", "pat", "developer", actor="tester")
+    with client:
+        yield {
+            "workspace": workspace,
+            "alice": Caller(client, tokens["alice"], None),
+            "tara": Caller(client, tokens["tara"], "team-a"),
+            "tara_no_header": Caller(client, tokens["tara"], None),
+            "bob": Caller(client, tokens["bob"], "team-b"),
+            "alice_in_a": Caller(client, tokens["alice"], "team-a"),
+            "pat_in_b": Caller(client, tokens["pat"], "team-b"),
+        }
+
+
+def _run_in(workspace: Workspace, project: str, actor: str) -> str:
+    """A finished run recorded the way training records one, in `project`."""
+    home = workspace.in_project(project).acting_as(actor)
+    handle = start_run(home, {"lr": 0.1}, "probe", None)
+    finish_run(handle, RunStatus.FINISHED, {"accuracy": 0.5})
+    return handle.run_id
+
+
+def _names(items: object) -> list[str]:
+    assert isinstance(items, list)
+    return [item["dataset"] for item in items]
+
+
+def test_a_teams_dataset_and_run_are_listed_in_its_project_only(teams: dict) -> None:
+    assert teams["tara"].upload("iris-a") == 201
+    assert teams["alice"].upload("iris-default") == 201
+    run_a = _run_in(teams["workspace"], "team-a", "tara")
+    run_default = _run_in(teams["workspace"], "default", "alice")
+
+    assert _names(teams["tara"].get("/api/v1/datasets")[1]) == ["iris-a"]
+    assert [run["run_id"] for run in teams["tara"].get("/api/v1/runs")[1]] == [run_a]
+    # team-b's developer sees none of them
+    assert teams["bob"].get("/api/v1/datasets") == (200, [])
+    assert teams["bob"].get("/api/v1/runs") == (200, [])
+    # the owner of default sees default's only
+    assert _names(teams["alice"].get("/api/v1/datasets")[1]) == ["iris-default"]
+    assert [run["run_id"] for run in teams["alice"].get("/api/v1/runs")[1]] == [run_default]
+
+
+def test_an_item_is_authorized_in_the_project_it_belongs_to(teams: dict) -> None:
+    assert teams["tara"].upload("iris-a") == 201
+    run_a = _run_in(teams["workspace"], "team-a", "tara")
+
+    for url in ("/api/v1/datasets/iris-a", "/api/v1/datasets/iris-a/versions",
+                f"/api/v1/runs/{run_a}", f"/api/v1/runs/{run_a}/metrics"):  # fmt: skip
+        # another project's member: refused, whichever project it names
+        status, body = teams["bob"].get(url)
+        assert status == 403 and "'team-a'" in body["error"], (url, body)
+        # the owner of default is no member of team-a
+        assert teams["alice"].get(url)[0] == 403, url
+        # team-a's member reads it without naming its project
+        assert teams["tara_no_header"].get(url)[0] == 200, url
+    assert teams["bob"].upload("iris-a", OTHER_CSV) == 403
+    versions = teams["tara"].get("/api/v1/datasets/iris-a/versions")[1]
+    assert [v["version"] for v in versions] == [1]  # type: ignore[index]
+
+
+def test_an_unknown_item_is_authorized_in_the_request_project_then_404(teams: dict) -> None:
+    assert teams["bob"].get("/api/v1/datasets/nosuch")[0] == 404
+    assert teams["bob"].get("/api/v1/runs/nosuch")[0] == 404
+    # a project the caller is no member of: refused before anything is looked up
+    assert teams["alice_in_a"].get("/api/v1/datasets/nosuch")[0] == 403
+
+
+def test_a_name_of_another_project_is_refused_with_409(teams: dict) -> None:
+    assert teams["tara"].upload("shared") == 201
+
+    answer = teams["pat_in_b"].client.post(
+        "/api/v1/datasets/shared/versions",
+        params={"filename": "data.csv"},
+        content=OTHER_CSV,
+        headers=teams["pat_in_b"].headers,
+    )
+
+    assert answer.status_code == 409
+    assert "exists already, in the project 'team-a'" in answer.json()["error"]
+    assert teams["pat_in_b"].get("/api/v1/datasets") == (200, [])
+
+
+def test_a_malformed_project_header_is_a_400(teams: dict) -> None:
+    caller = teams["tara"]
+    status, body = caller.get("/api/v1/datasets")
+    assert status == 200
+    caller.headers["X-Forgeml-Project"] = "../team-a"
+
+    status, body = caller.get("/api/v1/datasets")
+
+    assert status == 400 and "project" in body["error"]
+
+
+def test_a_project_token_cannot_reach_another_project_by_its_header(
+    teams: dict, workspace: Workspace
+) -> None:
+    teams["tara"].upload("iris-a")
+    token = issue_token(workspace, "bob", "ci", actor="bob")[1]
+    caller = Caller(teams["tara"].client, token, "team-a")
+
+    assert caller.get("/api/v1/datasets")[0] == 403
