@@ -73,7 +73,7 @@ class Settings(BaseSettings):
         from forgeml.core.ids import validate_name
 
         try:
-            return validate_name(value, "project (FORGEML_PROJECT)")
+            return validate_name(value, "project")
         except InvalidNameError as error:
             # pydantic reports a ValueError as a validation error naming the field
             raise ValueError(str(error)) from None
@@ -105,5 +105,19 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings, read from the environment once."""
-    return Settings()
+    """The process-wide settings, read from the environment once.
+
+    Raises:
+        ConfigError: a FORGEML_ variable holds a value its field refuses (one sentence).
+    """
+    from pydantic import ValidationError
+
+    from forgeml.core.errors import ConfigError
+
+    try:
+        return Settings()
+    except ValidationError as error:
+        first = error.errors()[0]
+        name = f"FORGEML_{str(first['loc'][0]).upper()}"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{name}: {message}") from None
