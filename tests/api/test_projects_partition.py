@@ -157,3 +157,13 @@ def test_a_project_token_cannot_reach_another_project_by_its_header(
     caller = Caller(teams["tara"].client, token, "team-a")
 
     assert caller.get("/api/v1/datasets")[0] == 403
+
+
+def test_a_run_name_both_projects_use_finds_the_callers_own(teams: dict) -> None:
+    run_b = _run_in(teams["workspace"], "team-b", "bob")
+    run_a = _run_in(teams["workspace"], "team-a", "tara")  # the latest "probe" overall
+
+    status, body = teams["bob"].get("/api/v1/runs/probe")
+
+    assert (status, body["run_id"]) == (200, run_b)  # type: ignore[index]
+    assert teams["tara"].get("/api/v1/runs/probe")[1]["run_id"] == run_a  # type: ignore[index]

@@ -148,7 +148,8 @@ class AccountsAuthorizer:
             if from_cookie and caller.via != "session":
                 raise AuthenticationError("The session cookie holds no session.")
             if kind is not None:
-                project = resource_project(session, kind, request.path_params) or project
+                found = resource_project(session, kind, request.path_params, project)
+                project = found or project
             held = held_in(session, caller, project)
         every = timedelta(seconds=self.settings.token_last_used_every_s)
         touch_when_due(self.workspace, caller, last_used, moment, every)

@@ -25,8 +25,10 @@ from forgeml.core.errors import ForgemlError
 from forgeml.core.ids import parse_ref, validate_name
 from forgeml.core.store import Dataset, DeploymentRecord, ModelVersionRecord
 
-# kind -> (read session, path parameters) -> the resource's project, None when none is found
-ResourceProject = Callable[[Session, Mapping[str, str]], str | None]
+# kind -> (read session, path parameters, the request's project) -> the resource's project,
+# None when none is found; a name that is not unique (runs, jobs) finds the request
+# project's resource first
+ResourceProject = Callable[[Session, Mapping[str, str], str], str | None]
 
 
 def request_project(request: Request) -> str:
@@ -49,31 +51,31 @@ def _declares_project_query(request: Request) -> bool:
     )
 
 
-def _dataset(session: Session, params: Mapping[str, str]) -> str | None:
+def _dataset(session: Session, params: Mapping[str, str], _: str) -> str | None:
     name = parse_ref(params.get("name") or params["ref"], "dataset reference").name
     return session.scalar(select(Dataset.project).where(Dataset.name == name))
 
 
-def _run(session: Session, params: Mapping[str, str]) -> str | None:
+def _run(session: Session, params: Mapping[str, str], project: str) -> str | None:
     from forgeml.tracking.runs import find_run
 
-    return find_run(session, params["ref"]).project
+    return find_run(session, params["ref"], project).project
 
 
-def _model(session: Session, params: Mapping[str, str]) -> str | None:
+def _model(session: Session, params: Mapping[str, str], _: str) -> str | None:
     name = (params.get("name") or params["ref"]).partition("@")[0]
     return session.scalar(
         select(ModelVersionRecord.project).where(ModelVersionRecord.name == name).limit(1)
     )
 
 
-def _job(session: Session, params: Mapping[str, str]) -> str | None:
+def _job(session: Session, params: Mapping[str, str], project: str) -> str | None:
     from forgeml.scheduler.jobs import get_job
 
-    return get_job(session, params["ref"]).project
+    return get_job(session, params["ref"], project).project
 
 
-def _deployment(session: Session, params: Mapping[str, str]) -> str | None:
+def _deployment(session: Session, params: Mapping[str, str], _: str) -> str | None:
     name = params["name"]
     return session.scalar(select(DeploymentRecord.project).where(DeploymentRecord.name == name))
 
@@ -87,10 +89,13 @@ RESOURCE_PROJECT: dict[str, ResourceProject] = {
 }
 
 
-def resource_project(session: Session, kind: str, params: Mapping[str, str]) -> str | None:
-    """The project of the `kind` resource the path parameters `params` name, or None when
-    they name none (a malformed reference included: the route refuses it itself)."""
+def resource_project(
+    session: Session, kind: str, params: Mapping[str, str], project: str
+) -> str | None:
+    """The project of the `kind` resource the path parameters `params` name (asked in
+    `project`), or None when they name none (a malformed reference included: the route
+    refuses it itself)."""
     try:
-        return RESOURCE_PROJECT[kind](session, params)
+        return RESOURCE_PROJECT[kind](session, params, project)
     except (ForgemlError, KeyError):
         return None

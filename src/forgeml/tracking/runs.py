@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
 import forgeml
@@ -337,10 +337,12 @@ def get_run(workspace: Workspace, ref: str) -> RunRecord:
         UsageError: an id prefix matches several runs.
     """
     with workspace.store.session() as session:
-        return find_run(session, ref)
+        return find_run(session, ref, workspace.project)
 
 
-def find_run(session: Session, ref: str) -> RunRecord:
+def find_run(session: Session, ref: str, project: str | None = None) -> RunRecord:
+    """`get_run` inside `session`; a name finds `project`'s latest run first when it has
+    one (run names are not unique across projects)."""
     record = session.get(RunRecord, ref)
     if record is not None:
         return record
@@ -350,12 +352,10 @@ def find_run(session: Session, ref: str) -> RunRecord:
             raise UsageError(f"Run id prefix '{ref}' matches {len(found)} runs; give more digits.")
         if found:
             return found[0]
-    latest = session.scalars(
-        select(RunRecord)
-        .where(RunRecord.name == ref)
-        .order_by(RunRecord.started_at.desc())
-        .limit(1)
-    ).first()
+    query = select(RunRecord).where(RunRecord.name == ref)
+    if project is not None:
+        query = query.order_by(case((RunRecord.project == project, 0), else_=1))
+    latest = session.scalars(query.order_by(RunRecord.started_at.desc()).limit(1)).first()
     if latest is None:
         raise NotFoundError(f"Run '{ref}' does not exist (see `forgeml runs list`).")
     return latest
