@@ -79,7 +79,7 @@ def _run_in(workspace: Workspace, project: str, actor: str) -> str:
 
 def _names(items: object) -> list[str]:
     assert isinstance(items, list)
-    return [item["dataset"] for item in items]
+    return [item.get("dataset", item.get("name")) for item in items]
 
 
 def test_a_teams_dataset_and_run_are_listed_in_its_project_only(teams: dict) -> None:
@@ -167,3 +167,40 @@ def test_a_run_name_both_projects_use_finds_the_callers_own(teams: dict) -> None
 
     assert (status, body["run_id"]) == (200, run_b)  # type: ignore[index]
     assert teams["tara"].get("/api/v1/runs/probe")[1]["run_id"] == run_a  # type: ignore[index]
+
+
+def test_a_job_submitted_in_a_project_is_listed_and_cancelled_there_only(teams: dict) -> None:
+    tara = teams["tara"]
+    answer = tara.client.post(
+        "/api/v1/jobs", json={"command": ["true"], "name": "probe"}, headers=tara.headers
+    )
+    assert answer.status_code == 201, answer.text
+    job = answer.json()["job_id"]
+
+    assert [j["job_id"] for j in tara.get("/api/v1/jobs")[1]] == [job]  # type: ignore[union-attr]
+    assert teams["bob"].get("/api/v1/jobs") == (200, [])
+    assert teams["bob"].get(f"/api/v1/jobs/{job}")[0] == 403
+    bob = teams["bob"]
+    cancel = bob.client.post(f"/api/v1/jobs/{job}/cancel", headers=bob.headers)
+    assert cancel.status_code == 403
+    assert tara.get(f"/api/v1/jobs/{job}")[1]["state"] == "PENDING"  # type: ignore[index]
+
+
+def test_a_deployment_belongs_to_the_project_it_was_created_in(teams: dict) -> None:
+    from forgeml.core.errors import AlreadyExistsError
+    from forgeml.serve.deployments import DeploymentSpec, _records, apply_spec
+
+    workspace: Workspace = teams["workspace"]
+    spec = DeploymentSpec(model="adult-mlp@v2", model_ref="adult-mlp@v2", replicas=1)
+    in_a = workspace.in_project("team-a").acting_as("tara")
+    with workspace.store.session() as session:
+        _records._add_record(session, in_a, "web", spec, "failed", _records.now())
+
+    assert _names(teams["tara"].get("/api/v1/deployments")[1]) == ["web"]
+    assert teams["bob"].get("/api/v1/deployments") == (200, [])
+    assert teams["alice"].get("/api/v1/deployments") == (200, [])
+    assert teams["bob"].get("/api/v1/deployments/web")[0] == 403
+    assert teams["tara_no_header"].get("/api/v1/deployments/web")[0] == 200
+    # its name is taken in every project: refused before any replica starts
+    with pytest.raises(AlreadyExistsError, match="in the project 'team-a'"):
+        apply_spec(workspace.in_project("team-b"), "web", spec)
