@@ -147,6 +147,9 @@ def test_a_malformed_project_header_is_a_400(teams: dict) -> None:
     status, body = caller.get("/api/v1/datasets")
 
     assert status == 400 and "project" in body["error"]
+    # no credential: 401 first, whatever the header says
+    anonymous = caller.client.get("/api/v1/datasets", headers={"X-Forgeml-Project": "../x"})
+    assert anonymous.status_code == 401
 
 
 def test_a_project_token_cannot_reach_another_project_by_its_header(
@@ -204,3 +207,21 @@ def test_a_deployment_belongs_to_the_project_it_was_created_in(teams: dict) -> N
     # its name is taken in every project: refused before any replica starts
     with pytest.raises(AlreadyExistsError, match="in the project 'team-a'"):
         apply_spec(workspace.in_project("team-b"), "web", spec)
+
+
+def test_the_token_resource_and_membership_are_read_in_one_read_session(
+    teams: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_a = _run_in(teams["workspace"], "team-a", "tara")
+    store = teams["workspace"].store
+    opened = []
+    read_session = store.read_session
+
+    def counted() -> object:
+        opened.append(1)
+        return read_session()
+
+    monkeypatch.setattr(store, "read_session", counted)
+
+    assert teams["tara_no_header"].get(f"/api/v1/runs/{run_a}")[0] == 200
+    assert len(opened) == 1

@@ -139,7 +139,6 @@ class AccountsAuthorizer:
 
     def authorize(self, request: Request, permission: str) -> Principal:
         token, from_cookie = self.credential(request)
-        project = request_project(request)
         kind: str | None = getattr(request.state, "resource_kind", None)
         moment = self.clock()
         # one read session for the token, the resource's project and the membership
@@ -147,6 +146,7 @@ class AccountsAuthorizer:
             caller, last_used = read_caller(session, token, moment)
             if from_cookie and caller.via != "session":
                 raise AuthenticationError("The session cookie holds no session.")
+            project = request_project(request)  # after the caller: 401 before 400
             if kind is not None:
                 found = resource_project(session, kind, request.path_params, project)
                 project = found or project
