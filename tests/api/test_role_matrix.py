@@ -120,8 +120,9 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("GET", "/api/v1/lineage/{record}"): {"owner", "viewer", "wrong_scope"},
     ("POST", "/api/v1/commands"): {"owner"},
 }
-# acting in the other project: only its member may; resources all live in `default`, so a
-# resource route naming another project still acts there (its member gains nothing by it)
+# acting in the other project: only its member may; a resource route does not declare
+# `?project=`, so naming one there still acts in `default` (a request picks its project with
+# the X-Forgeml-Project header: tests/api/test_projects_partition.py)
 IN_OTHER_PROJECT: dict[tuple[str, str], set[str]] = {
     ("GET", "/api/v1/projects/vision/members"): {"other_project"},
     ("PUT", "/api/v1/projects/vision/members/x"): {"other_project"},

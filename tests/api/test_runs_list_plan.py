@@ -99,10 +99,10 @@ def test_a_page_is_the_bytes_the_cli_prints(api: TestClient, api_workspace: Work
 @pytest.mark.parametrize(
     ("shape", "index"),
     [
-        ("status", "ix_runs_status_started_at_id"),
-        ("name_status", "ix_runs_name_status_started_at_id"),
-        ("name", "ix_runs_name_started_at_id"),
-        ("all", "ix_runs_started_at_id"),
+        ("status", "ix_runs_project_status_started_at_id"),
+        ("name_status", "ix_runs_project_name_status_started_at_id"),
+        ("name", "ix_runs_project_name_started_at_id"),
+        ("all", "ix_runs_project_started_at_id"),
     ],
 )
 def test_each_page_reads_one_index_range_in_order(

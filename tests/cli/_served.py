@@ -104,7 +104,7 @@ def forgeml_on(
     """The environment of the local side set to the served workspace, acting as `user`."""
     monkeypatch.setenv("FORGEML_HOME", str(served.home))
     monkeypatch.setenv("FORGEML_USER", user)
-    for name in ("FORGEML_SERVER", "FORGEML_TOKEN", "MLFLOW_TRACKING_URI"):
+    for name in ("FORGEML_SERVER", "FORGEML_TOKEN", "FORGEML_PROJECT", "MLFLOW_TRACKING_URI"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("FORGEML_ARTIFACTS_URL", raising=False)
     if served.db_url:

@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from forgeml.auth import issue_token
 from forgeml.core.config import Settings
-from forgeml.core.store import AuditEvent
+from forgeml.core.store import AuditEvent, JobRecord, ModelVersionRecord, RunRecord
 from forgeml.core.workspace import Workspace
 from forgeml.scheduler.executors.local import LocalExecutor
 from forgeml.scheduler.service import Scheduler
+from tests.auth._accounts import fast_settings, person
 from tests.cli._served import Forgeml, Served, assert_same_as_local, served, served_on
 from tests.cli.conftest import assert_cli_error
 from tests.train.conftest import ADULT_CONFIG, SRC, copy_adult_home, quick
@@ -98,6 +100,36 @@ def test_a_remote_train_runs_as_a_server_job_and_prints_what_local_train_prints(
     assert job["state"] == "SUCCEEDED" and job["command"][-len(TRAIN) :] == list(TRAIN)
     logged = forgeml.remote("jobs", "logs", job["job_id"])
     assert (logged.code, logged.stdout) == (0, remote.stdout)
+
+
+def test_a_remote_train_lands_its_run_and_model_in_the_callers_project(
+    forgeml: Forgeml, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    served = forgeml.served
+    person(served.workspace, fast_settings(tmp_path), "tara", "developer", "team-a")
+    served.tokens["tara"] = issue_token(served.workspace, "tara", "cli", actor="tester")[1]
+    monkeypatch.setenv("FORGEML_PROJECT", "team-a")
+    with scheduling(served):
+        remote = forgeml.remote(
+            "train", "train.yaml", *quick("name=adult-team-a"), "--json", token="tara"
+        )
+
+    assert (remote.code, remote.stderr) == (0, ""), remote
+    assert json.loads(remote.stdout)["model"] == "adult-team-a@v1"
+    with served.workspace.store.session() as session:
+        model = session.scalars(
+            select(ModelVersionRecord).where(ModelVersionRecord.name == "adult-team-a")
+        ).one()
+        run = session.get(RunRecord, model.run_id)
+        job = session.scalars(select(JobRecord).where(JobRecord.owner == "tara")).one()
+        assert run is not None
+        assert (model.project, run.project, job.project) == ("team-a", "team-a", "team-a")
+    # listed in team-a, and not in default
+    in_team = json.loads(forgeml.remote("models", "list", "--json", token="tara").stdout)
+    assert [m["name"] for m in in_team] == ["adult-team-a"]
+    monkeypatch.delenv("FORGEML_PROJECT")
+    listed = json.loads(forgeml.remote("models", "list", "--json").stdout)
+    assert "adult-team-a" not in {m["name"] for m in listed}
 
 
 def _audited(workspace: Workspace) -> list[tuple[int, str, str]]:

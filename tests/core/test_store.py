@@ -128,8 +128,55 @@ def test_a_store_at_0016_gains_the_run_list_index_by_name_and_status(backend_url
     store = open_store(backend_url)
 
     indexes = {i["name"]: i["column_names"] for i in inspect(store.engine).get_indexes("runs")}
-    assert indexes["ix_runs_name_status_started_at_id"] == ["name", "status", "started_at", "id"]
-    assert indexes["ix_runs_name_started_at_id"] == ["name", "started_at", "id"]
+    # led by the project since 0019
+    assert indexes["ix_runs_project_name_status_started_at_id"] == [
+        "project", "name", "status", "started_at", "id",
+    ]  # fmt: skip
+    assert indexes["ix_runs_project_name_started_at_id"] == ["project", "name", "started_at", "id"]
+    store.dispose()
+
+
+def test_a_store_at_0018_keeps_its_resources_in_the_default_project(backend_url: str) -> None:
+    _store_at(backend_url, "0018")
+    from sqlalchemy import create_engine
+
+    engine = create_engine(backend_url)
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO datasets (id, name, created_at, created_by) "
+                "VALUES ('d1', 'iris', '2026-01-01 00:00:00', 'ann')"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO queues (name, weight, reclaimable, created_at, created_by) "
+                "VALUES ('q', 1, false, '2026-01-01 00:00:00', 'ann')"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO jobs (id, name, kind, spec, queue, priority, owner, state, "
+                "executor, attempts, cancel_requested, submitted_at, updated_at) VALUES "
+                "('j1', 'train', 'command', '{}', 'q', 0, 'ann', 'PENDING', 'local', 0, "
+                "false, '2026-01-01 00:00:00', '2026-01-01 00:00:00')"
+            )
+        )
+    engine.dispose()
+
+    store = open_store(backend_url)
+
+    inspector = inspect(store.engine)
+    for table in ("datasets", "runs", "model_versions", "jobs", "deployments"):
+        column = next(c for c in inspector.get_columns(table) if c["name"] == "project")
+        assert column["nullable"] is False
+    assert ["project"] in [i["column_names"] for i in inspector.get_indexes("datasets")]
+    indexes = {i["name"]: i["column_names"] for i in inspector.get_indexes("runs")}
+    assert indexes["ix_runs_project_started_at_id"] == ["project", "started_at", "id"]
+    assert "ix_runs_started_at_id" not in indexes
+    with store.engine.connect() as connection:
+        assert connection.scalar(text("SELECT project FROM datasets WHERE id = 'd1'")) == "default"
+        assert connection.scalar(text("SELECT project FROM jobs WHERE id = 'j1'")) == "default"
     store.dispose()
 
 

@@ -3,7 +3,8 @@ in the request's project, cut to the token's scope, decides the permission.
 
 `Authorization: Bearer fmlt_...` is read first, then the `forgeml_session` cookie a password
 sign-in sets (HttpOnly, SameSite=Strict, signed with this install's key). The project is the
-route's `{project}`, else a declared `project` query parameter, else `default`. No credential, or
+resource's own on an item route, else the request's (`_projects.request_project`). The
+token, the membership and the resource's project are read in one read session. No credential, or
 an unknown, malformed, expired or revoked one, or a disabled account: 401. A permission the
 caller does not hold there: 403. A change from another origin is refused before any of
 this (`_hosts`, CSRF as well as DNS rebinding).
@@ -17,8 +18,8 @@ from datetime import UTC, datetime, timedelta
 from fastapi import Request, Response
 
 from forgeml.api._authz import Authorizer, Principal, SingleUser
+from forgeml.api._projects import request_project, resource_project
 from forgeml.auth import (
-    DEFAULT_PROJECT,
     AuthSettings,
     Caller,
     PasswordLogin,
@@ -26,10 +27,12 @@ from forgeml.auth import (
     client_scheme,
     get_auth_settings,
     has_accounts,
+    held_in,
     issue_token,
-    permissions_in,
+    read_caller,
     session_key,
     sign,
+    touch_when_due,
     unsign,
 )
 from forgeml.core.errors import (
@@ -38,35 +41,11 @@ from forgeml.core.errors import (
     PermissionDeniedError,
     UsageError,
 )
-from forgeml.core.ids import validate_name
 from forgeml.core.workspace import Workspace
 
 SESSION_COOKIE = "forgeml_session"
 # how a server decides who may call it: `forgeml server --auth`
 AUTH_MODES = ("auto", "accounts", "single-user")
-
-
-def request_project(request: Request) -> str:
-    """The project a request acts in (InvalidNameError for a malformed one): the route's
-    `{project}`, else a `project` query parameter where the route declares one, else
-    `default`.
-
-    Resources (datasets, runs, models, jobs, ...) carry no project yet: they all live in
-    `default`, so a resource route ignores `?project=`: honouring it let a member of any
-    other project read and change every resource by naming their own project.
-    """
-    project = request.path_params.get("project")
-    if project is None and _declares_project_query(request):
-        project = request.query_params.get("project")
-    return validate_name(project, "project") if project else DEFAULT_PROJECT
-
-
-def _declares_project_query(request: Request) -> bool:
-    route = request.scope.get("route")
-    dependant = getattr(route, "dependant", None)
-    return dependant is not None and any(
-        param.name == "project" for param in dependant.query_params
-    )
 
 
 class AccountsAuthorizer:
@@ -91,12 +70,24 @@ class AccountsAuthorizer:
         Raises:
             AuthenticationError: no usable credential.
         """
+        token, from_cookie = self.credential(request)
+        caller = self.authenticate(token)
+        if from_cookie and caller.via != "session":
+            raise AuthenticationError("The session cookie holds no session.")
+        return caller
+
+    def credential(self, request: Request) -> tuple[str, bool]:
+        """The token `request` carries, and whether it came in the session cookie.
+
+        Raises:
+            AuthenticationError: none, or a malformed header or cookie.
+        """
         header = request.headers.get("authorization")
         if header is not None:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
                 raise AuthenticationError("The Authorization header must be 'Bearer <token>'.")
-            return self.authenticate(token.strip())
+            return token.strip(), False
         cookie = request.cookies.get(SESSION_COOKIE)
         if cookie is None:
             raise AuthenticationError(
@@ -106,10 +97,7 @@ class AccountsAuthorizer:
         session = unsign(self.session_key, cookie)
         if session is None:
             raise AuthenticationError("The session cookie was not issued by this server.")
-        caller = self.authenticate(session)
-        if caller.via != "session":
-            raise AuthenticationError("The session cookie holds no session.")
-        return caller
+        return session, True
 
     def authenticate(self, token: str, *, now: datetime | None = None) -> Caller:
         """The caller `token` stands for, at `now` (default: the clock); see
@@ -150,9 +138,21 @@ class AccountsAuthorizer:
         return self.authenticate(token, now=now)
 
     def authorize(self, request: Request, permission: str) -> Principal:
-        caller = self.caller(request)
-        project = request_project(request)
-        held = permissions_in(self.workspace, caller, project)
+        token, from_cookie = self.credential(request)
+        kind: str | None = getattr(request.state, "resource_kind", None)
+        moment = self.clock()
+        # one read session for the token, the resource's project and the membership
+        with self.workspace.store.read_session() as session:
+            caller, last_used = read_caller(session, token, moment)
+            if from_cookie and caller.via != "session":
+                raise AuthenticationError("The session cookie holds no session.")
+            project = request_project(request)  # after the caller: 401 before 400
+            if kind is not None:
+                found = resource_project(session, kind, request.path_params, project)
+                project = found or project
+            held = held_in(session, caller, project)
+        every = timedelta(seconds=self.settings.token_last_used_every_s)
+        touch_when_due(self.workspace, caller, last_used, moment, every)
         if permission not in held:
             raise PermissionDeniedError(
                 f"{caller.name} may not {permission} in the project {project!r}."

@@ -19,6 +19,8 @@ from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
+from forgeml.api._projects import RESOURCE_PROJECT
+
 PUBLIC = "public"
 _MARK = "__forgeml_permission__"
 
@@ -32,7 +34,12 @@ class Principal:
 
 
 class Authorizer(Protocol):
-    """Names a request's caller and decides one permission (raising a 401/403 error)."""
+    """Names a request's caller and decides one permission (raising a 401/403 error).
+
+    On an item route, `request.state.resource_kind` names the kind of resource the route
+    reads or changes (`require(..., resource=...)`; None elsewhere): an authorizer that
+    knows projects decides in that resource's own project.
+    """
 
     def authorize(self, request: Request, permission: str) -> Principal: ...
 
@@ -54,13 +61,23 @@ def _local_user() -> str:
         return "local"
 
 
-def require(permission: str) -> Any:
-    """A route dependency: the caller must hold `permission` (`resource:action`)."""
+def require(permission: str, *, resource: str | None = None) -> Any:
+    """A route dependency: the caller must hold `permission` (`resource:action`).
+
+    `resource`: on an item route, the kind of resource its path names (a key of
+    `forgeml.api._projects.RESOURCE_PROJECT`): the caller is authorized in that resource's
+    project rather than the request's.
+    """
     if permission == PUBLIC or ":" not in permission:
         raise ValueError(f"A permission is 'resource:action', not {permission!r}.")
+    if resource is not None and resource not in RESOURCE_PROJECT:
+        raise ValueError(
+            f"Unknown resource kind {resource!r}: use one of {sorted(RESOURCE_PROJECT)}."
+        )
 
     def check(request: Request) -> Principal:
         authorizer: Authorizer = request.app.state.authorizer
+        request.state.resource_kind = resource
         principal = authorizer.authorize(request, permission)
         request.state.principal = principal
         return principal

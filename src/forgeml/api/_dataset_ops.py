@@ -30,7 +30,7 @@ Split = Literal["train", "validation", "test"]
 
 @router.get(
     "/{ref}/frame",
-    dependencies=[require("datasets:read")],
+    dependencies=[require("datasets:read", resource="dataset")],
     response_class=Response,
     responses={200: {"content": {ARROW_STREAM: {}}}},
 )
@@ -53,7 +53,7 @@ def frame(
     return Response(buffer.getvalue(), media_type=ARROW_STREAM, headers={REF_HEADER: version.ref})
 
 
-@router.get("/{ref}/diff", dependencies=[require("datasets:read")])
+@router.get("/{ref}/diff", dependencies=[require("datasets:read", resource="dataset")])
 def diff(
     request: Request,
     ref: str,
@@ -88,7 +88,7 @@ def query(request: Request, body: SqlQuery) -> dict[str, Any]:
     return {"columns": table.column_names, "rows": table.to_pylist()}
 
 
-@router.post("/{ref}/rebuild", dependencies=[require("datasets:read")])
+@router.post("/{ref}/rebuild", dependencies=[require("datasets:read", resource="dataset")])
 def rebuild(request: Request, ref: str) -> dict[str, Any]:
     """Re-derive the version from its recipe (an upload from the bytes kept of it) and
     compare digests (`data rebuild`); 500 when they differ, 404 when a source is gone."""
@@ -110,7 +110,9 @@ class Derivation(BaseModel):
     spec_name: str | None = Field(None, max_length=128, description="For features.")
 
 
-@router.post("/{ref}/derive", status_code=201, dependencies=[require("datasets:write")])
+@router.post(
+    "/{ref}/derive", status_code=201, dependencies=[require("datasets:write", resource="dataset")]
+)
 def derive(request: Request, ref: str, body: Derivation) -> dict[str, Any]:
     """Apply the transform and record its outputs as versions, audited as the caller."""
     from forgeml.data.pipeline import derive as derive_version

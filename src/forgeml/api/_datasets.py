@@ -55,12 +55,13 @@ def list_datasets(
     created_by: Annotated[str | None, Query(max_length=128)] = None,
 ) -> list[dict[str, Any]]:
     """Every dataset with its latest version (as `data list --json`), a page at a time."""
-    query = catalog.latest_versions()
+    home = workspace(request)
+    query = catalog.latest_versions().where(Dataset.project == home.project)
     if prefix:
         query = query.where(Dataset.name.startswith(prefix, autoescape=True))
     if created_by:
         query = query.where(DatasetVersion.created_by == created_by)
-    with workspace(request).store.session() as session:
+    with home.store.session() as session:
         rows = session.execute(keyset(query, page, _LATEST, Dataset.name)).all()
         kept, cursor = finish(
             rows, page, lambda row: (_sort_value(row[1], row[0], page), row[0].name)
@@ -74,7 +75,7 @@ def _sort_value(version: DatasetVersion, dataset: Dataset, page: Page) -> Any:
     return dataset.name if page.sort == "name" else getattr(version, page.sort)
 
 
-@router.get("/{name}/versions", dependencies=[require("datasets:read")])
+@router.get("/{name}/versions", dependencies=[require("datasets:read", resource="dataset")])
 def versions(
     request: Request,
     response: Response,
@@ -91,13 +92,17 @@ def versions(
     return items
 
 
-@router.get("/{ref}", dependencies=[require("datasets:read")])
+@router.get("/{ref}", dependencies=[require("datasets:read", resource="dataset")])
 def show(request: Request, ref: str) -> dict[str, Any]:
     """A version (`NAME`, `NAME@vN`, `NAME@<digest>`) as `data show --json` prints it."""
     return catalog.describe(workspace(request), ref)
 
 
-@router.post("/{name}/versions", status_code=201, dependencies=[require("datasets:write")])
+@router.post(
+    "/{name}/versions",
+    status_code=201,
+    dependencies=[require("datasets:write", resource="dataset")],
+)
 async def upload(
     request: Request,
     response: Response,

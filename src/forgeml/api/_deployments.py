@@ -37,14 +37,15 @@ def deployments(
 ) -> list[dict[str, Any]]:
     """Every deployment not deleted, or every one with `deleted` (as `deploy list --json`),
     a page at a time."""
-    found = list_deployments(workspace(request), include_deleted=deleted)
+    home = workspace(request)
+    found = list_deployments(home, include_deleted=deleted, project=home.project)
     items = [deployment.to_dict() for deployment in found]
     kept, cursor = in_memory(items, page, lambda item, sort: (item[sort], item["name"]))
     link(request, response, cursor)
     return kept
 
 
-@router.get("/{name}", dependencies=[require("deployments:read")])
+@router.get("/{name}", dependencies=[require("deployments:read", resource="deployment")])
 def show(request: Request, name: str) -> dict[str, Any]:
     """A deployment, its revision, spec and replicas (as `deploy show --json`)."""
     return get_deployment(workspace(request), name).to_dict()
@@ -60,7 +61,9 @@ class Traffic(BaseModel):
     )
 
 
-@router.post("/{name}/traffic", dependencies=[require("deployments:traffic")])
+@router.post(
+    "/{name}/traffic", dependencies=[require("deployments:traffic", resource="deployment")]
+)
 def traffic(request: Request, name: str, body: Traffic) -> dict[str, Any]:
     """Send `canary_weight` percent of the requests to the canary, as the next revision
     (409 when that is the weight already; 422 when the deployment has no canary)."""
@@ -74,10 +77,12 @@ def traffic(request: Request, name: str, body: Traffic) -> dict[str, Any]:
     spec = current.spec.model_copy(
         update={"canary": canary.model_copy(update={"weight": body.canary_weight})}
     )
-    return apply_spec(acting(request), name, spec).to_dict()
+    # a change of the deployment, in its own project (where the caller was authorized)
+    home = acting(request).in_project(current.project)
+    return apply_spec(home, name, spec).to_dict()
 
 
-@router.delete("/{name}", dependencies=[require("deployments:write")])
+@router.delete("/{name}", dependencies=[require("deployments:write", resource="deployment")])
 def delete_deployment(request: Request, name: str) -> dict[str, Any]:
     """Stop every replica of `name` and mark it deleted (as `deploy delete --json`; 404 when
     there is no such live deployment)."""

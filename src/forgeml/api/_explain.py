@@ -62,7 +62,9 @@ class ExplainBody(BaseModel):
         return [self.text] if self.text is not None else list(self.inputs or [])
 
 
-@router.post("/{name}/versions/{version}/explain", dependencies=[require("models:read")])
+@router.post(
+    "/{name}/versions/{version}/explain", dependencies=[require("models:read", resource="model")]
+)
 def explain(request: Request, name: str, version: PositiveInt, body: ExplainBody) -> dict[str, Any]:
     """Per-feature (or per-word) attributions of the version's answer to each row, largest
     first (`models explain --json`): 404 for an unknown version, 422 for a row the model

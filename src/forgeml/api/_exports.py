@@ -28,7 +28,7 @@ CHUNK_BYTES = 1 << 20
 
 @router.get(
     "/models/{name}/versions/{version}/export",
-    dependencies=[require("models:read")],
+    dependencies=[require("models:read", resource="model")],
     response_class=StreamingResponse,
     responses={200: {"content": {TAR_MEDIA_TYPE: {}}}},
 )
@@ -75,7 +75,7 @@ def _chunks(handle: BinaryIO) -> Iterator[bytes]:
             yield chunk
 
 
-@router.get("/jobs/{ref}/export", dependencies=[require("jobs:read")])
+@router.get("/jobs/{ref}/export", dependencies=[require("jobs:read", resource="job")])
 def export_job(
     request: Request,
     ref: str,

@@ -17,7 +17,7 @@ router = CliRouter(prefix="/api/v1/jobs")
 
 @router.get(
     "/{ref}/log",
-    dependencies=[require("jobs:read")],
+    dependencies=[require("jobs:read", resource="job")],
     response_class=Response,
     responses={200: {"content": {"application/octet-stream": {}}}},
 )

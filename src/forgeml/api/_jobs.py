@@ -98,10 +98,11 @@ def list_jobs(
     if unknown:
         known = ", ".join(JobState.__members__)
         raise InvalidRequestError(f"query.state: unknown state '{unknown[0]}' (one of {known}).")
-    query = jobs_query(states, queue)
+    home = workspace(request)
+    query = jobs_query(states, queue, home.project)
     if owner:
         query = query.where(JobRecord.owner == owner)
-    with workspace(request).store.session() as session:
+    with home.store.session() as session:
         found = session.scalars(keyset(query, page, _SORTS, JobRecord.id)).all()
         kept, cursor = finish(found, page, lambda job: (getattr(job, page.sort), job.id))
         items = [job_summary(job) for job in kept]
@@ -109,19 +110,19 @@ def list_jobs(
     return items
 
 
-@router.get("/{ref}", dependencies=[require("jobs:read")])
+@router.get("/{ref}", dependencies=[require("jobs:read", resource="job")])
 def show(request: Request, ref: str) -> dict[str, Any]:
     """A job (id, id prefix or name) as `jobs show --json` prints it."""
     return job_detail(workspace(request), ref)
 
 
-@router.post("/{ref}/cancel", dependencies=[require("jobs:cancel")])
+@router.post("/{ref}/cancel", dependencies=[require("jobs:cancel", resource="job")])
 def cancel_job(request: Request, ref: str) -> dict[str, Any]:
     """Cancel a job: at once when it waits, by the scheduler when it runs (409: it ended)."""
     return job_summary(cancel(acting(request), ref))
 
 
-@router.post("/{ref}/retry", dependencies=[require("jobs:submit")])
+@router.post("/{ref}/retry", dependencies=[require("jobs:submit", resource="job")])
 def retry_job(request: Request, ref: str) -> dict[str, Any]:
     """Queue a FAILED or CANCELLED job again (409 otherwise)."""
     return job_summary(retry(acting(request), ref))
@@ -129,7 +130,7 @@ def retry_job(request: Request, ref: str) -> dict[str, Any]:
 
 @router.get(
     "/{ref}/logs",
-    dependencies=[require("jobs:read")],
+    dependencies=[require("jobs:read", resource="job")],
     response_class=StreamingResponse,
     responses={200: {"content": {"text/event-stream": {}}}},
 )

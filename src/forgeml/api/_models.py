@@ -85,13 +85,14 @@ def models(
 ) -> list[dict[str, Any]]:
     """Registered versions with their aliases (as `models list --json`), a page at a time."""
     home = workspace(request)
-    kept, cursor = in_memory(list_models(home, name), page, _position)
+    found = list_models(home, name, project=home.project)
+    kept, cursor = in_memory(found, page, _position)
     aliases = {model: model_aliases(home, model) for model in {r.name for r in kept}}
     link(request, response, cursor)
     return [version_summary(record, aliases[record.name]) for record in kept]
 
 
-@router.get("/{ref}", dependencies=[require("models:read")])
+@router.get("/{ref}", dependencies=[require("models:read", resource="model")])
 def show(request: Request, ref: str) -> dict[str, Any]:
     """A version (`NAME`, `NAME@vN`, `NAME@ALIAS`) as `models show --json` prints it."""
     home = workspace(request)
@@ -99,7 +100,7 @@ def show(request: Request, ref: str) -> dict[str, Any]:
     return version_summary(record, model_aliases(home, record.name))
 
 
-@router.post("/{ref}/mitigate", dependencies=[require("models:write")])
+@router.post("/{ref}/mitigate", dependencies=[require("models:write", resource="model")])
 def mitigate_version(request: Request, ref: str, body: Mitigate) -> dict[str, Any]:
     """Fit group thresholds for the version and register them as a new version
     (`models mitigate --json`)."""
@@ -152,7 +153,7 @@ async def import_graph(
     return await run_in_threadpool(register)
 
 
-@router.post("/{name}/promote", dependencies=[require("models:promote")])
+@router.post("/{name}/promote", dependencies=[require("models:promote", resource="model")])
 def promote_version(request: Request, name: str, body: Promote) -> dict[str, Any]:
     """Point `alias` at the version if it beats the holder on `metric` (409 if not)."""
     result = promote(
@@ -178,7 +179,9 @@ class CardNotes(BaseModel):
     limitations: str | None = Field(None, description="Where it should not be used.")
 
 
-@router.get("/{name}/versions/{version}/card", dependencies=[require("models:read")])
+@router.get(
+    "/{name}/versions/{version}/card", dependencies=[require("models:read", resource="model")]
+)
 def card(
     request: Request,
     name: str,
@@ -193,7 +196,9 @@ def card(
     return card_summary(workspace(request), f"{name}@v{version}", card_format)
 
 
-@router.put("/{name}/versions/{version}/card", dependencies=[require("models:write")])
+@router.put(
+    "/{name}/versions/{version}/card", dependencies=[require("models:write", resource="model")]
+)
 def set_card(request: Request, name: str, version: PositiveInt, body: CardNotes) -> dict[str, Any]:
     """Record the version's intended use and/or limitations (audited as the caller)."""
     from forgeml.governance.cards import set_card_notes

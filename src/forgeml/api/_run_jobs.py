@@ -27,7 +27,9 @@ class Reproduction(BaseModel):
     queue: str = Field("default", max_length=128, description="The queue to wait in.")
 
 
-@router.post("/{ref}/reproduce", status_code=202, dependencies=[require("jobs:submit")])
+@router.post(
+    "/{ref}/reproduce", status_code=202, dependencies=[require("jobs:submit", resource="run")]
+)
 def reproduce(request: Request, ref: str, body: Reproduction) -> dict[str, Any]:
     """Queue the training job that reproduces run `ref` (a run id, id prefix or name; or a
     model version), owned and audited as the caller: `{"job_id", "state"}`."""

@@ -13,6 +13,7 @@ from forgeml.api._authz import require
 from forgeml.api._context import workspace
 from forgeml.api._json import CliJSONResponse, CliRouter
 from forgeml.api._pages import Page, finish, keyset, link, pages
+from forgeml.core.errors import NotFoundError
 from forgeml.core.store import RunRecord
 from forgeml.core.workspace import Workspace
 from forgeml.tracking import get_run, reap_expired, run_detail, run_summary
@@ -57,7 +58,11 @@ def runs_page(
     home = workspace(request)
     _reap_due(request, home)
     # a summary shows neither the config (50+ params) nor the dataset: only its columns read
-    query = select(RunRecord).options(lazyload(RunRecord.dataset_version), load_only(*_SUMMARY))
+    query = (
+        select(RunRecord)
+        .options(lazyload(RunRecord.dataset_version), load_only(*_SUMMARY))
+        .where(RunRecord.project == home.project)
+    )
     for column, wanted in (
         (RunRecord.name, name), (RunRecord.status, status),
         (RunRecord.parent_run_id, parent_run_id),
@@ -70,7 +75,7 @@ def runs_page(
         return [run_summary(run) for run in kept], cursor
 
 
-@router.get("/{ref}", dependencies=[require("runs:read")])
+@router.get("/{ref}", dependencies=[require("runs:read", resource="run")])
 def show(request: Request, ref: str) -> dict[str, Any]:
     """A run (id, id prefix or name) as `runs show --json` prints it."""
     home = workspace(request)
@@ -79,17 +84,27 @@ def show(request: Request, ref: str) -> dict[str, Any]:
 
 
 def show_many(request: Request, refs: list[str]) -> list[dict[str, Any]]:
-    """`show` of each of `refs`, in order: those that are run ids read in one query (the
-    web UI's comparison of up to 100 runs), any other reference as `show` finds it."""
+    """`show` of each of `refs`, in order, among the request project's runs: those that are
+    run ids read in one query (the web UI's comparison of up to 100 runs), any other
+    reference as `show` finds it."""
     home = workspace(request)
     _reap_due(request, home)
     with home.store.session() as session:
-        found = session.scalars(select(RunRecord).where(RunRecord.id.in_(set(refs))))
+        found = session.scalars(
+            select(RunRecord).where(RunRecord.id.in_(set(refs)), RunRecord.project == home.project)
+        )
         by_id = {record.id: run_detail(record) for record in found}
-    return [by_id[ref] if ref in by_id else run_detail(get_run(home, ref)) for ref in refs]
+    return [by_id[ref] if ref in by_id else _shown_here(home, ref) for ref in refs]
 
 
-@router.get("/{ref}/metrics", dependencies=[require("runs:read")])
+def _shown_here(home: Workspace, ref: str) -> dict[str, Any]:
+    record = get_run(home, ref)
+    if record.project != home.project:  # the page is authorized in the request's project
+        raise NotFoundError(f"No run '{ref}' in the project {home.project!r}.")
+    return run_detail(record)
+
+
+@router.get("/{ref}/metrics", dependencies=[require("runs:read", resource="run")])
 def metrics(
     request: Request,
     ref: str,
@@ -105,7 +120,7 @@ def metrics(
     }
 
 
-@router.get("/{ref}/fairness", dependencies=[require("runs:read")])
+@router.get("/{ref}/fairness", dependencies=[require("runs:read", resource="run")])
 def fairness(request: Request, ref: str) -> dict[str, Any]:
     """The run's per-group fairness tables (fairlearn's MetricFrame per split and sensitive
     column: count, accuracy, TPR, FPR, selection rate; demographic-parity and equalised-odds

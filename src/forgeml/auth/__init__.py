@@ -6,7 +6,7 @@ sets its roles with `set_project_roles`; the API's `AccountsAuthorizer.open_sess
 sets the signed session cookie, as a password sign-in does.
 """
 
-from forgeml.auth._decide import has_accounts, permissions_in
+from forgeml.auth._decide import has_accounts, held_in, permissions_in
 from forgeml.auth._login import PasswordLogin, client_address, client_scheme
 from forgeml.auth._passwords import Passwords
 from forgeml.auth._projects import (
@@ -28,7 +28,9 @@ from forgeml.auth._tokens import (
     authenticate,
     issue_token,
     list_tokens,
+    read_caller,
     revoke_token,
+    touch_when_due,
 )
 from forgeml.auth._users import (
     check_password,
@@ -64,6 +66,7 @@ __all__ = [
     "get_auth_settings",
     "get_user",
     "has_accounts",
+    "held_in",
     "issue_token",
     "list_members",
     "list_projects",
@@ -71,6 +74,7 @@ __all__ = [
     "list_users",
     "load_session_key",
     "permissions_in",
+    "read_caller",
     "remove_member",
     "revoke_token",
     "role_permissions",
@@ -81,5 +85,6 @@ __all__ = [
     "set_password",
     "set_project_roles",
     "sign",
+    "touch_when_due",
     "unsign",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from forgeml.auth._projects import role_in
 from forgeml.auth._tokens import Caller
@@ -16,7 +17,12 @@ def permissions_in(workspace: Workspace, caller: Caller, project: str) -> frozen
     cut to its token's scope."""
     # read on every request: a read session, no writers' lock
     with workspace.store.read_session() as session:
-        role = role_in(session, caller.user_id, project)
+        return held_in(session, caller, project)
+
+
+def held_in(session: Session, caller: Caller, project: str) -> frozenset[str]:
+    """`permissions_in`, read in `session` (the request's one read session)."""
+    role = role_in(session, caller.user_id, project)
     held = role_permissions(role) | ACCOUNT_PERMISSIONS
     return held if caller.scopes is None else held & caller.scopes
 

@@ -153,29 +153,53 @@ def authenticate(
         AuthenticationError: a malformed, unknown, revoked or expired token, or a disabled
             account (each one sentence).
     """
+    moment = now or datetime.now(UTC)
+    with workspace.store.read_session() as session:
+        caller, last_used = read_caller(session, token, moment)
+    touch_when_due(workspace, caller, last_used, moment, touch_every)
+    return caller
+
+
+def read_caller(session: Session, token: str, moment: datetime) -> tuple[Caller, datetime | None]:
+    """The caller `token` stands for at `moment`, read in `session` (a read session: the
+    control plane reads the token, the membership and the resource in one), and the time
+    the token was last used (for `touch_when_due`).
+
+    Raises:
+        AuthenticationError: as `authenticate`.
+    """
     match = _TOKEN.match(token)
     if match is None:
         raise AuthenticationError(
             "The token is malformed: forgeml tokens look like fmlt_<id>_<secret>."
         )
     token_id, secret = match.groups()
-    moment = now or datetime.now(UTC)
-    with workspace.store.read_session() as session:
-        found = session.execute(
-            select(TokenRecord, UserRecord)
-            .join(UserRecord, UserRecord.id == TokenRecord.user_id)
-            .where(TokenRecord.id == token_id)
-        ).first()
+    found = session.execute(
+        select(TokenRecord, UserRecord)
+        .join(UserRecord, UserRecord.id == TokenRecord.user_id)
+        .where(TokenRecord.id == token_id)
+    ).first()
     if found is None or not hmac.compare_digest(found[0].secret_hash, _hash(token_id, secret)):
         raise AuthenticationError("The token is unknown.")
     record, user = found
     _check_usable(record, user, moment)
-    every = touch_every if touch_every is not None else _touch_every_setting()
-    last = aware(record.last_used_at)
-    if last is None or moment - last >= every:
-        _touch(workspace, token_id, moment, moment - every)
     scopes = frozenset(record.scopes) if record.scopes is not None else None
-    return Caller(user.id, user.name, user.kind, token_id, record.kind, scopes)
+    caller = Caller(user.id, user.name, user.kind, token_id, record.kind, scopes)
+    return caller, aware(record.last_used_at)
+
+
+def touch_when_due(
+    workspace: Workspace,
+    caller: Caller,
+    last_used: datetime | None,
+    moment: datetime,
+    touch_every: timedelta | None = None,
+) -> None:
+    """Write the token's last-used time when the stored one is `touch_every` old or older
+    (default: the `token_last_used_every_s` setting); after the read session has closed."""
+    every = touch_every if touch_every is not None else _touch_every_setting()
+    if last_used is None or moment - last_used >= every:
+        _touch(workspace, caller.token_id, moment, moment - every)
 
 
 def _check_usable(record: TokenRecord, user: UserRecord, moment: datetime) -> None:

@@ -122,7 +122,7 @@ def remote_client() -> Client | None:
     server = _given.server or settings.server
     if not server:
         return None
-    _given.client = Client(server, _given.token or settings.token)
+    _given.client = Client(server, _given.token or settings.token, project=settings.project)
     return _given.client
 
 

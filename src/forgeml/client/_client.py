@@ -28,7 +28,8 @@ from forgeml.client._transport import Transport
 
 class Client:
     """The forgeml control plane at `server`, called with `token` (None: no login, as the
-    embedded single-user server allows).
+    embedded single-user server allows), acting in `project` (None: the server's default,
+    `default`).
 
     Each method answers what the matching CLI command prints with `--json`; lists follow
     the API's keyset pages to their end. Errors are the `ForgemlError`s the local code
@@ -38,8 +39,15 @@ class Client:
         ConfigError: `server` is not an http(s) URL.
     """
 
-    def __init__(self, server: str, token: str | None = None, *, timeout: float = 30.0) -> None:
-        self.transport = Transport(server, token, timeout=timeout)
+    def __init__(
+        self,
+        server: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        project: str | None = None,
+    ) -> None:
+        self.transport = Transport(server, token, timeout=timeout, project=project)
         self.runs = Runs(self.transport)
         self.models = Models(self.transport)
         self.datasets = Datasets(self.transport)
@@ -62,11 +70,12 @@ class Client:
 
     @classmethod
     def from_env(cls) -> Client | None:
-        """A client for `FORGEML_SERVER` with `FORGEML_TOKEN`, or None when no server is set."""
+        """A client for `FORGEML_SERVER` with `FORGEML_TOKEN` in `FORGEML_PROJECT`, or None
+        when no server is set."""
         settings = RemoteSettings()
         if not settings.server:
             return None
-        return cls(settings.server, settings.token)
+        return cls(settings.server, settings.token, project=settings.project)
 
     def lineage(
         self, ref: str, *, depth: int | None = None, direction: str = "both"

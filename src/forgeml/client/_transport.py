@@ -16,6 +16,7 @@ import httpx
 import orjson
 
 from forgeml.client._errors import error_for
+from forgeml.client._settings import PROJECT_HEADER
 from forgeml.core.errors import AuthenticationError, ConfigError, ServiceUnavailableError
 
 API = "/api/v1"
@@ -38,9 +39,18 @@ def check_server(server: str) -> str:
 class Transport:
     """One connection pool to one server, as one caller (its token)."""
 
-    def __init__(self, server: str, token: str | None, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        server: str,
+        token: str | None,
+        *,
+        timeout: float = 30.0,
+        project: str | None = None,
+    ) -> None:
         self.server = check_server(server)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if project:
+            headers[PROJECT_HEADER] = project
         self._http = httpx.Client(base_url=self.server + API, headers=headers, timeout=timeout)
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ import getpass
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -60,6 +60,23 @@ class Settings(BaseSettings):
         default=None,
         description="Actor recorded in the audit log; default the login name.",
     )
+    project: str = Field(
+        default="default",
+        description="Project that new datasets, runs, models, jobs and deployments belong "
+        "to, and that lists show.",
+    )
+
+    @field_validator("project")
+    @classmethod
+    def _plain_project(cls, value: str) -> str:
+        from forgeml.core.errors import InvalidNameError
+        from forgeml.core.ids import validate_name
+
+        try:
+            return validate_name(value, "project")
+        except InvalidNameError as error:
+            # pydantic reports a ValueError as a validation error naming the field
+            raise ValueError(str(error)) from None
 
     @property
     def database_url(self) -> str:
@@ -88,5 +105,19 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings, read from the environment once."""
-    return Settings()
+    """The process-wide settings, read from the environment once.
+
+    Raises:
+        ConfigError: a FORGEML_ variable holds a value its field refuses (one sentence).
+    """
+    from pydantic import ValidationError
+
+    from forgeml.core.errors import ConfigError
+
+    try:
+        return Settings()
+    except ValidationError as error:
+        first = error.errors()[0]
+        name = f"FORGEML_{str(first['loc'][0]).upper()}"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{name}: {message}") from None

@@ -26,6 +26,8 @@ class Workspace:
     settings: Settings
     # who acts, when not the settings' user: the authenticated caller of an API request
     acting: str | None = field(default=None, compare=False)
+    # the project acted in, when not the settings' one: an API request's project
+    working_in: str | None = field(default=None, compare=False)
 
     @cached_property
     def store(self) -> Store:
@@ -43,10 +45,23 @@ class Workspace:
     def actor(self) -> str:
         return self.acting or self.settings.actor
 
+    @property
+    def project(self) -> str:
+        """The project new resources are created in and lists show (FORGEML_PROJECT, or an
+        API request's project)."""
+        return self.working_in or self.settings.project
+
     def acting_as(self, actor: str) -> Workspace:
         """This workspace (the same stores, opened once) with `actor` named by every record
         and audit event it writes. The view shares the stores: close the original, not it."""
-        view = Workspace(self.settings, acting=actor)
+        return self._view(actor, self.working_in)
+
+    def in_project(self, project: str) -> Workspace:
+        """This workspace (the same stores) acting in `project`; closed like `acting_as`'s."""
+        return self._view(self.acting or self.settings.actor, project)
+
+    def _view(self, actor: str, project: str | None) -> Workspace:
+        view = Workspace(self.settings, acting=actor, working_in=project)
         # the cached stores are shared, not reopened: one engine pool per process
         view.__dict__["store"] = self.store
         view.__dict__["artifacts"] = self.artifacts

@@ -23,7 +23,7 @@ import polars as pl
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, selectinload
 
-from forgeml.core.errors import NotFoundError, UsageError
+from forgeml.core.errors import AlreadyExistsError, NotFoundError, UsageError
 from forgeml.core.ids import Ref, new_id, parse_ref, validate_name
 from forgeml.core.store import Dataset, DatasetVersion, FeatureSpecVersion, LineageEdge
 from forgeml.core.workspace import Workspace
@@ -115,9 +115,12 @@ def latest_versions() -> Select[Dataset, DatasetVersion]:
     )
 
 
-def list_datasets(session: Session) -> list[tuple[Dataset, DatasetVersion]]:
-    """Every dataset with its latest version, by name."""
-    rows = session.execute(latest_versions().order_by(Dataset.name)).all()
+def list_datasets(
+    session: Session, project: str = "default"
+) -> list[tuple[Dataset, DatasetVersion]]:
+    """Every dataset of `project` with its latest version, by name."""
+    query = latest_versions().where(Dataset.project == project).order_by(Dataset.name)
+    rows = session.execute(query).all()
     return [(row[0], row[1]) for row in rows]
 
 
@@ -303,12 +306,20 @@ def record(workspace: Workspace, session: Session, prepared: Prepared) -> Record
     Runs inside the caller's transaction, together with its audit event.
     """
     new = prepared.new
+    dataset = session.scalar(select(Dataset).where(Dataset.name == new.name))
+    if dataset is not None and dataset.project != workspace.project:
+        # names stay unique across projects: a version goes to its dataset's own project
+        raise AlreadyExistsError(
+            f"A dataset called {new.name!r} exists already, in the project "
+            f"{dataset.project!r}; pick another name."
+        )
     existing = _existing(session, new.name, prepared.digest)
     if existing is not None:
         return Recorded(existing, created=False)
-    dataset = session.scalar(select(Dataset).where(Dataset.name == new.name))
     if dataset is None:
-        dataset = Dataset(id=new_id(), name=new.name, created_by=workspace.actor)
+        dataset = Dataset(
+            id=new_id(), name=new.name, project=workspace.project, created_by=workspace.actor
+        )
         session.add(dataset)
         session.flush()
     last = session.scalar(

@@ -87,6 +87,8 @@ def mitigate(workspace: Workspace, ref: str, request: MitigateRequest) -> Mitiga
 
     request.check()
     record = get_model_version(workspace, ref)
+    # its run and version belong to the model's project, whichever project asks
+    workspace = workspace.in_project(record.project)
     with tempfile.TemporaryDirectory(prefix="forgeml-mitigate-") as scratch:
         source = download_bundle(workspace, record, Path(scratch) / "source")
         task = _task_data(workspace, record, source, request.sensitive)

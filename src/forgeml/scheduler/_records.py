@@ -36,7 +36,8 @@ def attempt_log(workspace: Workspace, job_id: str, number: int) -> Path:
 def job_environment(
     workspace: Workspace, job_id: str, attempt: int, owner: str, *, forgeml_command: bool = False
 ) -> dict[str, str]:
-    """What every job sees: its ids, folder, and the workspace and tracking it belongs to.
+    """What every job sees: its ids, folder, and the workspace and tracking it belongs to
+    (its project, FORGEML_PROJECT, is set by the scheduler from the job's record).
 
     `MLFLOW_TRACKING_URI` is the workspace's (any script can log to it), except for forgeml's
     own train/finetune/tune commands when none is set here: they derive the same embedded

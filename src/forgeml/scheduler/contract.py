@@ -33,6 +33,7 @@ JOB_ID_ENV = "FORGEML_JOB_ID"
 JOB_ATTEMPT_ENV = "FORGEML_JOB_ATTEMPT"
 JOB_DIR_ENV = "FORGEML_JOB_DIR"
 JOB_CWD_ENV = "FORGEML_JOB_CWD"  # the submitter's directory: relative paths keep their meaning
+JOB_PROJECT_ENV = "FORGEML_PROJECT"  # the project the job was submitted in (Settings.project)
 RESULT_FILE = "result-{attempt}.json"  # in the job's folder, one per attempt
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM: the job stopped on request, checkpoint written
 FAILED_EXIT_CODE = 1

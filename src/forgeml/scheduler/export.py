@@ -28,7 +28,7 @@ def volcano_export(workspace: Workspace, job: str, image: str, namespace: str) -
     from forgeml.scheduler.service import LAUNCH_ONCE_KINDS
 
     with workspace.store.session() as session:
-        record = get_job(session, job)
+        record = get_job(session, job, workspace.project)
         queue = get_queue(session, record.queue)
         queue_spec = QueueSpec(
             name=queue.name, weight=queue.weight, reclaimable=queue.reclaimable,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from sqlalchemy import Select, event, func, select
+from sqlalchemy import Select, case, event, func, select
 from sqlalchemy.orm import Session
 
 from forgeml.core.errors import InvalidJobError, JobStateError, NotFoundError, UsageError
@@ -132,6 +132,7 @@ def submit(
         job = JobRecord(
             id=new_id(),
             name=spec.name,
+            project=workspace.project,
             kind=spec.kind,
             spec=spec.model_dump(mode="json"),
             queue=queue.name,
@@ -194,8 +195,9 @@ def _remove_on_commit(session: Session, folder: Path) -> None:
     event.listen(session, "after_commit", remove, once=True)
 
 
-def get_job(session: Session, ref: str) -> JobRecord:
-    """A job by id, unique id prefix (4+ hex characters) or name (the latest such job).
+def get_job(session: Session, ref: str, project: str | None = None) -> JobRecord:
+    """A job by id, unique id prefix (4+ hex characters) or name (the latest such job;
+    `project`'s latest first when it has one: job names are not unique across projects).
 
     Raises:
         NotFoundError: no job matches.
@@ -210,23 +212,31 @@ def get_job(session: Session, ref: str) -> JobRecord:
             raise UsageError(f"Job id prefix '{ref}' is ambiguous; give more characters.")
         if matches:
             return matches[0]
-    latest = session.scalars(
-        select(JobRecord).where(JobRecord.name == ref).order_by(JobRecord.submitted_at.desc())
-    ).first()
+    query = select(JobRecord).where(JobRecord.name == ref)
+    if project is not None:
+        query = query.order_by(case((JobRecord.project == project, 0), else_=1))
+    latest = session.scalars(query.order_by(JobRecord.submitted_at.desc())).first()
     if latest is None:
         raise NotFoundError(f"No job '{ref}'; see `forgeml jobs list`.")
     return latest
 
 
 def find_job(workspace: Workspace, ref: str) -> JobRecord:
-    """`get_job` in its own transaction."""
+    """`get_job` in its own transaction (a name: the workspace project's job first)."""
     with workspace.store.session() as session:
-        return get_job(session, ref)
+        return get_job(session, ref, workspace.project)
 
 
-def jobs_query(states: Sequence[str] | None = None, queue: str | None = None) -> Select[JobRecord]:
-    """Jobs, unordered, optionally only in `states` or `queue` (callers order and page it)."""
+def jobs_query(
+    states: Sequence[str] | None = None,
+    queue: str | None = None,
+    project: str | None = None,
+) -> Select[JobRecord]:
+    """Jobs, unordered, optionally only in `states`, `queue` or `project` (callers order and
+    page it)."""
     query = select(JobRecord)
+    if project is not None:
+        query = query.where(JobRecord.project == project)
     if states:
         query = query.where(JobRecord.state.in_(list(states)))
     if queue:
@@ -240,9 +250,11 @@ def list_jobs(
     states: Sequence[str] | None = None,
     queue: str | None = None,
     limit: int | None = None,
+    project: str | None = None,
 ) -> list[JobRecord]:
-    """Jobs, newest first, optionally only in `states` or `queue`."""
-    query = jobs_query(states, queue).order_by(JobRecord.submitted_at.desc())
+    """Jobs, newest first, optionally only in `states`, `queue` or `project` (None: every
+    project's)."""
+    query = jobs_query(states, queue, project).order_by(JobRecord.submitted_at.desc())
     if limit:
         query = query.limit(limit)
     with workspace.store.session() as session:
@@ -277,7 +289,7 @@ def cancel(workspace: Workspace, ref: str) -> JobRecord:
         JobStateError: the job already ended.
     """
     with workspace.store.session() as session:
-        job = get_job(session, ref)
+        job = get_job(session, ref, workspace.project)
         state = JobState(job.state)
         if state.is_final:
             raise JobStateError(f"Job {job.id} already ended {state.value}; nothing to cancel.")
@@ -299,7 +311,7 @@ def retry(workspace: Workspace, ref: str) -> JobRecord:
             files a command job was sent with) was removed when it ended.
     """
     with workspace.store.session() as session:
-        job = get_job(session, ref)
+        job = get_job(session, ref, workspace.project)
         if job.state not in (JobState.FAILED, JobState.CANCELLED):
             raise JobStateError(
                 f"Job {job.id} is {job.state}; only FAILED or CANCELLED jobs can be retried."
@@ -369,7 +381,7 @@ def attempt_summary(attempt: JobAttemptRecord) -> dict[str, Any]:
 def job_detail(workspace: Workspace, ref: str) -> dict[str, Any]:
     """What `jobs show` answers: the job's summary, spec, attempts and state changes."""
     with workspace.store.session() as session:
-        record = get_job(session, ref)
+        record = get_job(session, ref, workspace.project)
         attempts = [attempt_summary(a) for a in attempts_of(session, record.id)]
         events: list[dict[str, Any]] = [
             {"at": e.at, "attempt": e.attempt, "from": e.from_state, "to": e.to_state,
@@ -389,7 +401,7 @@ def attempt_log(workspace: Workspace, ref: str, attempt: int | None = None) -> b
     from pathlib import Path
 
     with workspace.store.session() as session:
-        record = get_job(session, ref)
+        record = get_job(session, ref, workspace.project)
         attempts = attempts_of(session, record.id)
     chosen = [a for a in attempts if attempt is None or a.number == attempt][-1:]
     if not chosen:

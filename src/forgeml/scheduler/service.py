@@ -37,7 +37,7 @@ from forgeml.scheduler._records import (
     timestamp,
 )
 from forgeml.scheduler.cluster import cluster_of
-from forgeml.scheduler.contract import runs_cli
+from forgeml.scheduler.contract import JOB_PROJECT_ENV, runs_cli
 from forgeml.scheduler.executors.base import (
     AttemptHandle,
     AttemptStatus,
@@ -414,6 +414,8 @@ class Scheduler:
         env = job_environment(
             self.workspace, job.id, number, job.owner, forgeml_command=forgeml_command
         ) | dict(spec.get("env", {}))
+        # the job's project, whatever its env says: it acts where it was authorized
+        env[JOB_PROJECT_ENV] = job.project
         return LaunchRequest(
             job_id=job.id,
             attempt=number,

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
 
-from forgeml.core.errors import ForgemlError, IntegrityError, NotFoundError, UsageError
+from forgeml.core.errors import (
+    AlreadyExistsError,
+    ForgemlError,
+    IntegrityError,
+    NotFoundError,
+    UsageError,
+)
 from forgeml.core.ids import new_id, validate_alias, validate_name
 from forgeml.core.store import ModelVersionRecord
 from forgeml.core.workspace import Workspace
@@ -107,8 +113,10 @@ def register_model(
 
     Raises:
         InvalidNameError, NotFoundError, InvalidDataError: bad name, parent, run or bundle.
+        AlreadyExistsError: `name` is a model of another project.
     """
     validate_name(name, "model name")
+    _check_model_project(workspace, name)
     parent_ref = _parent_ref(workspace, parent)
     run = get_run(workspace, handle.run_id)
     digest = log_model_bundle(handle, bundle_dir)
@@ -117,6 +125,7 @@ def register_model(
     record = ModelVersionRecord(
         id=new_id(),
         name=name,
+        project=workspace.project,
         run_id=run.id,
         dataset_version_id=run.dataset_version_id,
         parent=parent_ref,
@@ -181,11 +190,33 @@ def _ensure_registered_model(client: MlflowClient, name: str) -> None:
             raise
 
 
-def list_models(workspace: Workspace, name: str | None = None) -> list[ModelVersionRecord]:
-    """Registered model versions (all, or those of `name`), by name then version."""
+def _check_model_project(workspace: Workspace, name: str) -> None:
+    """Refuse a version of a model that belongs to another project (names stay unique
+    across projects).
+
+    Raises:
+        AlreadyExistsError: `name` is another project's model.
+    """
+    with workspace.store.session() as session:
+        owner = session.scalar(
+            select(ModelVersionRecord.project).where(ModelVersionRecord.name == name).limit(1)
+        )
+    if owner is not None and owner != workspace.project:
+        raise AlreadyExistsError(
+            f"A model called {name!r} exists already, in the project {owner!r}; pick another name."
+        )
+
+
+def list_models(
+    workspace: Workspace, name: str | None = None, *, project: str | None = None
+) -> list[ModelVersionRecord]:
+    """Registered model versions (all, or those of `name`; of every project, or of
+    `project`), by name then version."""
     query = select(ModelVersionRecord).order_by(ModelVersionRecord.name, ModelVersionRecord.version)
     if name is not None:
         query = query.where(ModelVersionRecord.name == name)
+    if project is not None:
+        query = query.where(ModelVersionRecord.project == project)
     with workspace.store.session() as session:
         return list(session.scalars(query).unique())
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
 import forgeml
@@ -119,7 +119,7 @@ def start_run(
         raise UsageError(f"lease_seconds must be at least 1 second, got {lease_seconds}.")
     if parent_run_id is not None:
         with workspace.store.session() as session:
-            _get(session, parent_run_id)
+            find_run(session, parent_run_id)
     client = open_client(workspace)
     experiment_id = ensure_experiment(client, experiment, artifact_location(workspace.settings))
     run = client.create_run(
@@ -191,6 +191,7 @@ def _new_record(
     return RunRecord(
         id=run_id,
         name=name,
+        project=workspace.project,
         experiment=experiment,
         status=RunStatus.RUNNING.value,
         config=json_safe(dict(config)),
@@ -244,7 +245,7 @@ def finish_run(
     if error:
         client.set_tag(run_id, "forgeml.error", error[:MAX_TAG_VALUE_LENGTH])
     with handle.workspace.store.session() as session:
-        record = _get(session, run_id)
+        record = find_run(session, run_id)
         record.status = final.value
         record.ended_at = datetime.now(UTC)
         record.metrics = json_safe(dict(metrics))
@@ -310,7 +311,7 @@ def resume_run(workspace: Workspace, ref: str, lease_seconds: int | None = None)
     reap_expired(workspace)
     client = open_client(workspace)
     with workspace.store.session() as session:
-        record = _get(session, ref)
+        record = find_run(session, ref)
         if record.status == RunStatus.FINISHED:
             raise UsageError(f"Run {record.id} already FINISHED; there is nothing to resume.")
         if record.status == RunStatus.RUNNING:
@@ -340,7 +341,7 @@ def attach_run(workspace: Workspace, ref: str) -> RunHandle:
     Used to log or register a model of a run that already ended, e.g. the best HPO trial.
     """
     with workspace.store.session() as session:
-        record = _get(session, ref)
+        record = find_run(session, ref)
     client = open_client(workspace)
     experiment_id = str(client.get_run(record.id).info.experiment_id)
     return RunHandle(workspace, client, record.id, record.name, experiment_id, record.lease_seconds)
@@ -354,10 +355,12 @@ def get_run(workspace: Workspace, ref: str) -> RunRecord:
         UsageError: an id prefix matches several runs.
     """
     with workspace.store.session() as session:
-        return _get(session, ref)
+        return find_run(session, ref, workspace.project)
 
 
-def _get(session: Session, ref: str) -> RunRecord:
+def find_run(session: Session, ref: str, project: str | None = None) -> RunRecord:
+    """`get_run` inside `session`; a name finds `project`'s latest run first when it has
+    one (run names are not unique across projects)."""
     record = session.get(RunRecord, ref)
     if record is not None:
         return record
@@ -367,12 +370,10 @@ def _get(session: Session, ref: str) -> RunRecord:
             raise UsageError(f"Run id prefix '{ref}' matches {len(found)} runs; give more digits.")
         if found:
             return found[0]
-    latest = session.scalars(
-        select(RunRecord)
-        .where(RunRecord.name == ref)
-        .order_by(RunRecord.started_at.desc())
-        .limit(1)
-    ).first()
+    query = select(RunRecord).where(RunRecord.name == ref)
+    if project is not None:
+        query = query.order_by(case((RunRecord.project == project, 0), else_=1))
+    latest = session.scalars(query.order_by(RunRecord.started_at.desc()).limit(1)).first()
     if latest is None:
         raise NotFoundError(f"Run '{ref}' does not exist (see `forgeml runs list`).")
     return latest
@@ -385,9 +386,13 @@ def list_runs(
     status: RunStatus | str | None = None,
     parent_run_id: str | None = None,
     limit: int | None = None,
+    project: str | None = None,
 ) -> list[RunRecord]:
-    """Runs, newest first, optionally filtered by name, status or parent (HPO study)."""
+    """Runs, newest first, optionally filtered by name, status, parent (HPO study) or
+    project (None: every project's)."""
     query = select(RunRecord).order_by(RunRecord.started_at.desc())
+    if project is not None:
+        query = query.where(RunRecord.project == project)
     if name is not None:
         query = query.where(RunRecord.name == name)
     if status is not None:

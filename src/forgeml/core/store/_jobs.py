@@ -49,6 +49,10 @@ class JobRecord(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), index=True)
+    # the project it belongs to
+    project: Mapped[str] = mapped_column(
+        String(128), default="default", server_default="default", index=True
+    )
     kind: Mapped[str] = mapped_column(String(32))
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     queue: Mapped[str] = mapped_column(ForeignKey("queues.name"), index=True)

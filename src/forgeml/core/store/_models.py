@@ -23,6 +23,10 @@ class Dataset(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), unique=True)
+    # the project it belongs to (names stay unique across every project)
+    project: Mapped[str] = mapped_column(
+        String(128), default="default", server_default="default", index=True
+    )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128))
 

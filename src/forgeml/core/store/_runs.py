@@ -28,17 +28,26 @@ class RunRecord(Base):
     """One training run; `id` is the MLflow run id, `status` mirrors MLflow's."""
 
     __tablename__ = "runs"
-    # the API's run list is newest first by (started_at, id) in keyset pages, most often
-    # filtered by status: without these every page sorted all matching runs (0013); by
-    # name (0016), by name and status (0017)
+    # the API's run list is one project's runs, newest first by (started_at, id) in keyset
+    # pages, most often filtered by status: without these every page sorted all matching
+    # runs (0013); by name (0016), by name and status (0017); led by the project (0019)
     __table_args__ = (
-        Index("ix_runs_started_at_id", "started_at", "id"),
-        Index("ix_runs_status_started_at_id", "status", "started_at", "id"),
-        Index("ix_runs_name_started_at_id", "name", "started_at", "id"),
-        Index("ix_runs_name_status_started_at_id", "name", "status", "started_at", "id"),
+        Index("ix_runs_project_started_at_id", "project", "started_at", "id"),
+        Index("ix_runs_project_status_started_at_id", "project", "status", "started_at", "id"),
+        Index("ix_runs_project_name_started_at_id", "project", "name", "started_at", "id"),
+        Index(
+            "ix_runs_project_name_status_started_at_id",
+            "project",
+            "name",
+            "status",
+            "started_at",
+            "id",
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    # the project it belongs to (the indexes above lead with it)
+    project: Mapped[str] = mapped_column(String(128), default="default", server_default="default")
     name: Mapped[str] = mapped_column(String(128), index=True)
     experiment: Mapped[str] = mapped_column(String(256))
     # RUNNING, FINISHED, FAILED or KILLED
@@ -71,6 +80,10 @@ class ModelVersionRecord(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), index=True)
+    # the project its model belongs to (a model's name stays unique across every project)
+    project: Mapped[str] = mapped_column(
+        String(128), default="default", server_default="default", index=True
+    )
     version: Mapped[int] = mapped_column(Integer)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
     dataset_version_id: Mapped[str | None] = mapped_column(

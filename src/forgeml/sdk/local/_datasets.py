@@ -18,7 +18,8 @@ class LocalDatasets:
         from forgeml.data import catalog
 
         with closing(open_workspace()) as workspace, workspace.store.session() as session:
-            return [catalog.version_summary(v) for _, v in catalog.list_datasets(session)]
+            found = catalog.list_datasets(session, workspace.project)
+            return [catalog.version_summary(v) for _, v in found]
 
     def versions(self, name: str) -> Items:
         from forgeml.data import catalog

@@ -58,7 +58,8 @@ class LocalDeployments:
         from forgeml.serve.deployments import list_deployments
 
         with closing(open_workspace()) as workspace:
-            return [d.to_dict() for d in list_deployments(workspace, include_deleted=deleted)]
+            found = list_deployments(workspace, include_deleted=deleted, project=workspace.project)
+            return [d.to_dict() for d in found]
 
     def show(self, name: str) -> dict[str, Any]:
         from forgeml.serve.deployments import get_deployment

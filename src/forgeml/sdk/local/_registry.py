@@ -19,7 +19,8 @@ class LocalRuns:
 
         with closing(open_workspace()) as workspace:
             reap_expired(workspace)
-            return [run_summary(run) for run in list_runs(workspace, name=name)]
+            found = list_runs(workspace, name=name, project=workspace.project)
+            return [run_summary(run) for run in found]
 
     def show(self, ref: str) -> dict[str, Any]:
         from forgeml.tracking import get_run, reap_expired, run_detail
@@ -48,7 +49,7 @@ class LocalModels:
         from forgeml.tracking import list_models, model_aliases, version_summary
 
         with closing(open_workspace()) as workspace:
-            records = list_models(workspace, name)
+            records = list_models(workspace, name, project=workspace.project)
             aliases = {n: model_aliases(workspace, n) for n in {r.name for r in records}}
             return [version_summary(r, aliases[r.name]) for r in records]
 

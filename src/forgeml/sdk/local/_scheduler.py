@@ -32,7 +32,9 @@ class LocalJobs:
         from forgeml.scheduler.jobs import job_summary, list_jobs
 
         with closing(open_workspace()) as workspace:
-            found = list_jobs(workspace, states=states, queue=queue, limit=limit)
+            found = list_jobs(
+                workspace, states=states, queue=queue, limit=limit, project=workspace.project
+            )
             return [job_summary(job) for job in found]
 
     def show(self, ref: str) -> dict[str, Any]:

@@ -129,11 +129,18 @@ def apply_spec(
     """Run `spec` as deployment `name`; see `deploy` (which builds the spec from options).
 
     Raises:
-        AlreadyExistsError: `name` already runs `spec` and `force` is not set.
+        AlreadyExistsError: `name` already runs `spec` and `force` is not set, or is a
+            deployment of another project.
         ServiceUnavailableError: a replica did not start; nothing new is left running.
     """
     validate_name(name, "deployment name")
     current = _records.find(workspace, name)
+    if current is not None and current.project != workspace.project:
+        # names stay unique across projects: a deployment changes in its own project only
+        raise AlreadyExistsError(
+            f"A deployment called {name!r} exists already, in the project "
+            f"{current.project!r}; pick another name."
+        )
     live = current is not None and current.status not in ("deleted", "failed")
     # compared as specs: one stored before a field existed reads back with its default
     same = current is not None and DeploymentSpec.model_validate(current.spec) == spec

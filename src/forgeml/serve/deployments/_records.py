@@ -51,10 +51,15 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def list_deployments(workspace: Workspace, include_deleted: bool = False) -> list[Deployment]:
-    """Every deployment (without deleted ones unless asked), by name."""
+def list_deployments(
+    workspace: Workspace, include_deleted: bool = False, *, project: str | None = None
+) -> list[Deployment]:
+    """Every deployment (without deleted ones unless asked; of every project, or of
+    `project`), by name."""
     with workspace.store.session() as session:
         query = select(DeploymentRecord).order_by(DeploymentRecord.name)
+        if project is not None:
+            query = query.where(DeploymentRecord.project == project)
         if not include_deleted:
             query = query.where(DeploymentRecord.status != "deleted")
         return [to_deployment(session, record) for record in session.scalars(query)]
@@ -123,6 +128,7 @@ def to_deployment(session: Session, record: DeploymentRecord) -> Deployment:
     ]
     return Deployment(
         name=record.name,
+        project=record.project,
         spec=DeploymentSpec.model_validate(record.spec),
         status=record.status,
         revision=record.revision,
@@ -352,6 +358,7 @@ def _add_record(
     record = DeploymentRecord(
         id=new_id(),
         name=name,
+        project=workspace.project,
         spec=spec.model_dump(),
         revision=0,
         status=status,

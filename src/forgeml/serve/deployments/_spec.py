@@ -114,6 +114,8 @@ class Deployment:
     updated_at: datetime
     error: str | None
     replicas: list[Replica] = field(default_factory=list)
+    # the project it belongs to (not in `to_dict`: the CLI's output is unchanged)
+    project: str = "default"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (for `--json` output and the gateway's logs)."""

@@ -1,0 +1,101 @@
+"""Which project a request acts in, and which project an item route's resource belongs to.
+
+A request acts in the route's `{project}`, else the `X-Forgeml-Project` header (what
+`forgeml.client.Client` sends from FORGEML_PROJECT), else a `project` query parameter where
+the route declares one, else `default`. Creates and lists use that project.
+
+An item route (`/datasets/{name}`, `/runs/{ref}`, ...) declares the kind of its resource
+(`require("datasets:read", resource="dataset")`); its caller is authorized in the project the
+resource belongs to, read by `RESOURCE_PROJECT[kind]` from the route's path parameters (names
+are unique across projects, so a name finds one resource). An unknown resource is
+authorized in the request's project, and its route then answers 404 as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from fastapi import Request
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from forgeml.auth import DEFAULT_PROJECT
+from forgeml.client._settings import PROJECT_HEADER
+from forgeml.core.errors import ForgemlError
+from forgeml.core.ids import parse_ref, validate_name
+from forgeml.core.store import Dataset, DeploymentRecord, ModelVersionRecord
+
+# kind -> (read session, path parameters, the request's project) -> the resource's project,
+# None when none is found; a name that is not unique (runs, jobs) finds the request
+# project's resource first
+ResourceProject = Callable[[Session, Mapping[str, str], str], str | None]
+
+
+def request_project(request: Request) -> str:
+    """The project a request acts in (InvalidNameError for a malformed one): the route's
+    `{project}`, else the `X-Forgeml-Project` header, else a `project` query parameter
+    where the route declares one, else `default`."""
+    project = request.path_params.get("project")
+    if project is None:
+        project = request.headers.get(PROJECT_HEADER)
+    if project is None and _declares_project_query(request):
+        project = request.query_params.get("project")
+    return validate_name(project, "project") if project else DEFAULT_PROJECT
+
+
+def _declares_project_query(request: Request) -> bool:
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    return dependant is not None and any(
+        param.name == "project" for param in dependant.query_params
+    )
+
+
+def _dataset(session: Session, params: Mapping[str, str], _: str) -> str | None:
+    name = parse_ref(params.get("name") or params["ref"], "dataset reference").name
+    return session.scalar(select(Dataset.project).where(Dataset.name == name))
+
+
+def _run(session: Session, params: Mapping[str, str], project: str) -> str | None:
+    from forgeml.tracking.runs import find_run
+
+    return find_run(session, params["ref"], project).project
+
+
+def _model(session: Session, params: Mapping[str, str], _: str) -> str | None:
+    name = (params.get("name") or params["ref"]).partition("@")[0]
+    return session.scalar(
+        select(ModelVersionRecord.project).where(ModelVersionRecord.name == name).limit(1)
+    )
+
+
+def _job(session: Session, params: Mapping[str, str], project: str) -> str | None:
+    from forgeml.scheduler.jobs import get_job
+
+    return get_job(session, params["ref"], project).project
+
+
+def _deployment(session: Session, params: Mapping[str, str], _: str) -> str | None:
+    name = params["name"]
+    return session.scalar(select(DeploymentRecord.project).where(DeploymentRecord.name == name))
+
+
+RESOURCE_PROJECT: dict[str, ResourceProject] = {
+    "dataset": _dataset,
+    "run": _run,
+    "model": _model,
+    "job": _job,
+    "deployment": _deployment,
+}
+
+
+def resource_project(
+    session: Session, kind: str, params: Mapping[str, str], project: str
+) -> str | None:
+    """The project of the `kind` resource the path parameters `params` name (asked in
+    `project`), or None when they name none (a malformed reference included: the route
+    refuses it itself)."""
+    try:
+        return RESOURCE_PROJECT[kind](session, params, project)
+    except (ForgemlError, KeyError):
+        return None

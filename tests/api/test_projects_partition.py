@@ -1,0 +1,227 @@
+"""Resources are partitioned by project: a create lands in the request's project
+(`X-Forgeml-Project`), a list shows that project's only, and an item route is authorized in
+the project its resource belongs to. Names stay unique across projects (409)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from forgeml.auth import add_member, issue_token
+from forgeml.core.workspace import Workspace
+from forgeml.tracking import RunStatus, finish_run, start_run
+from tests.api._accounts_app import accounts_client, seed
+
+CSV = b"x,y\n1,a\n2,b\n3,a\n"
+OTHER_CSV = b"x,y\n4,b\n5,a\n6,b\n"
+
+
+class Caller:
+    """Requests as one token, in one project (None: no header, `default`)."""
+
+    def __init__(self, client: TestClient, token: str, project: str | None) -> None:
+        self.client = client
+        self.headers = {"Authorization": f"Bearer {token}"}
+        if project is not None:
+            self.headers["X-Forgeml-Project"] = project
+
+    def get(self, url: str) -> tuple[int, object]:
+        answer = self.client.get(url, headers=self.headers)
+        return answer.status_code, answer.json()
+
+    def upload(self, name: str, body: bytes = CSV) -> int:
+        answer = self.client.post(
+            f"/api/v1/datasets/{name}/versions",
+            params={"filename": "data.csv"},
+            content=body,
+            headers=self.headers,
+        )
+        return answer.status_code
+
+
+@pytest.fixture
+def teams(workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    client, settings, _ = accounts_client(workspace, tmp_path)
+    tokens = seed(
+        workspace,
+        settings,
+        {
+            "alice": ("owner", "default"),
+            "tara": ("developer", "team-a"),
+            "bob": ("developer", "team-b"),
+            "pat": ("developer", "team-a"),
+        },
+    )
+    add_member(workspace, "team-b", "pat", "developer", actor="tester")
+    with client:
+        yield {
+            "workspace": workspace,
+            "alice": Caller(client, tokens["alice"], None),
+            "tara": Caller(client, tokens["tara"], "team-a"),
+            "tara_no_header": Caller(client, tokens["tara"], None),
+            "bob": Caller(client, tokens["bob"], "team-b"),
+            "alice_in_a": Caller(client, tokens["alice"], "team-a"),
+            "pat_in_b": Caller(client, tokens["pat"], "team-b"),
+        }
+
+
+def _run_in(workspace: Workspace, project: str, actor: str) -> str:
+    """A finished run recorded the way training records one, in `project`."""
+    home = workspace.in_project(project).acting_as(actor)
+    handle = start_run(home, {"lr": 0.1}, "probe", None)
+    finish_run(handle, RunStatus.FINISHED, {"accuracy": 0.5})
+    return handle.run_id
+
+
+def _names(items: object) -> list[str]:
+    assert isinstance(items, list)
+    return [item.get("dataset", item.get("name")) for item in items]
+
+
+def test_a_teams_dataset_and_run_are_listed_in_its_project_only(teams: dict) -> None:
+    assert teams["tara"].upload("iris-a") == 201
+    assert teams["alice"].upload("iris-default") == 201
+    run_a = _run_in(teams["workspace"], "team-a", "tara")
+    run_default = _run_in(teams["workspace"], "default", "alice")
+
+    assert _names(teams["tara"].get("/api/v1/datasets")[1]) == ["iris-a"]
+    assert [run["run_id"] for run in teams["tara"].get("/api/v1/runs")[1]] == [run_a]
+    # team-b's developer sees none of them
+    assert teams["bob"].get("/api/v1/datasets") == (200, [])
+    assert teams["bob"].get("/api/v1/runs") == (200, [])
+    # the owner of default sees default's only
+    assert _names(teams["alice"].get("/api/v1/datasets")[1]) == ["iris-default"]
+    assert [run["run_id"] for run in teams["alice"].get("/api/v1/runs")[1]] == [run_default]
+
+
+def test_an_item_is_authorized_in_the_project_it_belongs_to(teams: dict) -> None:
+    assert teams["tara"].upload("iris-a") == 201
+    run_a = _run_in(teams["workspace"], "team-a", "tara")
+
+    for url in ("/api/v1/datasets/iris-a", "/api/v1/datasets/iris-a/versions",
+                f"/api/v1/runs/{run_a}", f"/api/v1/runs/{run_a}/metrics"):  # fmt: skip
+        # another project's member: refused, whichever project it names
+        status, body = teams["bob"].get(url)
+        assert status == 403 and "'team-a'" in body["error"], (url, body)
+        # the owner of default is no member of team-a
+        assert teams["alice"].get(url)[0] == 403, url
+        # team-a's member reads it without naming its project
+        assert teams["tara_no_header"].get(url)[0] == 200, url
+    assert teams["bob"].upload("iris-a", OTHER_CSV) == 403
+    versions = teams["tara"].get("/api/v1/datasets/iris-a/versions")[1]
+    assert [v["version"] for v in versions] == [1]  # type: ignore[index]
+
+
+def test_an_unknown_item_is_authorized_in_the_request_project_then_404(teams: dict) -> None:
+    assert teams["bob"].get("/api/v1/datasets/nosuch")[0] == 404
+    assert teams["bob"].get("/api/v1/runs/nosuch")[0] == 404
+    # a project the caller is no member of: refused before anything is looked up
+    assert teams["alice_in_a"].get("/api/v1/datasets/nosuch")[0] == 403
+
+
+def test_a_name_of_another_project_is_refused_with_409(teams: dict) -> None:
+    assert teams["tara"].upload("shared") == 201
+
+    answer = teams["pat_in_b"].client.post(
+        "/api/v1/datasets/shared/versions",
+        params={"filename": "data.csv"},
+        content=OTHER_CSV,
+        headers=teams["pat_in_b"].headers,
+    )
+
+    assert answer.status_code == 409
+    assert "exists already, in the project 'team-a'" in answer.json()["error"]
+    assert teams["pat_in_b"].get("/api/v1/datasets") == (200, [])
+
+
+def test_a_malformed_project_header_is_a_400(teams: dict) -> None:
+    caller = teams["tara"]
+    status, body = caller.get("/api/v1/datasets")
+    assert status == 200
+    caller.headers["X-Forgeml-Project"] = "../team-a"
+
+    status, body = caller.get("/api/v1/datasets")
+
+    assert status == 400 and "project" in body["error"]
+    # no credential: 401 first, whatever the header says
+    anonymous = caller.client.get("/api/v1/datasets", headers={"X-Forgeml-Project": "../x"})
+    assert anonymous.status_code == 401
+
+
+def test_a_project_token_cannot_reach_another_project_by_its_header(
+    teams: dict, workspace: Workspace
+) -> None:
+    teams["tara"].upload("iris-a")
+    token = issue_token(workspace, "bob", "ci", actor="bob")[1]
+    caller = Caller(teams["tara"].client, token, "team-a")
+
+    assert caller.get("/api/v1/datasets")[0] == 403
+
+
+def test_a_run_name_both_projects_use_finds_the_callers_own(teams: dict) -> None:
+    run_b = _run_in(teams["workspace"], "team-b", "bob")
+    run_a = _run_in(teams["workspace"], "team-a", "tara")  # the latest "probe" overall
+
+    status, body = teams["bob"].get("/api/v1/runs/probe")
+
+    assert (status, body["run_id"]) == (200, run_b)  # type: ignore[index]
+    assert teams["tara"].get("/api/v1/runs/probe")[1]["run_id"] == run_a  # type: ignore[index]
+
+
+def test_a_job_submitted_in_a_project_is_listed_and_cancelled_there_only(teams: dict) -> None:
+    tara = teams["tara"]
+    answer = tara.client.post(
+        "/api/v1/jobs", json={"command": ["true"], "name": "probe"}, headers=tara.headers
+    )
+    assert answer.status_code == 201, answer.text
+    job = answer.json()["job_id"]
+
+    assert [j["job_id"] for j in tara.get("/api/v1/jobs")[1]] == [job]  # type: ignore[union-attr]
+    assert teams["bob"].get("/api/v1/jobs") == (200, [])
+    assert teams["bob"].get(f"/api/v1/jobs/{job}")[0] == 403
+    bob = teams["bob"]
+    cancel = bob.client.post(f"/api/v1/jobs/{job}/cancel", headers=bob.headers)
+    assert cancel.status_code == 403
+    assert tara.get(f"/api/v1/jobs/{job}")[1]["state"] == "PENDING"  # type: ignore[index]
+
+
+def test_a_deployment_belongs_to_the_project_it_was_created_in(teams: dict) -> None:
+    from forgeml.core.errors import AlreadyExistsError
+    from forgeml.serve.deployments import DeploymentSpec, _records, apply_spec
+
+    workspace: Workspace = teams["workspace"]
+    spec = DeploymentSpec(model="adult-mlp@v2", model_ref="adult-mlp@v2", replicas=1)
+    in_a = workspace.in_project("team-a").acting_as("tara")
+    with workspace.store.session() as session:
+        _records._add_record(session, in_a, "web", spec, "failed", _records.now())
+
+    assert _names(teams["tara"].get("/api/v1/deployments")[1]) == ["web"]
+    assert teams["bob"].get("/api/v1/deployments") == (200, [])
+    assert teams["alice"].get("/api/v1/deployments") == (200, [])
+    assert teams["bob"].get("/api/v1/deployments/web")[0] == 403
+    assert teams["tara_no_header"].get("/api/v1/deployments/web")[0] == 200
+    # its name is taken in every project: refused before any replica starts
+    with pytest.raises(AlreadyExistsError, match="in the project 'team-a'"):
+        apply_spec(workspace.in_project("team-b"), "web", spec)
+
+
+def test_the_token_resource_and_membership_are_read_in_one_read_session(
+    teams: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_a = _run_in(teams["workspace"], "team-a", "tara")
+    store = teams["workspace"].store
+    opened = []
+    read_session = store.read_session
+
+    def counted() -> object:
+        opened.append(1)
+        return read_session()
+
+    monkeypatch.setattr(store, "read_session", counted)
+
+    assert teams["tara_no_header"].get(f"/api/v1/runs/{run_a}")[0] == 200
+    assert len(opened) == 1

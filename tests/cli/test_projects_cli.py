@@ -1,0 +1,87 @@
+"""`FORGEML_PROJECT` in local mode: what a command creates lands in that project, a list
+shows that project's only, and without it everything stays in `default` as before."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from forgeml.core.config import Settings, get_settings
+from forgeml.core.workspace import Workspace
+from forgeml.tracking import RunStatus, finish_run, start_run
+from tests.cli.conftest import assert_cli_error, assert_ok, json_out
+from tests.conftest import CliResult
+
+Cli = Callable[..., CliResult]
+
+
+def _in(monkeypatch: pytest.MonkeyPatch, project: str | None) -> None:
+    if project is None:
+        monkeypatch.delenv("FORGEML_PROJECT", raising=False)
+    else:
+        monkeypatch.setenv("FORGEML_PROJECT", project)
+    get_settings.cache_clear()
+
+
+def _datasets(cli: Cli) -> list[str]:
+    return [item["dataset"] for item in json_out(cli("data", "list", "--json"))]
+
+
+def test_each_project_lists_its_own_datasets(
+    cli: Cli, small_csv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _in(monkeypatch, None)
+    assert_ok(cli("data", "add", "plain", small_csv))
+    _in(monkeypatch, "team-a")
+    assert_ok(cli("data", "add", "small-a", small_csv))
+
+    assert _datasets(cli) == ["small-a"]
+    # an item is found by name from any project (names are unique)
+    assert json_out(cli("data", "show", "plain", "--json"))["ref"] == "plain@v1"
+    _in(monkeypatch, "team-b")
+    assert _datasets(cli) == []
+    _in(monkeypatch, None)
+    assert _datasets(cli) == ["plain"]
+
+
+def test_each_project_lists_its_own_runs(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    ids = {}
+    for project in ("default", "team-a"):
+        workspace = Workspace(Settings(home=tmp_path / "home", user="tester", project=project))
+        handle = start_run(workspace, {"lr": 0.1}, "probe", None)
+        finish_run(handle, RunStatus.FINISHED, {"accuracy": 0.5})
+        ids[project] = handle.run_id
+        workspace.close()
+
+    _in(monkeypatch, "team-a")
+    assert [run["run_id"] for run in json_out(cli("runs", "list", "--json"))] == [ids["team-a"]]
+    _in(monkeypatch, None)
+    assert [run["run_id"] for run in json_out(cli("runs", "list", "--json"))] == [ids["default"]]
+
+
+def test_a_name_of_another_project_is_one_sentence_and_exit_1(
+    cli: Cli, small_csv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _in(monkeypatch, "team-a")
+    assert_ok(cli("data", "add", "shared", small_csv))
+    _in(monkeypatch, "team-b")
+
+    result = cli("data", "add", "shared", small_csv)
+
+    assert_cli_error(result, "exists already, in the project 'team-a'")
+    assert _datasets(cli) == []
+
+
+def test_a_malformed_project_is_one_sentence_and_exit_1(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _in(monkeypatch, "../team-a")
+
+    result = cli("data", "list")
+
+    assert_cli_error(result, "FORGEML_PROJECT: Invalid project '../team-a'")
