@@ -225,3 +225,22 @@ def test_the_token_resource_and_membership_are_read_in_one_read_session(
 
     assert teams["tara_no_header"].get(f"/api/v1/runs/{run_a}")[0] == 200
     assert len(opened) == 1
+
+
+def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project(
+    workspace: Workspace,
+) -> None:
+    from forgeml.api import create_app
+    from forgeml.api._authz import api_routes, route_resource
+
+    kinds = {"datasets": "dataset", "runs": "run", "models": "model", "jobs": "job",
+             "deployments": "deployment"}  # fmt: skip
+    items = {
+        (route.path, kind): route_resource(route)
+        for route in api_routes(create_app(workspace).routes)
+        for plural, kind in kinds.items()
+        if route.path.startswith(f"/api/v1/{plural}/{{")
+    }
+
+    assert len(items) >= 20  # every item route of the five kinds, from here on too
+    assert {path: found for (path, kind), found in items.items() if found != kind} == {}

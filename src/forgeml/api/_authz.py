@@ -23,6 +23,7 @@ from forgeml.api._projects import RESOURCE_PROJECT
 
 PUBLIC = "public"
 _MARK = "__forgeml_permission__"
+_RESOURCE_MARK = "__forgeml_resource__"
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ def require(permission: str, *, resource: str | None = None) -> Any:
         return principal
 
     setattr(check, _MARK, permission)
+    setattr(check, _RESOURCE_MARK, resource)
     return Depends(check)
 
 
@@ -117,5 +119,18 @@ def route_permission(route: APIRoute) -> str | None:
         if call is not None and hasattr(call, _MARK):
             permission: str = getattr(call, _MARK)
             return permission
+        pending.extend(dependant.dependencies)
+    return None
+
+
+def route_resource(route: APIRoute) -> str | None:
+    """The kind of resource `route` declared it is authorized by (`require(..., resource=)`),
+    or None for a route authorized in the request's project."""
+    pending = list(route.dependant.dependencies)
+    while pending:
+        dependant = pending.pop()
+        if dependant.call is not None and hasattr(dependant.call, _RESOURCE_MARK):
+            kind: str | None = getattr(dependant.call, _RESOURCE_MARK)
+            return kind
         pending.extend(dependant.dependencies)
     return None
