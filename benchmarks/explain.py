@@ -4,12 +4,15 @@ Adult MLP and the SST-2 MiniLM classifier, each beside its peer in the same run.
 - Kernel SHAP: forgeml (`forgeml.serve.explain`: the 14 raw fields as players, 50
   background rows of the training split, every coalition one numpy gather) against
   `shap.KernelExplainer` as it is usually called on a preprocessed model (the peer:
-  every encoded column a player, a 1,000-row background, the slowness shap#66 reports),
-  on a few rows under a cap. Both with shap's default sample count ("auto").
+  every encoded column a player, a 1,000-row background, the slowness shap#66 reports;
+  100 rows under --quick), on a few rows under a cap. Both with shap's default sample
+  count ("auto").
 - Integrated Gradients, 50 steps: forgeml's explainer (served model, one batch of all
-  steps, no weight gradients, per-field or per-word sums) against captum called directly
-  on the same torch module with its defaults (`IntegratedGradients` /
-  `LayerIntegratedGradients` over the word embeddings, as captum's BERT tutorial does).
+  steps, no weight gradients, per-field or per-word sums; MiniLM's path in bf16 autocast
+  where the CPU has native bf16, its top words checked against an fp32 run, timed too)
+  against captum called directly on the same torch module with its defaults
+  (`IntegratedGradients` / `LayerIntegratedGradients` over the word embeddings, as
+  captum's BERT tutorial does).
 Medians over the rows; the first call of each is a warm-up and not counted.
 
     python benchmarks/explain.py [--quick] [--json]
@@ -56,7 +59,9 @@ def _adult_rows(workspace: Any, ref: str, count: int) -> list[dict[str, Any]]:
     return frame.head(count + 1).to_dicts()
 
 
-def kernel_shap(workspace: Any, model: Any, rows: list[Any], peer_rows: int) -> dict[str, Any]:
+def kernel_shap(
+    workspace: Any, model: Any, rows: list[Any], peer_rows: int, peer_background: int
+) -> dict[str, Any]:
     import shap
 
     from forgeml.serve._shap import FieldMasker
@@ -69,7 +74,7 @@ def kernel_shap(workspace: Any, model: Any, rows: list[Any], peer_rows: int) -> 
     ours = _median_s(masker.kernel_shap, records)
 
     record = get_model_version(workspace, model.ref)
-    large = masker.encode(training_background(workspace, record, fields, 1000, seed=0))
+    large = masker.encode(training_background(workspace, record, fields, peer_background, seed=0))
 
     def probabilities(features: np.ndarray) -> np.ndarray:
         return _softmax(masker.logits(features))
@@ -129,7 +134,10 @@ def ig_text(model: Any, texts: list[str]) -> dict[str, Any]:
 
     from forgeml.serve._integrated_gradients import _tokenizer, explain_text
 
-    ours = _median_s(lambda t: explain_text(model, t, 50), texts)
+    found: list[Any] = []
+    ours = _median_s(lambda t: found.append(explain_text(model, t, 50)), texts)
+    exact: list[Any] = []  # the fp32 reference, timed the same way
+    fp32 = _median_s(lambda t: exact.append(explain_text(model, t, 50, bf16=False)), texts)
     module = model.module
     tokenizer = _tokenizer(model)
 
@@ -149,11 +157,22 @@ def ig_text(model: Any, texts: list[str]) -> dict[str, Any]:
         parameter.requires_grad_(True)
     peer = _median_s(captum_direct, texts)
     tokens = [len(tokenizer(t)["input_ids"]) for t in texts]
+    timed = found[2:]  # the warm-up's and the first text's, as "texts" counts
     return {
         "texts": len(texts) - 1,
         "median_tokens": statistics.median(tokens),
+        "precision": timed[0].details["precision"],
         "forgeml_ms": ours * 1000,
         "peer_ms": peer * 1000,
+        # the fast path's correctness beside its speed: the top word of each text against
+        # an fp32 run, and the largest completeness gap |sum - (f(x) - f(baseline))|
+        "top_word_as_fp32": sum(
+            a.attributions[0].feature == b.attributions[0].feature
+            for a, b in zip(timed, exact[2:], strict=True)
+        ),
+        "max_abs_convergence_delta": max(abs(e.convergence_delta or 0.0) for e in timed),
+        "fp32_max_abs_convergence_delta": max(abs(e.convergence_delta or 0.0) for e in exact[2:]),
+        "forgeml_fp32_ms": fp32 * 1000,
     }
 
 
@@ -176,12 +195,14 @@ def measure(quick: bool) -> dict[str, Any]:
         try:
             ref = train_adult(workspace, quick)
             adult = load_model(workspace, get_model_version(workspace, ref), "torch", None)
-            rows = _adult_rows(workspace, ref, 3 if quick else 20)
-            results["kernel_shap"] = kernel_shap(workspace, adult, rows, 1 if quick else 3)
+            rows = _adult_rows(workspace, ref, 2 if quick else 20)
+            # quick: the peer's background is cut to 100 rows, its cost falls with it
+            shap_ = kernel_shap(workspace, adult, rows, 1 if quick else 3, 100 if quick else 1000)
+            results["kernel_shap"] = shap_
             results["ig_adult_mlp"] = ig_adult(workspace, adult, rows * (1 if quick else 2))
-            text_ref = train_minilm(workspace, Path(scratch), True, 64 if quick else 400)
+            text_ref = train_minilm(workspace, Path(scratch), True, 32 if quick else 400)
             minilm = load_model(workspace, get_model_version(workspace, text_ref), "torch", None)
-            results["ig_minilm"] = ig_text(minilm, _dev_texts(3 if quick else 20))
+            results["ig_minilm"] = ig_text(minilm, _dev_texts(1 if quick else 20))
         finally:
             workspace.close()
     return results
@@ -204,13 +225,22 @@ def format_table(results: dict[str, Any]) -> str:
             f"IG: 50 steps; Adult {adult['rows']} rows, MiniLM {text['texts']} SST-2 dev "
             f"texts (median {text['median_tokens']} tokens); torch threads "
             f"{results['torch_threads']}",
+            f"MiniLM in {text['precision']} ({text['forgeml_fp32_ms']:.1f} ms/input in fp32): "
+            f"top word as fp32's in {text['top_word_as_fp32']} "
+            f"of {text['texts']} texts; max |convergence delta| "
+            f"{text['max_abs_convergence_delta']:.4f} (fp32 "
+            f"{text['fp32_max_abs_convergence_delta']:.4f})",
         ]
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
-    parser = make_parser(__doc__, "3 rows, 1 peer SHAP row, a 1-epoch Adult MLP (about 1 min).")
+    parser = make_parser(
+        __doc__,
+        "2 rows, 1 peer SHAP row on a 100-row background, 1 SST-2 text, a 1-epoch Adult "
+        "MLP and a 5-step MiniLM on 32 rows.",
+    )
     args = parser.parse_args(argv)
     results = measure(args.quick)
     print(format_table(results))

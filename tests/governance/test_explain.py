@@ -8,11 +8,12 @@ import pytest
 from forgeml.core.errors import ConfigError, InvalidDataError, NotFoundError
 from forgeml.core.workspace import Workspace
 from forgeml.governance.explain import explain_model
+from forgeml.serve._integrated_gradients import explain_text, native_bf16
 from forgeml.serve.explain import explain_rows, model_background
 from forgeml.serve.model import LoadedModel, load_model
 from forgeml.tracking import get_model_version
 from tests.serve.conftest import adult_records, open_home
-from tests.train.conftest import copy_home
+from tests.train.conftest import SST2_DIR, copy_home
 
 TEXTS = ["a gripping , funny and deeply moving film", "the plot is dull and the acting worse"]
 
@@ -127,6 +128,41 @@ def test_integrated_gradients_on_minilm_attributes_each_word_and_is_complete(
         assert explanation.convergence_delta is not None
         assert abs(total - gap) < 0.02
         assert abs(explanation.convergence_delta) < 0.02
+
+
+def _sst2_dev_sentences(count: int) -> list[str]:
+    """The first SST-2 dev sentences, as benchmarks/explain.py takes them."""
+    lines = (SST2_DIR / "dev.tsv").read_text(encoding="utf-8").splitlines()
+    column = lines[0].split("\t").index("content")
+    return [line.split("\t")[column] for line in lines[1 : count + 1]]
+
+
+def test_integrated_gradients_in_bf16_ranks_words_as_fp32_does_and_stays_complete(
+    minilm: LoadedModel,
+) -> None:
+    for text in _sst2_dev_sentences(21):  # the benchmark's 20 and its warm-up
+        fast = explain_text(minilm, text, 50, bf16=True)
+        exact = explain_text(minilm, text, 50, bf16=False)
+        assert (fast.details["precision"], exact.details["precision"]) == ("bf16", "fp32")
+        assert (fast.prediction, fast.base_value) == (exact.prediction, exact.base_value)
+        assert fast.attributions[0].feature == exact.attributions[0].feature, text
+        assert fast.convergence_delta is not None and exact.convergence_delta is not None
+        assert abs(fast.convergence_delta) < 0.02 and abs(exact.convergence_delta) < 0.02
+        largest = abs(exact.attributions[0].value)
+        in_order = [sorted(e.attributions, key=lambda a: a.position or 0) for e in (fast, exact)]
+        for a, b in zip(*in_order, strict=True):
+            assert (a.feature, a.position) == (b.feature, b.position)
+            assert a.value == pytest.approx(b.value, abs=0.1 * largest)
+
+
+def test_text_explanations_take_bf16_only_where_the_cpu_computes_it_natively(
+    minilm: LoadedModel,
+) -> None:
+    import torch
+
+    (found,) = explain_rows(minilm, TEXTS[:1])
+    expected = "bf16" if native_bf16(torch.device("cpu")) else "fp32"
+    assert found.details["precision"] == expected
 
 
 def test_word_pieces_are_merged_into_their_word(minilm: LoadedModel) -> None:
