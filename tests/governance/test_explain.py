@@ -140,7 +140,7 @@ def _sst2_dev_sentences(count: int) -> list[str]:
 def test_integrated_gradients_in_bf16_ranks_words_as_fp32_does_and_stays_complete(
     minilm: LoadedModel,
 ) -> None:
-    for text in _sst2_dev_sentences(21):  # the benchmark's 20 and its warm-up
+    for text in _sst2_dev_sentences(8):  # the benchmark compares its 20 (top_word_agreement)
         fast = explain_text(minilm, text, 50, bf16=True)
         exact = explain_text(minilm, text, 50, bf16=False)
         assert (fast.details["precision"], exact.details["precision"]) == ("bf16", "fp32")
