@@ -137,20 +137,32 @@ def test_accuracy_is_what_the_cli_prints_for_the_same_workspace(
     assert 0.5 < printed["reference_accuracy"] <= 1
 
 
+ACCURACY = "/api/v1/monitor/accuracy"
+
+
 @pytest.mark.parametrize(
-    ("params", "status", "sentence"),
+    ("route", "params", "status", "sentence"),
     [
-        ({"deployment": "nosuch"}, 404, "nosuch"),
-        ({"model": "nosuch@v1"}, 404, "nosuch"),
-        ({"model": "adult-mlp", "window": 0}, 422, "window"),
-        ({}, 400, "Give deployment or model, one of the two."),
+        (ACCURACY, {"deployment": "nosuch"}, 404, "nosuch"),
+        (ACCURACY, {"model": "nosuch@v1"}, 404, "nosuch"),
+        (ACCURACY, {"model": "adult-mlp", "window": 0}, 422, "window"),
+        (ACCURACY, {}, 400, "Give deployment or model, one of the two."),
+        (f"{ACCURACY}/windows", {"model": "adult-mlp", "window": 5000, "windows": 24}, 400,
+         "over the limit of 100000"),
+        (f"{ACCURACY}/windows", {"model": "adult-mlp", "windows": 25}, 422, "windows"),
+        (f"{ACCURACY}/windows", {"deployment": "nosuch"}, 404, "nosuch"),
+        (f"{ACCURACY}/windows", {}, 400, "Give deployment or model, one of the two."),
     ],
-)
+)  # fmt: skip
 def test_bad_accuracy_queries_are_one_json_sentence(
-    api: tuple[httpx.Client, Workspace], params: dict[str, Any], status: int, sentence: str
+    api: tuple[httpx.Client, Workspace],
+    route: str,
+    params: dict[str, Any],
+    status: int,
+    sentence: str,
 ) -> None:
     client, _ = api
-    answer = client.get("/api/v1/monitor/accuracy", params=params)
+    answer = client.get(route, params=params)
     assert answer.status_code == status, answer.text
     assert sentence in answer.json()["error"]
 
@@ -193,24 +205,6 @@ def test_accuracy_by_window_measures_each_window_of_feedback(
     assert overall.json()["accuracy"] == pytest.approx(
         sum(w["accuracy"] for w in every["windows"]) / 4
     )
-
-
-@pytest.mark.parametrize(
-    ("params", "status", "sentence"),
-    [
-        ({"model": "adult-mlp", "window": 5000, "windows": 24}, 400, "over the limit of 100000"),
-        ({"model": "adult-mlp", "windows": 25}, 422, "windows"),
-        ({"deployment": "nosuch"}, 404, "nosuch"),
-        ({}, 400, "Give deployment or model, one of the two."),
-    ],
-)
-def test_bad_accuracy_window_queries_are_one_json_sentence(
-    api: tuple[httpx.Client, Workspace], params: dict[str, Any], status: int, sentence: str
-) -> None:
-    client, _ = api
-    answer = client.get("/api/v1/monitor/accuracy/windows", params=params)
-    assert answer.status_code == status, answer.text
-    assert sentence in answer.json()["error"]
 
 
 def test_accuracy_by_window_of_a_model_without_feedback_is_empty(
