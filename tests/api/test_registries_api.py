@@ -3,7 +3,6 @@ with the CLI's `--json` for the same command where one exists."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,16 +16,8 @@ from forgeml.prompts import create_prompt
 from tests.api.conftest import api_client
 from tests.cli.conftest import json_out
 from tests.conftest import CliResult
+from tests.pipelines.conftest import HELLO_PIPELINE
 from tests.prompts.conftest import chat_spec, text_spec
-
-PIPELINE = f"""
-name: hello
-steps:
-  - name: write
-    kind: command
-    argv: [{sys.executable}, -c, "open('hello.txt', 'w').write('hi')"]
-    outputs: {{out: hello.txt}}
-"""
 
 
 @pytest.fixture
@@ -82,7 +73,7 @@ def test_pipeline_runs_and_the_cost_of_their_jobs(
     api: TestClient, workspace: Workspace, tmp_path: Path, cli: Callable[..., CliResult]
 ) -> None:
     path = tmp_path / "hello.yaml"
-    path.write_text(PIPELINE, encoding="utf-8")
+    path.write_text(HELLO_PIPELINE, encoding="utf-8")
     for _ in range(2):  # the second run is served from the step cache
         run_pipeline(workspace, load_pipeline(path, []), output=lambda _: None)
     first = api.get("/api/v1/pipelines/runs", params={"limit": 1})

@@ -3,7 +3,6 @@ and PostgreSQL; the commands that read a pipeline file of this machine refuse re
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -15,15 +14,7 @@ from tests.cli._served import (
     assert_same_as_local,
     served_on,
 )
-
-PIPELINE = f"""
-name: hello
-steps:
-  - name: write
-    kind: command
-    argv: [{sys.executable}, -c, "open('hello.txt', 'w').write('hi')"]
-    outputs: {{out: hello.txt}}
-"""
+from tests.pipelines.conftest import HELLO_PIPELINE
 
 READS = [
     ("pipelines", "list"),
@@ -45,7 +36,7 @@ def served(
 
     with served_on(request.param, tmp_path_factory) as home:
         spec = tmp_path_factory.mktemp("pipeline") / "hello.yaml"
-        spec.write_text(PIPELINE)
+        spec.write_text(HELLO_PIPELINE)
         for _ in range(2):  # the second run is served from the cache
             run_pipeline(home.workspace, load_pipeline(spec, []))
         yield home

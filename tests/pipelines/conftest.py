@@ -19,6 +19,16 @@ from forgeml.pipelines import load_pipeline, run_pipeline
 
 PY = sys.executable
 
+# one command step that writes a file: the smallest pipeline, run through every surface
+HELLO_PIPELINE = f"""
+name: hello
+steps:
+  - name: write
+    kind: command
+    argv: [{PY}, -c, "open('hello.txt', 'w').write('hi')"]
+    outputs: {{out: hello.txt}}
+"""
+
 
 @pytest.fixture
 def adult_cli(

@@ -5,7 +5,6 @@ workspace's (issue 15)."""
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from forgeml import sdk
 from tests.agents import conftest as agents
 from tests.agents.conftest import ChatServer
 from tests.cli._served import Served, served_on
+from tests.pipelines.conftest import HELLO_PIPELINE
 from tests.sdk._sides import Call, Sides
 from tests.tracking import conftest as tracking
 
@@ -24,15 +24,6 @@ pytestmark = pytest.mark.slow
 # the fixtures of the agent and tracking tests, used here too
 chat_server = agents.chat_server
 mlflow_template = tracking.mlflow_template
-
-PIPELINE = f"""
-name: hello
-steps:
-  - name: write
-    kind: command
-    argv: [{sys.executable}, -c, "open('hello.txt', 'w').write('hi')"]
-    outputs: {{out: hello.txt}}
-"""
 
 
 def _fire(served: Served) -> str:
@@ -71,7 +62,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, mlflow_template: Path) -> I
                     home.workspace, "std", [str(docs)], IndexOptions(chunk_tokens=chunk_tokens)
                 )
             spec = tmp_path_factory.mktemp("pipeline") / "hello.yaml"
-            spec.write_text(PIPELINE)
+            spec.write_text(HELLO_PIPELINE)
             for _ in range(2):  # the second run is served from the cache
                 run_pipeline(home.workspace, load_pipeline(spec, []))
             fields = {"command": ["sh", "-c", "echo hello"], "name": "greet"}
