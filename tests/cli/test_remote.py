@@ -163,6 +163,19 @@ def test_a_key_created_remotely_is_the_server_s_and_bad_limits_are_refused_alike
         assert local.code == 2 and local.stderr.startswith("error: "), local.stderr
 
 
+def test_a_queue_created_remotely_is_the_server_s_and_a_taken_name_is_refused_alike(
+    forgeml: Forgeml,
+) -> None:
+    made = forgeml.remote("queues", "create", "remote-q", "--weight", "3", "--cpus", "2", "--json")
+    shown = json.loads(forgeml("queues", "show", "remote-q", "--json").stdout)  # the server's
+
+    assert json.loads(made.stdout)["weight"] == 3 and shown["capability"] == {"cpus": 2.0}
+    local = forgeml("queues", "create", "remote-q")
+    remote = forgeml.remote("queues", "create", "remote-q")
+    assert (remote.code, remote.stderr) == (local.code, local.stderr)
+    assert local.code == 1 and "remote-q" in local.stderr
+
+
 @BACKENDS
 def test_data_add_uploads_the_file_and_prints_what_local_add_prints(
     forgeml: Forgeml, tmp_path: Path

@@ -173,6 +173,28 @@ def test_every_command_has_a_remote_mode_or_a_reason(group: str) -> None:
     assert without == set()
 
 
+def test_every_command_of_every_group_has_a_remote_mode_or_a_reason() -> None:
+    from forgeml.cli import COMMANDS
+    from forgeml.cli._remote import RUNS_HERE
+
+    unclassified = []
+    for entry in COMMANDS:
+        loaded = entry.load()
+        commands = getattr(loaded, "commands", None)  # a group; else one command
+        for command in sorted(commands) if commands is not None else [None]:
+            key = (entry.name, command)
+            if not (
+                key in REMOTE_COMMANDS
+                or (entry.name, None) in REMOTE_COMMANDS
+                or key in RUNS_HERE
+                or entry.name in LOCAL_ONLY
+                or job_command([entry.name, *([command] if command else [])]) is not None
+            ):
+                unclassified.append(key)
+
+    assert unclassified == []
+
+
 @pytest.mark.parametrize("command", [("models", "export"), ("jobs", "export")])
 def test_a_command_that_writes_onto_this_machine_has_a_remote_mode(
     command: tuple[str, str],

@@ -67,3 +67,7 @@ def test_pipeline_files_are_read_where_they_are(forgeml: Forgeml, command: tuple
 
 def test_a_pipeline_run_runs_on_the_server_as_a_job(forgeml: Forgeml) -> None:
     assert_queued_as_job(forgeml, ("pipelines", "run", "nosuch.yaml"))
+
+
+def test_pipeline_triggers_run_on_the_server_as_jobs(forgeml: Forgeml) -> None:
+    assert_queued_as_job(forgeml, ("pipelines", "trigger", "list"))

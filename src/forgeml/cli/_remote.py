@@ -55,7 +55,7 @@ REMOTE_COMMANDS = frozenset(
         ("alerts", "list"), ("alerts", "show"), ("alerts", "ack"),
         # they print forgeml's own rule file and dashboard: nothing of a workspace
         ("monitor", "rules"), ("monitor", "dashboard"),
-        ("queues", "list"), ("queues", "show"),
+        ("queues", "create"), ("queues", "list"), ("queues", "show"),
         ("keys", "create"), ("keys", "list"), ("keys", "revoke"), ("keys", "usage"),
         ("audit", "log"), ("audit", "verify"),
         ("lineage", None),  # one command: `forgeml lineage REF`

@@ -14,12 +14,6 @@ app = typer.Typer(help="Queues: weights, capabilities, reclaimable, budgets.", n
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
 
 
-def _workspace() -> Any:
-    from forgeml.core.workspace import open_workspace
-
-    return open_workspace()
-
-
 def _queues() -> Any:
     return source(lambda client: client.queues, LocalQueues)
 
@@ -38,8 +32,6 @@ def create(
     as_json: JsonFlag = False,
 ) -> None:
     """Create a queue (Volcano semantics: weight, capability, reclaimable)."""
-    from forgeml.scheduler.queues import create_queue, parse_queue, queue_summary
-
     cap = {
         k: v for k, v in {"cpus": cpus, "gpus": gpus, "memory_gb": memory}.items() if v is not None
     }
@@ -51,11 +43,11 @@ def create(
     }
     if cap:
         fields["capability"] = cap
-    record = create_queue(_workspace(), parse_queue(fields))
+    created = _queues().create(fields)
     if as_json:
-        print_json(queue_summary(record))
+        print_json(created)
         return
-    say(f"queue {record.name} created (weight {record.weight})")
+    say(f"queue {created['name']} created (weight {created['weight']})")
 
 
 def _cap(capability: dict[str, Any] | None) -> str:

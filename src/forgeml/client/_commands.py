@@ -30,7 +30,7 @@ JOB_COMMANDS: dict[tuple[str, str | None], str] = {
     ("rag", "answer"): "rag:read",
     ("pipelines", "run"): "pipelines:run",
     ("pipelines", "graph"): "pipelines:read",
-    ("pipelines", "triggers"): "pipelines:write",
+    ("pipelines", "trigger"): "pipelines:write",  # `pipelines trigger add|list|remove|firings`
     ("models", "compare"): "models:read",
     ("models", "import"): "models:write",
     ("monitor", "drift"): "deployments:read",

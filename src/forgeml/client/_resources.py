@@ -326,6 +326,11 @@ class Queues(_Resource):
         """A queue and its jobs counted by state (`queues show --json`)."""
         return self._transport.get(f"/queues/{_segment(name)}")
 
+    def create(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """Create a queue from `queues create`'s fields (name, weight, capability,
+        reclaimable, budget); answers it as `queues create --json` prints it."""
+        return self._transport.post("/queues", fields)
+
 
 class Keys(_Resource):
     """The gateway's API keys (`/api/v1/keys`); never a secret or a hash but `create`'s."""

@@ -84,3 +84,10 @@ class LocalQueues:
 
         with closing(open_workspace()) as workspace:
             return queue_detail(workspace, name)
+
+    def create(self, fields: dict[str, Any]) -> dict[str, Any]:
+        from forgeml.scheduler.queues import create_queue, parse_queue, queue_summary
+
+        spec = parse_queue(fields)
+        with closing(open_workspace()) as workspace:
+            return queue_summary(create_queue(workspace, spec))
