@@ -1,8 +1,9 @@
 """Which project a request acts in, and which project an item route's resource belongs to.
 
 A request acts in the route's `{project}`, else the `X-Forgeml-Project` header (what
-`forgeml.client.Client` sends from FORGEML_PROJECT), else a `project` query parameter where
-the route declares one, else `default`. Creates and lists use that project.
+`forgeml.client.Client` sends from FORGEML_PROJECT), else the project a web page's browser
+chose (`PAGE_PROJECT`), else a `project` query parameter where the route declares one, else
+`default`. Creates and lists use that project.
 
 An item route (`/datasets/{name}`, `/runs/{ref}`, ...) declares the kind of its resource
 (`require("datasets:read", resource="dataset")`); its caller is authorized in the project the
@@ -29,15 +30,26 @@ from forgeml.core.store import Dataset, DeploymentRecord, ModelVersionRecord
 # None when none is found; a name that is not unique (runs, jobs) finds the request
 # project's resource first
 ResourceProject = Callable[[Session, Mapping[str, str], str], str | None]
+# the request state's key for the project a page's browser chose (its `forgeml_project`
+# cookie, validated): set by `forgeml.ui` on its page routes only, never on `/api/`
+PAGE_PROJECT = "page_project"
 
 
 def request_project(request: Request) -> str:
     """The project a request acts in (InvalidNameError for a malformed one): the route's
-    `{project}`, else the `X-Forgeml-Project` header, else a `project` query parameter
-    where the route declares one, else `default`."""
+    `{project}`, else the `X-Forgeml-Project` header, else the page's chosen project, else a
+    `project` query parameter where the route declares one, else `default`.
+
+    The page's chosen project is `request.state.page_project`, which only the UI's page
+    middleware sets (from the browser's `forgeml_project` cookie, for paths outside `/api/`):
+    an API call, with a bearer token or a session cookie, acts where it did before, and an
+    explicit header still wins on a page.
+    """
     project = request.path_params.get("project")
     if project is None:
         project = request.headers.get(PROJECT_HEADER)
+    if project is None:
+        project = getattr(request.state, PAGE_PROJECT, None)
     if project is None and _declares_project_query(request):
         project = request.query_params.get("project")
     return validate_name(project, "project") if project else DEFAULT_PROJECT

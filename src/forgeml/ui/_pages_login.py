@@ -18,16 +18,9 @@ from forgeml.api._accounts import AccountsAuthorizer
 from forgeml.api._authz import public
 from forgeml.core.errors import AuthenticationError, RateLimitedError
 from forgeml.ui._render import render
-from forgeml.ui._security import csrf_checked, form_fields
+from forgeml.ui._security import csrf_checked, form_fields, local_path
 
 router = APIRouter()
-
-
-def _local(target: str | None) -> str:
-    """`target` when it is a path of this server, else `/` (no open redirect)."""
-    if target and target.startswith("/") and not target.startswith(("//", "/\\")):
-        return target
-    return "/"
 
 
 @router.get("/login", dependencies=[public()])
@@ -37,14 +30,14 @@ def login_page(
     """The sign-in form (home, when the server has no accounts)."""
     if not isinstance(request.app.state.authorizer, AccountsAuthorizer):
         return RedirectResponse("/", status_code=303)
-    return render(request, "login.html", next_path=_local(next_path), message=None)
+    return render(request, "login.html", next_path=local_path(next_path), message=None)
 
 
 @router.post("/login", dependencies=[public(), Depends(csrf_checked)])
 async def login(request: Request) -> Response:
     """Sign in as `/api/v1/auth/login` does; back to the page that asked for it."""
     fields = await form_fields(request)
-    target = _local(fields.get("next"))
+    target = local_path(fields.get("next"))
     if not isinstance(request.app.state.authorizer, AccountsAuthorizer):
         return RedirectResponse("/", status_code=303)
     answer = RedirectResponse(target, status_code=303)

@@ -28,6 +28,7 @@ from forgeml.api import (
 )
 from forgeml.api._accounts import AccountsAuthorizer
 from forgeml.ui._authz import allowed
+from forgeml.ui._projects import current_project, project_choices
 
 # what the nav bar links to, in order: (path, label, the API route whose permission the
 # page needs); a link its viewer may not follow is left out
@@ -77,7 +78,9 @@ _ENV.filters["when"] = _when
 
 def render(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     """`template` rendered for `request`'s caller, with what `base.html` needs: the nav, the
-    caller's name, the CSRF token, and whether the server has accounts (a sign-out)."""
+    caller's name, the CSRF token, whether the server has accounts (a sign-out), and the
+    project the page acts in with those its caller may switch to (the nav shows the project
+    when there is a choice, or it is not `default`)."""
     principal = getattr(request.state, "principal", None)
     nav = (
         [(href, label) for href, label, router, route in NAV if allowed(request, router, route)]
@@ -91,6 +94,8 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
         actor=principal.actor if principal is not None else None,
         accounts=isinstance(request.app.state.authorizer, AccountsAuthorizer),
         csrf=getattr(request.state, "csrf", ""),
+        project=current_project(request),
+        projects=project_choices(request),
         **context,
     )
     return HTMLResponse(html, status_code=status_code)

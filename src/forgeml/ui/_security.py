@@ -11,6 +11,10 @@ in its `csrf_token` field. A page's change whose token is missing or differs fro
 cookie's is refused (403) before anything runs: another site can neither read the token nor
 set the cookie. The API's own routes keep their own guard (`forgeml.api._hosts`: a change
 from another origin is refused) and bearer tokens, which no browser sends by itself.
+
+The same middleware hands a page route the project its browser chose (`_projects`): a
+well-formed `forgeml_project` cookie becomes `request.state.page_project`, a malformed one
+is ignored; outside the pages (`NOT_PAGES`) it is never read.
 """
 
 from __future__ import annotations
@@ -24,11 +28,14 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from forgeml.core.errors import PermissionDeniedError
+from forgeml.api._projects import PAGE_PROJECT
+from forgeml.core.errors import InvalidNameError, PermissionDeniedError
+from forgeml.core.ids import validate_name
 
 CSRF_COOKIE = "forgeml_csrf"
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"
+PROJECT_COOKIE = "forgeml_project"
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; object-src 'none'; frame-ancestors 'none'; "
     "base-uri 'self'; form-action 'self'"
@@ -57,7 +64,9 @@ class PageSecurity:
         held = _cookie(scope, CSRF_COOKIE)
         fresh = held is None or len(held) < 32
         token = secrets.token_urlsafe(32) if fresh or held is None else held
-        scope.setdefault("state", {})["csrf"] = token
+        state = scope.setdefault("state", {})
+        state["csrf"] = token
+        state[PAGE_PROJECT] = chosen_project(_cookie(scope, PROJECT_COOKIE))
         secure = scope.get("scheme") == "https"
 
         async def send_secured(message: Message) -> None:
@@ -77,6 +86,24 @@ def _cookie(scope: Scope, name: str) -> str | None:
         if key == b"cookie":
             return cookie_parser(value.decode("latin-1")).get(name)
     return None
+
+
+def chosen_project(cookie: str | None) -> str | None:
+    """The project a `forgeml_project` cookie names, or None when there is none or it is no
+    project name (a malformed cookie is ignored, never an error on every page)."""
+    if not cookie:
+        return None
+    try:
+        return validate_name(cookie, "project")
+    except InvalidNameError:
+        return None
+
+
+def local_path(target: str | None) -> str:
+    """`target` when it is a path of this server, else `/` (no open redirect)."""
+    if target and target.startswith("/") and not target.startswith(("//", "/\\")):
+        return target
+    return "/"
 
 
 def _csrf_cookie(token: str, *, secure: bool) -> str:

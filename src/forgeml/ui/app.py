@@ -27,6 +27,7 @@ from forgeml.ui._pages_login import router as login_router
 from forgeml.ui._pages_models import router as models_router
 from forgeml.ui._pages_operations import router as operations_router
 from forgeml.ui._pages_runs import router as runs_router
+from forgeml.ui._projects import router as projects_router
 from forgeml.ui._security import PageSecurity
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 PAGE_ROUTERS = [
     home_router, login_router, runs_router, jobs_router, datasets_router, models_router,
-    lineage_router, operations_router, explain_router,
+    lineage_router, operations_router, explain_router, projects_router,
 ]  # fmt: skip
 
 
