@@ -244,3 +244,43 @@ def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project
 
     assert len(items) >= 20  # every item route of the five kinds, from here on too
     assert {path: found for (path, kind), found in items.items() if found != kind} == {}
+
+
+def _deployment_in_a(workspace: Workspace) -> None:
+    from forgeml.serve.deployments import DeploymentSpec, _records
+
+    spec = DeploymentSpec(model="adult-mlp@v2", model_ref="adult-mlp@v2", replicas=1)
+    in_a = workspace.in_project("team-a").acting_as("tara")
+    with workspace.store.session() as session:
+        _records._add_record(session, in_a, "web", spec, "failed", _records.now())
+
+
+def test_monitoring_reads_are_authorized_in_the_named_deployments_project(teams: dict) -> None:
+    _deployment_in_a(teams["workspace"])
+
+    for url in ("/api/v1/monitor/drift?deployment=web",
+                "/api/v1/monitor/accuracy?deployment=web",
+                "/api/v1/monitor/accuracy/windows?deployment=web"):  # fmt: skip
+        status, body = teams["bob"].get(url)
+        assert status == 403 and "'team-a'" in body["error"], (url, body)  # type: ignore[index]
+        assert teams["alice"].get(url)[0] == 403, url
+        # team-a's member is authorized (its answer is the route's own: no log yet, ...)
+        assert teams["tara_no_header"].get(url)[0] != 403, url
+    # an unknown name: authorized in the request's project, then the route's own 404
+    assert teams["bob"].get("/api/v1/monitor/drift?deployment=nosuch")[0] == 404
+    assert teams["bob"].get("/api/v1/monitor/accuracy?deployment=nosuch")[0] == 404
+
+
+def test_lineage_is_authorized_in_the_root_records_project(teams: dict) -> None:
+    assert teams["tara"].upload("iris-a") == 201
+    run_a = _run_in(teams["workspace"], "team-a", "tara")
+    _deployment_in_a(teams["workspace"])
+
+    for record in ("iris-a@v1", "dataset:iris-a@v1", run_a, f"run:{run_a}", "deployment:web"):
+        url = f"/api/v1/lineage/{record}"
+        status, body = teams["bob"].get(url)
+        assert status == 403 and "'team-a'" in body["error"], (url, body)  # type: ignore[index]
+        assert teams["alice"].get(url)[0] == 403, url
+        status, body = teams["tara_no_header"].get(url)
+        assert status == 200 and body["nodes"], (url, body)  # type: ignore[index]
+    assert teams["bob"].get("/api/v1/lineage/nosuch@v1")[0] == 404
