@@ -284,3 +284,22 @@ def test_lineage_is_authorized_in_the_root_records_project(teams: dict) -> None:
         status, body = teams["tara_no_header"].get(url)
         assert status == 200 and body["nodes"], (url, body)  # type: ignore[index]
     assert teams["bob"].get("/api/v1/lineage/nosuch@v1")[0] == 404
+
+
+def test_a_dataset_query_reads_the_request_projects_datasets_only(teams: dict) -> None:
+    assert teams["tara"].upload("iris-a") == 201
+
+    def query(caller: Caller, sql: str) -> tuple[int, dict]:
+        answer = caller.client.post(
+            "/api/v1/datasets/query", json={"sql": sql}, headers=caller.headers
+        )
+        return answer.status_code, answer.json()
+
+    assert query(teams["tara"], 'SELECT count(*) AS n FROM "iris-a"') == (
+        200, {"columns": ["n"], "rows": [{"n": 3}]}
+    )  # fmt: skip
+    for caller in ("bob", "pat_in_b", "alice"):
+        for sql in ('SELECT * FROM "iris-a@v1"', "SELECT x FROM 'iris-a' WHERE x > 1"):
+            status, body = query(teams[caller], sql)
+            assert status == 403, (caller, sql, body)
+            assert "'iris-a' belongs to the project 'team-a'" in body["error"], body
