@@ -303,3 +303,30 @@ def test_a_dataset_query_reads_the_request_projects_datasets_only(teams: dict) -
             status, body = query(teams[caller], sql)
             assert status == 403, (caller, sql, body)
             assert "'iris-a' belongs to the project 'team-a'" in body["error"], body
+
+
+def test_monitoring_reads_of_a_model_are_authorized_in_the_models_project(teams: dict) -> None:
+    from forgeml.core.ids import new_id
+    from forgeml.core.store import ModelVersionRecord
+
+    workspace: Workspace = teams["workspace"]
+    run_a = _run_in(workspace, "team-a", "tara")
+    with workspace.store.session() as session:
+        session.add(
+            ModelVersionRecord(
+                id=new_id(),
+                name="mlp-a",
+                version=1,
+                run_id=run_a,
+                project="team-a",
+                artifact_digest="0" * 64,
+                metrics={},
+                created_by="tara",
+            )
+        )
+
+    for url in ("/api/v1/monitor/drift?model=mlp-a@v1", "/api/v1/monitor/accuracy?model=mlp-a",
+                "/api/v1/monitor/accuracy/windows?model=mlp-a@v1"):  # fmt: skip
+        status, body = teams["bob"].get(url)
+        assert status == 403 and "'team-a'" in body["error"], (url, body)  # type: ignore[index]
+        assert teams["tara_no_header"].get(url)[0] != 403, url
