@@ -244,3 +244,89 @@ def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project
 
     assert len(items) >= 20  # every item route of the five kinds, from here on too
     assert {path: found for (path, kind), found in items.items() if found != kind} == {}
+
+
+def _deployment_in_a(workspace: Workspace) -> None:
+    from forgeml.serve.deployments import DeploymentSpec, _records
+
+    spec = DeploymentSpec(model="adult-mlp@v2", model_ref="adult-mlp@v2", replicas=1)
+    in_a = workspace.in_project("team-a").acting_as("tara")
+    with workspace.store.session() as session:
+        _records._add_record(session, in_a, "web", spec, "failed", _records.now())
+
+
+def test_monitoring_reads_are_authorized_in_the_named_deployments_project(teams: dict) -> None:
+    _deployment_in_a(teams["workspace"])
+
+    for url in ("/api/v1/monitor/drift?deployment=web",
+                "/api/v1/monitor/accuracy?deployment=web",
+                "/api/v1/monitor/accuracy/windows?deployment=web"):  # fmt: skip
+        status, body = teams["bob"].get(url)
+        assert status == 403 and "'team-a'" in body["error"], (url, body)  # type: ignore[index]
+        assert teams["alice"].get(url)[0] == 403, url
+        # team-a's member is authorized (its answer is the route's own: no log yet, ...)
+        assert teams["tara_no_header"].get(url)[0] != 403, url
+    # an unknown name: authorized in the request's project, then the route's own 404
+    assert teams["bob"].get("/api/v1/monitor/drift?deployment=nosuch")[0] == 404
+    assert teams["bob"].get("/api/v1/monitor/accuracy?deployment=nosuch")[0] == 404
+
+
+def test_lineage_is_authorized_in_the_root_records_project(teams: dict) -> None:
+    assert teams["tara"].upload("iris-a") == 201
+    run_a = _run_in(teams["workspace"], "team-a", "tara")
+    _deployment_in_a(teams["workspace"])
+
+    for record in ("iris-a@v1", "dataset:iris-a@v1", run_a, f"run:{run_a}", "deployment:web"):
+        url = f"/api/v1/lineage/{record}"
+        status, body = teams["bob"].get(url)
+        assert status == 403 and "'team-a'" in body["error"], (url, body)  # type: ignore[index]
+        assert teams["alice"].get(url)[0] == 403, url
+        status, body = teams["tara_no_header"].get(url)
+        assert status == 200 and body["nodes"], (url, body)  # type: ignore[index]
+    assert teams["bob"].get("/api/v1/lineage/nosuch@v1")[0] == 404
+
+
+def test_a_dataset_query_reads_the_request_projects_datasets_only(teams: dict) -> None:
+    assert teams["tara"].upload("iris-a") == 201
+
+    def query(caller: Caller, sql: str) -> tuple[int, dict]:
+        answer = caller.client.post(
+            "/api/v1/datasets/query", json={"sql": sql}, headers=caller.headers
+        )
+        return answer.status_code, answer.json()
+
+    assert query(teams["tara"], 'SELECT count(*) AS n FROM "iris-a"') == (
+        200, {"columns": ["n"], "rows": [{"n": 3}]}
+    )  # fmt: skip
+    for caller in ("bob", "pat_in_b", "alice"):
+        for sql in ('SELECT * FROM "iris-a@v1"', "SELECT x FROM 'iris-a' WHERE x > 1"):
+            status, body = query(teams[caller], sql)
+            assert status == 403, (caller, sql, body)
+            assert "'iris-a' belongs to the project 'team-a'" in body["error"], body
+
+
+def test_monitoring_reads_of_a_model_are_authorized_in_the_models_project(teams: dict) -> None:
+    from forgeml.core.ids import new_id
+    from forgeml.core.store import ModelVersionRecord
+
+    workspace: Workspace = teams["workspace"]
+    run_a = _run_in(workspace, "team-a", "tara")
+    with workspace.store.session() as session:
+        session.add(
+            ModelVersionRecord(
+                id=new_id(),
+                name="mlp-a",
+                version=1,
+                run_id=run_a,
+                project="team-a",
+                artifact_digest="0" * 64,
+                metrics={},
+                created_by="tara",
+            )
+        )
+
+    for url in ("/api/v1/monitor/drift?model=mlp-a@v1", "/api/v1/monitor/accuracy?model=mlp-a",
+                "/api/v1/monitor/accuracy/windows?model=mlp-a@v1"):  # fmt: skip
+        status, body = teams["bob"].get(url)
+        assert status == 403 and "'team-a'" in body["error"], (url, body)  # type: ignore[index]
+        assert teams["tara_no_header"].get(url)[0] != 403, url

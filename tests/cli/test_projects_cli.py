@@ -85,3 +85,17 @@ def test_a_malformed_project_is_one_sentence_and_exit_1(
     result = cli("data", "list")
 
     assert_cli_error(result, "FORGEML_PROJECT: Invalid project '../team-a'")
+
+
+def test_data_query_reads_the_datasets_of_its_project_only(
+    cli: Cli, small_csv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _in(monkeypatch, "team-a")
+    assert_ok(cli("data", "add", "small-a", small_csv))
+    rows = json_out(cli("data", "query", 'SELECT count(*) AS n FROM "small-a@v1"', "--json"))
+    assert rows[0]["n"] > 0
+
+    for project in ("team-b", None):
+        _in(monkeypatch, project)
+        for sql in ('SELECT count(*) FROM "small-a@v1"', "SELECT * FROM 'small-a'"):
+            assert_cli_error(cli("data", "query", sql), "'small-a' belongs to the project 'team-a'")

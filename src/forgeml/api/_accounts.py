@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from fastapi import Request, Response
 
 from forgeml.api._authz import Authorizer, Principal, SingleUser
-from forgeml.api._projects import request_project, resource_project
+from forgeml.api._projects import request_project, resource_params, resource_project
 from forgeml.auth import (
     AuthSettings,
     Caller,
@@ -148,7 +148,7 @@ class AccountsAuthorizer:
                 raise AuthenticationError("The session cookie holds no session.")
             project = request_project(request)  # after the caller: 401 before 400
             if kind is not None:
-                found = resource_project(session, kind, request.path_params, project)
+                found = resource_project(session, kind, resource_params(request), project)
                 project = found or project
             held = held_in(session, caller, project)
         every = timedelta(seconds=self.settings.token_last_used_every_s)

@@ -81,7 +81,8 @@ class SqlQuery(BaseModel):
 @router.post("/query", dependencies=[require("datasets:read")])
 def query(request: Request, body: SqlQuery) -> dict[str, Any]:
     """The statement's columns and first `limit` rows (`data query`); 403 for a statement
-    that writes or reaches files, 400 for one that fails or runs past the time limit."""
+    that writes, reaches files or names a dataset of another project than the request's,
+    400 for one that fails or runs past the time limit."""
     from forgeml.data.query import run_query
 
     table = run_query(workspace(request), body.sql, body.limit, timeout_s=QUERY_TIMEOUT_S)

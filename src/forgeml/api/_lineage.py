@@ -4,8 +4,10 @@ The permission is the read of the kind of record `record` names (`datasets:read`
 dataset version, `models:read`, `runs:read`, `deployments:read`), asked once, before
 anything is answered: a bare reference is looked up first to learn its kind (one that
 names nothing is asked `datasets:read`, then answered 404), so the caller learns nothing of
-a record they may not read. The path parameter is `record`, not `ref`: its grammar is a
-reference's with an optional `KIND:` before it (`LINEAGE_REF_PATTERN`).
+a record they may not read. It is asked in the project of the record (the resource kind
+`record` of `forgeml.api._projects`), not the request's. The path parameter is `record`,
+not `ref`: its grammar is a reference's with an optional `KIND:` before it
+(`LINEAGE_REF_PATTERN`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ RecordPath = Annotated[
 def _read_of_its_kind(request: Request, record: RecordPath) -> Principal:
     kinds = ref_kinds(workspace(request), record)
     authorizer: Authorizer = request.app.state.authorizer
+    request.state.resource_kind = "record"  # authorized in the record's project
     principal = authorizer.authorize(request, _READ[kinds[0] if kinds else "dataset"])
     request.state.principal = principal
     return principal

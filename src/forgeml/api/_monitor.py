@@ -12,6 +12,8 @@ scored; the log itself is read whole, as the CLI reads it.
 
 Permission: `deployments:read`. The drift of a deployment (or a served model) is a reading
 of its traffic, which is what that permission shows; `alerts:read` is about recorded alerts.
+It is asked in the project of the deployment (or model) the query string names
+(`resource="served"`), not the request's.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def drift_windows(
     }
 
 
-@router.get("/monitor/drift", dependencies=[require("deployments:read")])
+@router.get("/monitor/drift", dependencies=[require("deployments:read", resource="served")])
 def drift(
     request: Request,
     deployment: Annotated[str | None, Query(max_length=128, pattern=NAME)] = None,
@@ -122,7 +124,7 @@ def _served(workspace: Workspace, deployment: str | None, model: str | None) -> 
     return served, model if model and "@" in model else None
 
 
-@router.get("/monitor/accuracy", dependencies=[require("deployments:read")])
+@router.get("/monitor/accuracy", dependencies=[require("deployments:read", resource="served")])
 def accuracy(
     request: Request,
     deployment: Annotated[str | None, Query(max_length=128, pattern=NAME)] = None,
@@ -141,7 +143,9 @@ def accuracy(
     return report.model_dump(mode="json")
 
 
-@router.get("/monitor/accuracy/windows", dependencies=[require("deployments:read")])
+@router.get(
+    "/monitor/accuracy/windows", dependencies=[require("deployments:read", resource="served")]
+)
 def accuracy_windows(
     request: Request,
     deployment: Annotated[str | None, Query(max_length=128, pattern=NAME)] = None,

@@ -10,6 +10,11 @@ An item route (`/datasets/{name}`, `/runs/{ref}`, ...) declares the kind of its 
 resource belongs to, read by `RESOURCE_PROJECT[kind]` from the route's path parameters (names
 are unique across projects, so a name finds one resource). An unknown resource is
 authorized in the request's project, and its route then answers 404 as before.
+
+A route that names its resource in the query string (`/monitor/drift?deployment=NAME`)
+declares `resource="served"`, and the lineage route's `{record}` (`KIND:REF` or a bare REF)
+the kind `record`: `resource_params` hands each lookup the query parameters with the path
+parameters over them.
 """
 
 from __future__ import annotations
@@ -88,8 +93,31 @@ def _job(session: Session, params: Mapping[str, str], project: str) -> str | Non
 
 
 def _deployment(session: Session, params: Mapping[str, str], _: str) -> str | None:
-    name = params["name"]
+    name = params.get("name") or params["ref"]
     return session.scalar(select(DeploymentRecord.project).where(DeploymentRecord.name == name))
+
+
+def _served(session: Session, params: Mapping[str, str], project: str) -> str | None:
+    """A monitoring read's `deployment` (else its `model`) query parameter."""
+    if "deployment" in params:
+        return _deployment(session, {"name": params["deployment"]}, project)
+    return _model(session, {"name": params["model"]}, project)
+
+
+def _record(session: Session, params: Mapping[str, str], project: str) -> str | None:
+    """A lineage `record`: `KIND:REF`'s kind, else the first kind a bare REF names (in the
+    order lineage tries them: dataset, model, run, deployment)."""
+    from forgeml.governance.lineage_refs import REF_KINDS, split_kind
+
+    kind, ref = split_kind(params["record"])
+    for tried in (kind,) if kind is not None else REF_KINDS:
+        try:
+            found = RESOURCE_PROJECT[tried](session, {"ref": ref}, project)
+        except ForgemlError:
+            continue
+        if found is not None:
+            return found
+    return None
 
 
 RESOURCE_PROJECT: dict[str, ResourceProject] = {
@@ -98,7 +126,15 @@ RESOURCE_PROJECT: dict[str, ResourceProject] = {
     "model": _model,
     "job": _job,
     "deployment": _deployment,
+    "served": _served,
+    "record": _record,
 }
+
+
+def resource_params(request: Request) -> dict[str, str]:
+    """What a resource lookup reads: the request's query parameters, its path parameters
+    over them."""
+    return {**request.query_params, **request.path_params}
 
 
 def resource_project(

@@ -1,9 +1,10 @@
 """Read-only SQL over dataset versions with DuckDB.
 
 Every dataset is a table under its name (its latest version); a pinned version is a
-quoted identifier: `SELECT count(*) FROM "adult@v2"`. Datasets are handed to DuckDB as
-Arrow datasets, and DuckDB's own file access is switched off and locked, so a query can
-neither write nor read files outside the store.
+quoted identifier: `SELECT count(*) FROM "adult@v2"`. A query reads the datasets of its
+workspace's project only (FORGEML_PROJECT, or an API request's project). Datasets are
+handed to DuckDB as Arrow datasets, and DuckDB's own file access is switched off and
+locked, so a query can neither write nor read files outside the store.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as pa_dataset
+from sqlalchemy import select
 
 from forgeml.core.errors import (
     InvalidNameError,
@@ -22,6 +24,7 @@ from forgeml.core.errors import (
     QueryNotAllowedError,
     UsageError,
 )
+from forgeml.core.store import Dataset
 from forgeml.core.workspace import Workspace
 from forgeml.data import catalog
 
@@ -41,7 +44,8 @@ def run_query(
         timeout_s: seconds the statement may run before it is interrupted (default: no limit).
 
     Raises:
-        QueryNotAllowedError: the statement writes, or touches files or settings.
+        QueryNotAllowedError: the statement writes, touches files or settings, or names a
+            dataset of another project than the workspace's.
         QueryError: the SQL does not parse, fails to run, or runs past `timeout_s`.
         UsageError: more than one statement.
     """
@@ -96,6 +100,18 @@ def _check_read_only(connection: Any, sql: str) -> None:
         )
 
 
+def _refuse_other_project(session: Any, name: str, project: str) -> None:
+    """QueryNotAllowedError when table `name` (`NAME` or `NAME@...`) is a dataset of a
+    project other than `project`."""
+    dataset = name.partition("@")[0]
+    found = session.scalar(select(Dataset.project).where(Dataset.name == dataset))
+    if found is not None and found != project:
+        raise QueryNotAllowedError(
+            f"data query reads the datasets of the project '{project}' only; '{dataset}' "
+            f"belongs to the project '{found}'."
+        )
+
+
 def _table_names(connection: Any, sql: str) -> set[str]:
     """Names of the base tables the statement reads, from DuckDB's parse tree (no binding)."""
     import orjson
@@ -119,11 +135,13 @@ def _table_names(connection: Any, sql: str) -> set[str]:
 
 
 def _register_datasets(workspace: Workspace, connection: Any, sql: str) -> None:
-    """Hand DuckDB the datasets the statement names (and only those: each read is verified)."""
+    """Hand DuckDB the datasets the statement names (and only those: each read is verified),
+    refusing one of another project than the workspace's."""
     versions = {}
     names = _table_names(connection, sql)
     with workspace.store.session() as session:
-        for name in names:
+        for name in sorted(names):
+            _refuse_other_project(session, name, workspace.project)
             if "@" in name:  # a pinned reference must resolve
                 versions[name] = catalog.resolve(session, name)
                 continue
