@@ -10,11 +10,13 @@ import pytest
 from mlflow.entities import Metric
 
 from forgeml.core.workspace import Workspace
+from forgeml.tracking import history
 from forgeml.tracking._history_sql import is_sql_store
 from forgeml.tracking._mlflow import ensure_experiment, open_client
 from forgeml.tracking.history import (
     client_history,
     latest_metrics,
+    metric_arrays,
     metric_histories,
     metric_history,
 )
@@ -68,6 +70,31 @@ def test_one_runs_history_is_the_many_runs_read_of_it(
     one = metric_history(tracking_workspace, logged_runs[1])
     assert _same(one, metric_histories(tracking_workspace, logged_runs)[logged_runs[1]])
     assert math.isnan(one["lr"][0][1])
+
+
+@pytest.mark.parametrize("tables", [True, False])
+def test_the_arrays_a_chart_reads_are_the_histories_points(
+    tracking_workspace: Workspace,
+    logged_runs: list[str],
+    tables: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not tables:  # the tracking server's path: MLflow's client, here on the same tables
+        monkeypatch.setattr(history, "is_sql_store", lambda uri: False)
+    arrays = metric_arrays(tracking_workspace, logged_runs)
+    points = metric_histories(tracking_workspace, logged_runs)
+    assert list(arrays) == logged_runs
+    for run_id in logged_runs:
+        assert list(arrays[run_id]) == list(points[run_id])
+        as_points = {
+            key: list(zip(steps.tolist(), values.tolist(), strict=True))
+            for key, (steps, values) in arrays[run_id].items()
+        }
+        assert _same(as_points, points[run_id]), run_id
+    steps, _ = arrays[logged_runs[0]]["loss"]
+    assert steps.dtype.kind == "i" and len(steps) == 303  # the repeated steps kept
+    assert math.isnan(arrays[logged_runs[1]]["lr"][1][0])
+    assert arrays[logged_runs[2]] == {}
 
 
 def test_latest_metrics_are_mlflows_latest_value_of_each_metric(

@@ -1,17 +1,18 @@
-"""The many-curve LTTB (numpy, curves of one length together) chooses exactly what the
-plain loop chooses, curve by curve."""
+"""The many-curve LTTB (numpy, curves of one length together, given and kept as arrays)
+chooses exactly what the plain loop chooses, curve by curve."""
 
 from __future__ import annotations
 
 import math
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forgeml.ui._lttb import lttb
-from forgeml.ui._lttb_many import lttb_many
+from forgeml.ui._lttb_many import lttb_arrays
 
 values = st.one_of(
     st.integers(-1_000, 1_000).map(float),
@@ -30,13 +31,24 @@ def curve_sets(draw: st.DrawFn) -> tuple[list[list[tuple[float, float]]], int]:
     return curves, threshold
 
 
+def _many(curves: list[list[tuple[float, float]]], threshold: int) -> list[list[tuple]]:
+    """`lttb_arrays` of the curves, steps as a chart reads them (int64), back as points."""
+    arrays = [
+        (np.array([int(x) for x, _ in c], dtype=np.int64), np.array([y for _, y in c]))
+        for c in curves
+    ]
+    kept = lttb_arrays(arrays, threshold)
+    assert all(xs.dtype == np.int64 for xs, _ in kept)
+    return [list(zip(xs.astype(float).tolist(), ys.tolist(), strict=True)) for xs, ys in kept]
+
+
 @settings(max_examples=150, deadline=None)
 @given(curve_sets())
 def test_many_curves_keep_what_the_plain_loop_keeps(
     found: tuple[list[list[tuple[float, float]]], int],
 ) -> None:
     curves, threshold = found
-    fast = lttb_many(curves, threshold)
+    fast = _many(curves, threshold)
     slow = [lttb(curve, threshold) for curve in curves]
     # NaN != NaN: compare the points as their reprs
     assert [[repr(p) for p in c] for c in fast] == [[repr(p) for p in c] for c in slow]
@@ -49,9 +61,10 @@ def test_a_hundred_real_sized_curves_match_the_plain_loop() -> None:
         for _ in range(100)
     ]
     curves.append([(float(s), rng.random()) for s in range(0, 7_000, 3)])
-    assert lttb_many(curves, 860) == [lttb(curve, 860) for curve in curves]
+    assert _many(curves, 860) == [lttb(curve, 860) for curve in curves]
 
 
 def test_a_threshold_below_three_is_refused_as_by_the_plain_loop() -> None:
     with pytest.raises(ValueError, match="< 3"):
-        lttb_many([[(0.0, 0.0)] * 10, [(0.0, 0.0)] * 10], 2)
+        lttb_arrays([(np.arange(10), np.zeros(10)), (np.arange(10), np.zeros(10))], 2)
+    assert len(lttb_arrays([(np.arange(2), np.zeros(2))], 2)[0][0]) == 2  # nothing to drop

@@ -17,11 +17,18 @@ from collections.abc import Sequence
 from functools import lru_cache
 from itertools import groupby
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from sqlalchemy import bindparam, create_engine, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.sql.elements import TextClause
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# a curve as arrays: steps (int64), values (float64, NaN where MLflow set is_nan)
+Arrays = tuple["np.ndarray", "np.ndarray"]
 
 # the URI schemes (before any `+driver`) whose store is MLflow's SqlAlchemyStore
 SQL_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
@@ -29,6 +36,11 @@ SQL_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
 # query's time); MLflow keeps a NaN as 0 with is_nan set, its entity gives NaN back, so do we
 _ROWS = text(
     "SELECT key, step, value, is_nan FROM metrics WHERE run_uuid = :run ORDER BY key, step"
+)
+# one metric's rows, all the (run_uuid, key, step) index's: a chart's curves as plain columns
+_KEYS = text("SELECT DISTINCT key FROM metrics WHERE run_uuid = :run")
+_CURVE = text(
+    "SELECT step, value, is_nan FROM metrics WHERE run_uuid = :run AND key = :key ORDER BY step"
 )
 # MLflow's one row a run and metric, moved on by each value logged past it (by step, then
 # time, then value): a cheap sign that a curve grew (counting its rows read them all)
@@ -67,6 +79,51 @@ def read_curves(
             rows = connection.execute(_ROWS, {"run": run_id}).all()
             found[run_id] = _by_key(rows, wanted)
     return found
+
+
+def read_curve_arrays(uri: str, run_ids: list[str]) -> dict[str, dict[str, Arrays]]:
+    """`read_curves` of every metric of the runs as numpy arrays, (steps, values) sorted by
+    step then value: {run_id: {key: arrays}}; a run without metrics maps to {}.
+
+    A chart's first view of 100 runs of 10,000 steps read a million rows: as SQLAlchemy
+    rows turned into (step, value) tuples they took 8 s of a loaded 2-core machine (most
+    of it making and collecting a million Python objects); the driver's tuples go straight
+    into one array a curve here.
+    """
+    import numpy as np
+
+    row = np.dtype([("step", np.int64), ("value", np.float64), ("is_nan", np.bool_)])
+    found: dict[str, dict[str, Arrays]] = {}
+    with _engine(uri).connect() as connection:
+        for run_id in run_ids:
+            curves: dict[str, Arrays] = {}
+            for (key,) in _driver_rows(connection, _KEYS, {"run": run_id}):
+                rows = _driver_rows(connection, _CURVE, {"run": run_id, "key": key})
+                read = np.array(rows, dtype=row)
+                steps, values = read["step"], np.where(read["is_nan"], np.nan, read["value"])
+                if steps.size > 1 and bool((steps[1:] == steps[:-1]).any()):
+                    order = np.lexsort((values, steps))  # values of one step by value
+                    steps, values = steps[order], values[order]
+                curves[str(key)] = (steps, values)
+            found[run_id] = dict(sorted(curves.items()))
+    return found
+
+
+def _driver_rows(
+    connection: Connection, statement: TextClause, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """`statement`'s rows as the database driver gives them: plain tuples, without a
+    SQLAlchemy `Row` each (a second a million rows)."""
+    compiled = statement.compile(dialect=connection.dialect)
+    bound: Any = compiled.construct_params(params)
+    if compiled.positional:  # `?` or `%s` markers: the values in their order
+        bound = tuple(bound[name] for name in compiled.positiontup or ())
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute(str(compiled), bound)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
 
 
 def latest_points(uri: str, run_ids: list[str]) -> dict[str, dict[str, tuple[Any, ...]]]:

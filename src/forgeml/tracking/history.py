@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
-from forgeml.tracking._history_sql import is_sql_store, latest_points, read_curves
+from forgeml.tracking._history_sql import (
+    Arrays,
+    is_sql_store,
+    latest_points,
+    read_curve_arrays,
+    read_curves,
+)
 from forgeml.tracking._mlflow import open_client, tracking_uri
 
 if TYPE_CHECKING:
@@ -45,6 +51,27 @@ def metric_histories(
     if is_sql_store(uri):
         return _read_tables(workspace, lambda: read_curves(uri, run_ids, keys))
     return {run_id: client_history(workspace, run_id, keys) for run_id in run_ids}
+
+
+def metric_arrays(workspace: Workspace, run_ids: list[str]) -> dict[str, dict[str, Arrays]]:
+    """`metric_histories` of every metric of the runs as numpy arrays (steps, values): what
+    a chart downsamples, without a Python tuple a point (`_history_sql.read_curve_arrays`)."""
+    uri = tracking_uri(workspace.settings)
+    if is_sql_store(uri):
+        return _read_tables(workspace, lambda: read_curve_arrays(uri, run_ids))
+    import numpy as np
+
+    found: dict[str, dict[str, Arrays]] = {}
+    for run_id in run_ids:
+        curves = client_history(workspace, run_id)
+        found[run_id] = {
+            key: (
+                np.array([step for step, _ in points], dtype=np.int64),
+                np.array([value for _, value in points], dtype=np.float64),
+            )
+            for key, points in curves.items()
+        }
+    return found
 
 
 def latest_metrics(

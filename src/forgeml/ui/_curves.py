@@ -16,8 +16,8 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from forgeml.tracking.history import latest_metrics, metric_histories
-from forgeml.ui._lttb_many import lttb_many
+from forgeml.tracking.history import latest_metrics, metric_arrays
+from forgeml.ui._lttb_many import lttb_arrays
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -95,11 +95,11 @@ def _read(
     found: dict[str, dict[str, Series]],
     latest: dict[str, dict[str, tuple[Any, ...]]],
 ) -> None:
-    read = metric_histories(workspace, run_ids)
+    read = metric_arrays(workspace, run_ids)
     todo = [(run_id, key, curve) for run_id in run_ids for key, curve in read[run_id].items()]
-    downsampled = lttb_many([[(float(s), v) for s, v in curve] for _, _, curve in todo], points)
-    for (run_id, key, _), kept in zip(todo, downsampled, strict=True):
-        series: Series = ([int(x) for x, _ in kept], [y for _, y in kept])
+    downsampled = lttb_arrays([curve for _, _, curve in todo], points)
+    for (run_id, key, _), (steps, values) in zip(todo, downsampled, strict=True):
+        series: Series = (steps.tolist(), values.tolist())
         found[run_id][key] = series
         last = latest.get(run_id, {}).get(key)
         if last is not None:  # read after `latest`: at least as new as it

@@ -14,36 +14,35 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from forgeml.ui._lttb import MAX_POINTS, lttb
-
-Curve = Sequence[tuple[float, float]]
+from forgeml.ui._lttb import MAX_POINTS
 
 
-def lttb_many(
-    curves: Sequence[Curve], threshold: int = MAX_POINTS
-) -> list[list[tuple[float, float]]]:
-    """`[lttb(curve, threshold) for curve in curves]`, curves of one length computed together.
+def lttb_arrays(
+    curves: Sequence[tuple[np.ndarray, np.ndarray]], threshold: int = MAX_POINTS
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`[lttb(curve, threshold) for curve in curves]` of curves given as (xs, ys) arrays,
+    each kept as (xs, ys) arrays, curves of one length computed together: the same points
+    chosen, without a Python tuple a point (a chart's 100 curves of 10,000 steps are a
+    million).
 
     Raises:
         ValueError: `threshold` below 3 while a curve has more points than it.
     """
-    kept: list[list[tuple[float, float]] | None] = [None] * len(curves)
+    kept: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(curves)
     by_length: dict[int, list[int]] = {}
-    for index, curve in enumerate(curves):
-        if len(curve) <= threshold:
-            kept[index] = list(curve)
+    for index, (xs, ys) in enumerate(curves):
+        if len(xs) <= threshold:
+            kept[index] = (xs, ys)
         else:
-            by_length.setdefault(len(curve), []).append(index)
+            by_length.setdefault(len(xs), []).append(index)
     if by_length and threshold < 3:
         raise ValueError(f"LTTB keeps the first and last points and one a bucket: {threshold} < 3.")
     for indexes in by_length.values():
-        if len(indexes) == 1:  # alone, the plain loop is as fast
-            kept[indexes[0]] = lttb(curves[indexes[0]], threshold)
-            continue
-        points = np.array([curves[i] for i in indexes], dtype=np.float64)  # (curves, n, 2)
-        chosen = _select(points[:, :, 0], points[:, :, 1], threshold)
+        xs = np.stack([curves[i][0] for i in indexes]).astype(np.float64)
+        ys = np.stack([curves[i][1] for i in indexes]).astype(np.float64)
+        chosen = _select(xs, ys, threshold)
         for row, index in enumerate(indexes):
-            kept[index] = [(float(x), float(y)) for x, y in points[row, chosen[row]]]
+            kept[index] = (curves[index][0][chosen[row]], curves[index][1][chosen[row]])
     return [curve for curve in kept if curve is not None]
 
 
