@@ -4,7 +4,9 @@ LTTB-downsampled to the compare page's 960 px, with nothing cached (issue 16).
 This is the server's part of `/runs/compare`'s first view (`ui/_curves.run_curves`), the
 part `benchmarks/ui.py`'s browser figures cannot tell apart from drawing; each round gets a
 new cache, as the page's first visit does. Curves are seeded as `benchmarks/ui.py` seeds
-them (`add_curves`).
+them (`add_curves`). The peer is MLflow's own client reading the same curves
+(`MlflowClient.get_metric_history` of each run, what MLflow's UI and a user's script call),
+without downsampling, over the same store, once per round as well.
 
     PYTHONPATH=src .venv/bin/python benchmarks/ui_curves.py            # 100 runs x 10k steps
     PYTHONPATH=src .venv/bin/python benchmarks/ui_curves.py --quick    # 10 runs x 1k steps
@@ -42,15 +44,22 @@ def measure(args: Any) -> dict[str, Any]:
             run_ids = [f"{n:032x}" for n in range(args.runs)]
             add_curves(tracking_uri(workspace.settings), run_ids, args.steps)
             figures["load_before"] = os.getloadavg()
-            seconds, drawn = [], {}
+            client = open_client(workspace)
+            seconds, peer, drawn = [], [], {}
             for _ in range(args.rounds):
                 started = time.perf_counter()
                 drawn = run_curves(workspace, run_ids, WIDTH, CurveCache(), set(run_ids))
                 seconds.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                read = [client.get_metric_history(run_id, "loss") for run_id in run_ids]
+                peer.append(time.perf_counter() - started)
         finally:
             workspace.close()
     figures["first_view_ms"] = [1_000 * s for s in seconds]
     figures["first_view_median_ms"] = 1_000 * statistics.median(seconds)
+    figures["mlflow_client_ms"] = [1_000 * s for s in peer]
+    figures["mlflow_client_median_ms"] = 1_000 * statistics.median(peer)
+    figures["mlflow_points_per_curve"] = max(len(history) for history in read)
     figures["points_per_curve"] = max(len(c["loss"][0]) for c in drawn.values())
     figures["load_after"] = os.getloadavg()
     figures["goal_ms"] = GOALS["chart_ms"]
@@ -79,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.runs} runs x {args.steps} steps, curves of a first view (median of "
         f"{args.rounds}): {figures['first_view_median_ms']:,.0f} ms "
         f"(rounds {', '.join(f'{ms:,.0f}' for ms in figures['first_view_ms'])}; "
-        f"load {figures['load_before'][0]:.1f})"
+        f"load {figures['load_before'][0]:.1f}); MLflow's client reading them: "
+        f"{figures['mlflow_client_median_ms']:,.0f} ms"
     )
     print_json(args, figures)
     return 0

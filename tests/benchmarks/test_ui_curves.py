@@ -42,4 +42,6 @@ def test_a_small_run_downsamples_every_curve_to_the_charts_width() -> None:
     assert (figures["runs"], figures["steps"], figures["points_per_curve"]) == (3, 1_500, 960)
     assert len(figures["first_view_ms"]) == 2
     assert figures["first_view_median_ms"] > 0
+    assert figures["mlflow_points_per_curve"] == 1_500  # the peer reads every point
+    assert len(figures["mlflow_client_ms"]) == 2 and figures["mlflow_client_median_ms"] > 0
     assert "3 runs x 1500 steps" in done.stdout
