@@ -30,6 +30,9 @@ class Served:
     settings: AuthSettings
 
 
+PAGE_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+
+
 @pytest.fixture(scope="session")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("ui")
@@ -46,7 +49,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 def signed_in(url: str, name: str) -> httpx.Client:
     """An HTTP client signed in as `name` through the `/login` form (its CSRF token too)."""
-    client = httpx.Client(base_url=url)
+    # a page that loads a model (calibration, explanations) may take seconds on a loaded
+    # machine, and the pages share one served app: httpx's 5 s would fail them, not the code
+    client = httpx.Client(base_url=url, timeout=PAGE_TIMEOUT)
     client.get("/login")
     token = client.cookies["forgeml_csrf"]
     answer = client.post(

@@ -23,7 +23,7 @@ from forgeml.ui import create_app
 from forgeml.ui._security import CONTENT_SECURITY_POLICY
 from tests.cli.conftest import json_out
 from tests.ui._seed import CALM, FEEDBACK_WINDOW, LABELLED, PASSWORD, SHIFTED, WRONG, XSS
-from tests.ui.conftest import Served
+from tests.ui.conftest import PAGE_TIMEOUT, Served
 
 Clients = dict[str, httpx.Client]
 PAGES = ["/", "/runs", "/jobs", "/datasets", "/datasets/notes", "/models", "/models/adult-mlp",
@@ -57,7 +57,7 @@ def test_a_page_without_a_session_sends_the_browser_to_sign_in(served: Served) -
 @contextmanager
 def _fresh(served: Served) -> Iterator[tuple[httpx.Client, str]]:
     """A client with no session yet, and the CSRF token `/login` gave it."""
-    with httpx.Client(base_url=served.url) as client:
+    with httpx.Client(base_url=served.url, timeout=PAGE_TIMEOUT) as client:
         client.get("/login")
         yield client, client.cookies["forgeml_csrf"]
 
