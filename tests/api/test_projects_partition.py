@@ -330,3 +330,20 @@ def test_monitoring_reads_of_a_model_are_authorized_in_the_models_project(teams:
         status, body = teams["bob"].get(url)
         assert status == 403 and "'team-a'" in body["error"], (url, body)  # type: ignore[index]
         assert teams["tara_no_header"].get(url)[0] != 403, url
+
+
+def test_what_lives_install_wide_is_decided_in_default_whatever_project_a_header_names(
+    teams: dict,
+) -> None:
+    # bob is a developer of team-b only: naming team-b does not make default's alerts,
+    # queues or RAG indexes his (they carry no project)
+    for url in ("/api/v1/alerts", "/api/v1/queues"):
+        status, body = teams["bob"].get(url)
+        assert status == 403 and "'default'" in body["error"], (url, body)
+        assert teams["alice_in_a"].get(url)[0] == 200, url  # default's owner, from anywhere
+    command = {"argv": ["rag", "index", "docs", "nosuch"]}
+    bob = teams["bob"]
+    refused = bob.client.post("/api/v1/commands", json=command, headers=bob.headers)
+    assert refused.status_code == 403 and "rag:write" in refused.json()["error"]
+    # a partitioned resource is still decided in the named project
+    assert teams["bob"].get("/api/v1/runs")[0] == 200

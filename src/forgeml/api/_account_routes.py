@@ -19,11 +19,11 @@ from forgeml import auth
 from forgeml.api._accounts import (
     SESSION_COOKIE,
     AccountsAuthorizer,
-    request_project,
     request_scheme,
 )
 from forgeml.api._authz import Principal, public, require
 from forgeml.api._json import CliRouter
+from forgeml.api._projects import decision_project, request_project
 from forgeml.auth import Caller
 from forgeml.auth.roles import check_role
 from forgeml.core.errors import AuthenticationError, InvalidRequestError, PermissionDeniedError
@@ -265,7 +265,8 @@ def users(request: Request) -> dict[str, Any]:
 @router.post("/users", status_code=201, dependencies=[require("users:manage")])
 def new_user(request: Request, body: NewUser, project: ProjectQuery = None) -> dict[str, Any]:
     """Create an account, optionally with a role in the request's project."""
-    workspace, actor, project = _workspace(request), _actor(request), request_project(request)
+    workspace, actor = _workspace(request), _actor(request)
+    project = decision_project(request, "users:manage")  # where the permission was decided
     if body.role is not None:
         auth.check_grant(_granter(request), check_role(body.role))
     passwords = _accounts(request).login.passwords if body.password is not None else None

@@ -3,7 +3,8 @@ in the request's project, cut to the token's scope, decides the permission.
 
 `Authorization: Bearer fmlt_...` is read first, then the `forgeml_session` cookie a password
 sign-in sets (HttpOnly, SameSite=Strict, signed with this install's key). The project is the
-resource's own on an item route, else the request's (`_projects.request_project`). The
+resource's own on an item route, else the request's (`_projects.request_project`) for a
+partitioned resource's permission, else `default` (`_projects.decision_project`). The
 token, the membership and the resource's project are read in one read session. No credential, or
 an unknown, malformed, expired or revoked one, or a disabled account: 401. A permission the
 caller does not hold there: 403. A change from another origin is refused before any of
@@ -18,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from fastapi import Request, Response
 
 from forgeml.api._authz import Authorizer, Principal, SingleUser
-from forgeml.api._projects import request_project, resource_params, resource_project
+from forgeml.api._projects import decision_project, resource_params, resource_project
 from forgeml.auth import (
     AuthSettings,
     Caller,
@@ -146,7 +147,7 @@ class AccountsAuthorizer:
             caller, last_used = read_caller(session, token, moment)
             if from_cookie and caller.via != "session":
                 raise AuthenticationError("The session cookie holds no session.")
-            project = request_project(request)  # after the caller: 401 before 400
+            project = decision_project(request, permission)  # after the caller: 401 before 400
             if kind is not None:
                 found = resource_project(session, kind, resource_params(request), project)
                 project = found or project

@@ -38,6 +38,29 @@ ResourceProject = Callable[[Session, Mapping[str, str], str], str | None]
 # the request state's key for the project a page's browser chose (its `forgeml_project`
 # cookie, validated): set by `forgeml.ui` on its page routes only, never on `/api/`
 PAGE_PROJECT = "page_project"
+# the resources a project holds (a `project` column, migration 0019): their permissions are
+# decided in the request's project; every other resource (prompts, RAG indexes, pipelines,
+# agents, alerts, labels, queues, keys, cost, audit, accounts) lives install-wide, in
+# `default`, so its permissions are decided there, whatever project a header names
+PARTITIONED = frozenset({"datasets", "runs", "models", "jobs", "deployments"})
+
+
+def decision_project(request: Request, permission: str) -> str:
+    """The project `permission` is decided in for this request (before an item route's
+    resource lookup): `request_project` for a partitioned resource's permission; else the
+    route's `{project}` or declared `?project=`, else `default` (a header or a page's chosen
+    project naming a project would otherwise let its members act on `default`'s prompts,
+    indexes, alerts or keys)."""
+    if permission.partition(":")[0] in (*PARTITIONED, "account"):  # one's own account: anywhere
+        return request_project(request)
+    return _named_project(request) or DEFAULT_PROJECT
+
+
+def _named_project(request: Request) -> str | None:
+    project = request.path_params.get("project")
+    if project is None and _declares_project_query(request):
+        project = request.query_params.get("project")
+    return validate_name(project, "project") if project else None
 
 
 def request_project(request: Request) -> str:
