@@ -66,6 +66,9 @@ class _Refuse:
             raise PermissionDeniedError(f"You may not {permission}.")
         return Principal("alice")
 
+    def allows(self, request: Request, permission: str, project: str) -> bool:
+        return permission == self.allowed
+
 
 def test_the_app_asks_its_authorizer_for_each_route(tmp_path) -> None:
     workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))

@@ -126,7 +126,11 @@ def test_remote_mode_needs_the_read_of_the_refs_kind(forgeml: Forgeml) -> None:
     allowed = forgeml.remote("lineage", "adult@v4", "--json", token="datasets_only")
     refused = forgeml.remote("lineage", MODEL, "--json", token="datasets_only")
 
-    assert json.loads(allowed.stdout)["root"] == "dataset:adult@v4"
+    graph = json.loads(allowed.stdout)
+    assert graph["root"] == "dataset:adult@v4"
+    # the token reads datasets only: the runs and models that used adult@v4 are opaque
+    shown = {node["kind"]: node["hidden"] for node in graph["nodes"]}
+    assert shown == {"source": False, "dataset": False, "run": True}
     assert_cli_error(refused, "models:read", 1)
 
 

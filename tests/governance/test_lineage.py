@@ -74,6 +74,36 @@ def test_from_a_model_it_walks_back_to_the_raw_file_and_forward_to_the_deploymen
     assert roles == {f"model:{MODEL}": "primary", f"model:{CHILD}": "canary"}
 
 
+def test_a_record_the_caller_may_not_read_is_an_opaque_node_the_walk_stops_at(
+    chain: Workspace, run_id: str
+) -> None:
+    asked: set[tuple[str, str]] = set()
+
+    def may_read(kind: str, project: str) -> bool:
+        asked.add((kind, project))
+        return kind not in ("dataset", "deployment")
+
+    found = lineage(chain, MODEL, may_read=may_read)
+
+    assert _keys(found) == {
+        "dataset:~1", f"run:{run_id}", f"model:{MODEL}", f"model:{CHILD}", "deployment:~1",
+    }  # fmt: skip
+    hidden = [node for node in found.nodes if node.hidden]
+    assert [(n.kind, n.label, n.attrs) for n in hidden] == [
+        ("dataset", "in another project", {}), ("deployment", "in another project", {}),
+    ]  # fmt: skip
+    # adult@v4's parents and raw file are not reached through it; both served edges stay,
+    # without the deployment's roles
+    assert {(e.source, e.target, e.relation, str(e.attrs)) for e in found.edges} >= {
+        ("dataset:~1", f"run:{run_id}", "trained", "{}"),
+        (f"model:{MODEL}", "deployment:~1", "served", "{}"),
+        (f"model:{CHILD}", "deployment:~1", "served", "{}"),
+    }  # fmt: skip
+    assert len(found.edges) == 6
+    assert {project for _, project in asked} == {"default"}
+    assert Lineage.from_dict(found.to_dict()) == found
+
+
 def test_nodes_are_ordered_from_raw_files_to_deployments(chain: Workspace) -> None:
     kinds = [node.kind for node in lineage(chain, MODEL).nodes]
 
@@ -179,7 +209,7 @@ def test_the_json_form_reads_back_as_the_same_lineage(chain: Workspace) -> None:
 
     assert set(payload) == {"root", "depth", "direction", "nodes", "edges"}
     assert {tuple(sorted(node)) for node in payload["nodes"]} == {
-        ("attrs", "id", "kind", "label", "ref")
+        ("attrs", "hidden", "id", "kind", "label", "ref")
     }
     assert {tuple(sorted(edge)) for edge in payload["edges"]} == {
         ("attrs", "relation", "source", "target")

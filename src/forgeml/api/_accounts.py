@@ -162,6 +162,16 @@ class AccountsAuthorizer:
         request.state.permissions = held
         return Principal(caller.name, kind=caller.kind)
 
+    def allows(self, request: Request, permission: str, project: str) -> bool:
+        """Whether the caller `authorize` named (else the request's credential's) holds
+        `permission` in `project`: its role there, cut to its token's scope, as `authorize`
+        decides."""
+        caller: Caller | None = getattr(request.state, "caller", None)
+        if caller is None:
+            caller = self.caller(request)
+        with self.workspace.store.read_session() as session:
+            return permission in held_in(session, caller, project)
+
 
 def request_scheme(request: Request) -> str:
     """The scheme the client used: the connection's, or a trusted proxy's

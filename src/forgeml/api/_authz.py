@@ -44,6 +44,12 @@ class Authorizer(Protocol):
 
     def authorize(self, request: Request, permission: str) -> Principal: ...
 
+    def allows(self, request: Request, permission: str, project: str) -> bool:
+        """Whether the caller `authorize` named for `request` holds `permission` in
+        `project`: its decision, for the records a route shows beside the one it authorized
+        (a lineage's neighbours in other projects)."""
+        ...
+
 
 class SingleUser:
     """The embedded default: the local person, allowed everything, without a login."""
@@ -53,6 +59,9 @@ class SingleUser:
 
     def authorize(self, request: Request, permission: str) -> Principal:
         return self.principal
+
+    def allows(self, request: Request, permission: str, project: str) -> bool:
+        return True
 
 
 def _local_user() -> str:

@@ -8,10 +8,15 @@ a record they may not read. It is asked in the project of the record (the resour
 `record` of `forgeml.api._projects`), not the request's. The path parameter is `record`,
 not `ref`: its grammar is a reference's with an optional `KIND:` before it
 (`LINEAGE_REF_PATTERN`).
+
+The graph holds only the records the caller may read: each neighbour's read (the same
+permission of its kind) is decided by the app's authorizer in the neighbour's own project
+(`Authorizer.allows`); one the caller may not read is an opaque node the walk stops at.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Path, Query, Request, Response
@@ -20,7 +25,7 @@ from forgeml.api._authz import _MARK, Authorizer, Principal
 from forgeml.api._context import workspace
 from forgeml.api._json import CliRouter
 from forgeml.core.ids import REF_PATTERN
-from forgeml.governance.lineage import lineage
+from forgeml.governance.lineage import ReadCheck, lineage
 from forgeml.governance.lineage_draw import to_image
 from forgeml.governance.lineage_options import Direction, LineageOptions
 from forgeml.governance.lineage_refs import REF_KINDS, RefKind, ref_kinds
@@ -56,6 +61,19 @@ def _read_of_its_kind(request: Request, record: RecordPath) -> Principal:
     return principal
 
 
+def may_read(request: Request) -> ReadCheck:
+    """Whether the caller of `request` may read a record of a kind in a project: the read
+    the route asks of that kind, decided by the app's authorizer (once per kind and
+    project)."""
+    authorizer: Authorizer = request.app.state.authorizer
+
+    @cache
+    def decide(kind: RefKind, project: str) -> bool:
+        return authorizer.allows(request, _READ[kind], project)
+
+    return decide
+
+
 # what the route declares (`route_permission`, the role matrix): the read it asks of a ref
 # that names nothing; a ref of another kind asks that kind's read instead
 setattr(_read_of_its_kind, _MARK, _READ["dataset"])
@@ -78,7 +96,7 @@ def show_lineage(
 ) -> Any:
     """The lineage around `record`: raw files, dataset versions, runs, model versions and
     deployments, as `forgeml lineage REF --json` prints it (or drawn, as SVG)."""
-    found = lineage(workspace(request), record, depth, direction)
+    found = lineage(workspace(request), record, depth, direction, may_read=may_read(request))
     if picture == "svg":
         return Response(to_image(found, "svg"), media_type="image/svg+xml")
     return found.to_dict()

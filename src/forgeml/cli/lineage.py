@@ -17,7 +17,7 @@ from forgeml.governance.lineage_options import Direction, LineageOptions
 from forgeml.governance.lineage_options import PictureFormat as Picture
 
 if TYPE_CHECKING:
-    from forgeml.governance.lineage import Lineage
+    from forgeml.governance.lineage import Lineage, Node
 
 _FIELDS = LineageOptions.model_fields  # one source for the options' help
 
@@ -90,7 +90,7 @@ def _lineage(ref: str, depth: int | None, direction: Direction) -> Lineage:
 
 def _print_table(found: Lineage) -> None:
     incoming: dict[str, list[str]] = {}
-    refs = {node.key: node.ref for node in found.nodes}
+    refs = {node.key: _shown_ref(node) for node in found.nodes}
     for edge in found.edges:
         from forgeml.governance.lineage_draw import edge_label
 
@@ -98,13 +98,18 @@ def _print_table(found: Lineage) -> None:
     rows = [
         (
             ("* " if node.key == found.root else "") + node.kind,
-            node.ref,
+            refs[node.key],
             _detail(node.attrs),
             "\n".join(incoming.get(node.key, [])),
         )
         for node in found.nodes
     ]
     print_table(f"lineage of {found.root}", ["kind", "ref", "detail", "from"], rows)
+
+
+def _shown_ref(node: Node) -> str:
+    # a record of a project the caller may not read: its handle names nothing
+    return f"({node.label})" if node.hidden else node.ref
 
 
 def _detail(attrs: dict[str, Any]) -> str:

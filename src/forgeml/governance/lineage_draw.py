@@ -46,9 +46,11 @@ def to_dot(lineage: Lineage) -> str:
     lines = ["digraph lineage {", "  rankdir=LR;", '  node [style=filled, fontcolor="white"];']
     for node in lineage.nodes:
         bold = ", penwidth=3" if node.key == lineage.root else ""
+        # a record of another project: dashed, as a drawing's opaque node
+        dashed = ', style="filled,dashed"' if node.hidden else ""
         lines.append(
             f"  {_quote(node.key)} [label={_quote(f'{node.kind}: {node.label}')}, "
-            f'shape={_SHAPES[node.kind]}, fillcolor="{KIND_COLOURS[node.kind]}"{bold}];'
+            f'shape={_SHAPES[node.kind]}, fillcolor="{KIND_COLOURS[node.kind]}"{bold}{dashed}];'
         )
     for edge in lineage.edges:
         lines.append(
