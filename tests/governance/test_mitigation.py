@@ -218,3 +218,121 @@ def test_the_api_mitigates_as_the_command_does(
     unknown = api.post(url, json={"sensitive": "nosuch"})
     assert unknown.status_code == MissingColumnError.http_status
     assert "names column 'nosuch'" in unknown.json()["error"]
+
+
+def _served_decisions(
+    workspace: Workspace, ref: str, split_name: str
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The model server's labels (as class ids) for the raw rows of `split_name` of the
+    data `ref` was trained on, sent as a client sends them (its input fields), with the
+    true class ids and each row's sex."""
+    from forgeml.data.features import FeatureSpec
+    from forgeml.optimize._inputs import split_of, training_config
+    from forgeml.serve.model import load_model
+    from forgeml.tracking import download_bundle
+    from forgeml.train.data import load_task_data
+
+    record = get_model_version(workspace, ref)
+    task = load_task_data(workspace, training_config(workspace, record))
+    split = split_of(task, split_name, ref)
+    assert split.rows is not None
+    bundle = download_bundle(
+        workspace, record, workspace.settings.home / f"rows-{record.version}-{split_name}"
+    )
+    spec = FeatureSpec.from_dict(json.loads((bundle / "feature_spec.json").read_text()))
+    rows = split.rows.select(spec.input_columns).to_dicts()
+    served = load_model(workspace, record, "torch", 1)
+    labels = np.concatenate(
+        [
+            served.run_rows(rows[at : at + 2048], {"label"})["label"]
+            for at in range(0, len(rows), 2048)
+        ]
+    )
+    predicted = np.array([task.class_names.index(str(label)) for label in labels])
+    return predicted, split.targets.numpy(), [str(row["sex"]) for row in rows]
+
+
+@pytest.mark.parametrize("split", ["validation", "test"])
+def test_score_on_split_of_a_mitigated_version_scores_the_servers_decisions(
+    workspace: Workspace, mitigated: MitigateResult, split: str
+) -> None:
+    from forgeml.optimize import score_on_split
+    from forgeml.train.fairness import fairness_report
+
+    ref = mitigated.model.ref
+    found = score_on_split(workspace, ref, split=split, slices=["sex"])
+    original = score_on_split(workspace, SOURCE, split=split, slices=["sex"])
+    predicted, targets, groups = _served_decisions(workspace, ref, split)
+    served = fairness_report(targets, predicted, {"sex": groups}).metrics
+    assert found["accuracy"] == float(np.mean(predicted == targets))
+    for measure in ("dp_diff", "eo_diff"):
+        assert found[f"fairness/sex/{measure}"] == served[f"fairness/sex/{measure}"]
+    assert found["fairness/sex/dp_diff"] < original["fairness/sex/dp_diff"] / 2
+    assert "loss" not in found  # thresholded probabilities are 0 or 1 for many rows
+    # what the version records (and the promotion gate and model card read) is this scoring
+    prefix = "" if split == "validation" else "test_"
+    recorded = get_model_version(workspace, ref).metrics
+    for name in ("accuracy", "fairness/sex/dp_diff", "fairness/sex/eo_diff", "accuracy/sex=Male"):
+        assert recorded[prefix + name] == pytest.approx(found[name], abs=1e-12)
+
+
+def test_the_promotion_fairness_gate_judges_the_mitigated_decisions(
+    workspace: Workspace, mitigated: MitigateResult
+) -> None:
+    from forgeml.optimize import score_on_split
+    from forgeml.tracking import FairnessBounds, fairness_check
+
+    ref = mitigated.model.ref
+    scored = score_on_split(workspace, ref, split="validation", slices=["sex"])
+    original = get_model_version(workspace, SOURCE).metrics["fairness/sex/dp_diff"]
+    bound = (scored["fairness/sex/dp_diff"] + original) / 2
+    bounds = FairnessBounds(max_dp_diff=bound)
+    verdict = fairness_check(ref, get_model_version(workspace, ref).metrics, bounds)
+    assert verdict.passed
+    assert verdict.values["sex"]["dp_diff"] == pytest.approx(scored["fairness/sex/dp_diff"])
+    assert not fairness_check(SOURCE, get_model_version(workspace, SOURCE).metrics, bounds).passed
+
+
+def test_models_compare_scores_a_mitigated_version_on_its_decisions(
+    workspace: Workspace, mitigated: MitigateResult
+) -> None:
+    from forgeml.optimize import profile_models, score_on_split
+
+    rows = profile_models(workspace, [SOURCE, mitigated.model.ref], split="test", repeats=1)
+    assert [row.metric for row in rows] == ["accuracy", "accuracy"]
+    predicted, targets, _ = _served_decisions(workspace, mitigated.model.ref, "test")
+    assert rows[1].value == float(np.mean(predicted == targets))
+    assert rows[0].value == score_on_split(workspace, SOURCE, split="test")["accuracy"]
+    assert rows[1].value != rows[0].value
+
+
+def test_an_optimised_mitigated_version_stays_mitigated(
+    workspace: Workspace, mitigated: MitigateResult
+) -> None:
+    from forgeml.optimize import OptimizeRequest, optimize_model, score_on_split
+    from forgeml.serve.model import load_model
+    from forgeml.tracking import download_bundle
+
+    request = OptimizeRequest("onnx", latency_repeats=1, device="cpu")
+    child = optimize_model(workspace, mitigated.model.ref, request).model
+    assert child.parent == mitigated.model.ref
+    home = workspace.settings.home
+    parent_bundle = download_bundle(workspace, mitigated.model, home / "optimized-parent")
+    bundle = download_bundle(workspace, child, home / "optimized-child")
+    assert (bundle / "model.onnx").is_file()
+    assert (bundle / THRESHOLDS_FILE).read_text() == (parent_bundle / THRESHOLDS_FILE).read_text()
+    # scored on its thresholded decisions, as its parent (ONNX agrees with PyTorch to 1e-4)
+    scored = score_on_split(workspace, child.ref, split="test", slices=["sex"])
+    parent = score_on_split(workspace, mitigated.model.ref, split="test", slices=["sex"])
+    assert child.metrics["test_accuracy"] == pytest.approx(scored["accuracy"], abs=1e-12)
+    assert scored["accuracy"] == pytest.approx(parent["accuracy"], abs=1e-3)
+    assert scored["fairness/sex/dp_diff"] == pytest.approx(parent["fairness/sex/dp_diff"], abs=1e-2)
+    # and served thresholded
+    rows = adult_records(64)
+    served = load_model(workspace, child, "onnx", 1).run_rows(rows, {"probabilities"})
+    original = load_model(workspace, get_model_version(workspace, SOURCE), "torch", 1)
+    plain = original.run_rows(rows, {"probabilities"})["probabilities"][:, 1]
+    thresholds = load_thresholds(bundle)
+    assert thresholds is not None
+    expected = thresholds.positive_probability(plain, [row["sex"] for row in rows])
+    np.testing.assert_allclose(served["probabilities"][:, 1], expected, atol=1e-6)

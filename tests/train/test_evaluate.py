@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from forgeml.core.errors import ConfigError
 from forgeml.train.evaluate import (
     CONFUSION_MATRIX,
     average_ranks,
@@ -16,6 +17,7 @@ from forgeml.train.evaluate import (
     roc_auc,
 )
 from forgeml.train.task import SplitData
+from forgeml.train.thresholds import GroupRule, GroupThresholds, RowDecisions, ThresholdRule
 
 
 class Lookup(nn.Module):
@@ -181,3 +183,43 @@ def test_bf16_evaluation_is_close_to_fp32() -> None:
 def test_an_empty_split_has_no_metrics() -> None:
     empty = SplitData({"row": torch.zeros(0, dtype=torch.long)}, torch.zeros(0, dtype=torch.long))
     assert evaluate(Lookup(torch.zeros(1, 2)), empty, "classification", 4, []) == {}
+
+
+def _decisions(groups: list[str], draws: list[float]) -> RowDecisions:
+    """Group a: positive above 0.5; group b: positive above 0.2 (equal-opportunity style)."""
+    rules = {
+        "a": GroupRule(1.0, ThresholdRule(">", 0.5), 0.0, ThresholdRule(">", 0.5)),
+        "b": GroupRule(0.5, ThresholdRule(">", 0.2), 0.5, ThresholdRule(">", 0.6)),
+    }
+    thresholds = GroupThresholds("g", "demographic_parity", "accuracy_score", rules)
+    return RowDecisions(thresholds, groups, torch.tensor(draws, dtype=torch.float64).numpy())
+
+
+def test_thresholded_decisions_replace_the_argmax_in_every_metric() -> None:
+    # class-1 probabilities 0.27, 0.73, 0.27, 0.73, 0.5 (logit gaps of -1, 1, -1, 1, 0)
+    logits = torch.tensor([[0.0, -1.0], [0.0, 1.0], [0.0, -1.0], [0.0, 1.0], [0.0, 0.0]])
+    targets = torch.tensor([0, 1, 1, 1, 0])
+    groups = ["a", "a", "b", "b", "b"]
+    # group b: q = 0.5 for 0.27 (only rule0 holds), 1 for 0.73, 0.5 for 0.5; draws decide
+    decisions = _decisions(groups, [0.9, 0.9, 0.4, 0.9, 0.6])
+    split = split_of(targets, {"g": groups})
+    found = evaluate(Lookup(logits), split, "classification", 2, ["n", "p"], decisions=decisions)
+    # thresholded labels 0, 1, 1, 1, 0 (argmax gives 0, 1, 0, 1, 0)
+    assert found["accuracy"] == 1.0
+    assert found[CONFUSION_MATRIX] == [[2, 0], [0, 3]]
+    assert found["accuracy/g=b"] == 1.0 and found["count/g=b"] == 3.0
+    assert found["fairness/g/dp_diff"] == pytest.approx(2 / 3 - 1 / 2)
+    assert "loss" not in found and "loss/g=a" not in found
+    # ROC-AUC is of q = (0, 1, 0.5, 1, 0.5): positives 1, 0.5, 1 against negatives 0, 0.5
+    assert found["roc_auc"] == pytest.approx(pairwise_auc([0, 1, 0.5, 1, 0.5], [0, 1, 1, 1, 0]))
+    plain = evaluate(Lookup(logits), split, "classification", 2, ["n", "p"])
+    assert plain["accuracy"] == 0.8 and "loss" in plain
+
+
+def test_thresholds_on_a_multiclass_model_are_one_sentence() -> None:
+    logits = torch.zeros(2, 3)
+    split = split_of(torch.tensor([0, 1]), {"g": ["a", "b"]})
+    with pytest.raises(ConfigError, match="the thresholds apply to a binary classifier only"):
+        evaluate(
+            Lookup(logits), split, "classification", 2, [], decisions=_decisions(["a", "b"], [0, 0])
+        )

@@ -5,10 +5,11 @@ original model's positive-class probabilities over its training or validation sp
 one sensitive column under demographic parity or equalized odds, and registers the
 original bundle plus the learnt rules (`fairness_thresholds.json`, never a pickle) as a
 new version whose parent is the original. The model server applies the rules
-(`forgeml.serve.thresholds`). Both versions are scored on the test split the same way
-(the mitigated one with seeded draws), and the new version records its own accuracy and
-fairness metrics, named as training names them, so the promotion gate reads it as any
-other. The whole of it is one tracked run of the `mitigate` experiment.
+(`forgeml.serve.thresholds`). The new version is scored on the validation and test splits
+on the decisions its server gives each row (`optimize.load_model`, as `models compare`
+and the release gate score it), and records those metrics, named as training names them,
+so the promotion gate reads it as any other. The whole of it is one tracked run of the
+`mitigate` experiment.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
     from forgeml.train.config import TrainConfig
     from forgeml.train.task import SplitData, TaskData
-    from forgeml.train.thresholds import GroupThresholds
 
 Constraint = Literal["demographic_parity", "equalized_odds"]
 Objective = Literal["accuracy_score", "balanced_accuracy_score"]
@@ -37,7 +37,6 @@ OBJECTIVES = ("accuracy_score", "balanced_accuracy_score")
 FIT_SPLITS = ("train", "validation")
 EXPERIMENT = "mitigate"  # every mitigation run, whatever model it made
 REPORT_ARTIFACT = "fairness.json"
-_EVAL_SEED = 0  # the draws of the mitigated version's scoring
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ def mitigate(workspace: Workspace, ref: str, request: MitigateRequest) -> Mitiga
         bundle = Path(scratch) / "bundle"
         shutil.copytree(source, bundle)
         thresholds.save(bundle)
-        report, metrics = _report(task, scores, thresholds, record.ref, request)
+        report, metrics = _report(task, scores, bundle, record.ref, request)
         params = {"mitigate": vars(request), "source": record.ref}
         handle = start_run(
             workspace,
@@ -244,33 +243,30 @@ def _fit(split: SplitData, scores: np.ndarray, request: MitigateRequest) -> Any:
 
 
 def _report(
-    task: TaskData,
-    scores: dict[str, np.ndarray],
-    thresholds: GroupThresholds,
-    ref: str,
-    request: MitigateRequest,
+    task: TaskData, scores: dict[str, np.ndarray], bundle: Path, ref: str, request: MitigateRequest
 ) -> tuple[dict[str, Any], dict[str, float]]:
-    """Before/after fairness on validation and test, and the new version's metrics."""
+    """Before/after fairness on validation and test, and the new version's metrics: those
+    of `bundle`'s thresholded decisions, scored as `forgeml models compare` and the release
+    gate score it (`optimize.load_model`), which are the decisions its server gives."""
+    from forgeml.optimize import load_model
+    from forgeml.train.evaluate import fairness_groups, scalar_metrics
     from forgeml.train.fairness import fairness_report
 
-    rng = np.random.default_rng(_EVAL_SEED)
+    mitigated = load_model(bundle, device="cpu")
     report: dict[str, Any] = {"source": ref, **vars(request), "before": {}, "after": {}}
     metrics: dict[str, float] = {}
     for name, prefix, split in (("validation", "", task.eval), ("test", "test_", task.test)):
         if split is None or len(split) == 0:
             continue
-        groups = split.slices[request.sensitive]
         targets = split.targets.numpy()
-        positive = thresholds.positive_probability(scores[name], groups)
-        predictions = {
-            "before": (scores[name] > 0.5).astype(int),
-            "after": (rng.random(len(positive)) < positive).astype(int),
-        }
-        for when, predicted in predictions.items():
-            found = fairness_report(targets, predicted, {request.sensitive: groups})
-            accuracy = float(np.mean(predicted == targets))
-            report[when][name] = {"accuracy": accuracy, **found.table()}
-            if when == "after":
-                metrics[f"{prefix}accuracy"] = accuracy
-                metrics.update({prefix + key: value for key, value in found.metrics.items()})
+        predicted = (scores[name] > 0.5).astype(int)
+        found = fairness_report(
+            targets, predicted, {request.sensitive: split.slices[request.sensitive]}
+        )
+        accuracy = float(np.mean(predicted == targets))
+        report["before"][name] = {"accuracy": accuracy, **found.table()}
+        results = mitigated.evaluate(task, split)
+        after, _ = scalar_metrics(results)
+        report["after"][name] = {"accuracy": after["accuracy"], **(fairness_groups(results) or {})}
+        metrics.update({prefix + key: value for key, value in after.items()})
     return report, metrics

@@ -18,6 +18,7 @@ from forgeml.optimize._inputs import batch_rows
 from forgeml.optimize._runtime import load_model, load_torch_module
 from forgeml.optimize.onnx_export import ONNX_FILE, export_onnx, max_abs_difference
 from forgeml.optimize.session import OnnxModel, is_onnx_bundle, read_description
+from forgeml.train.thresholds import THRESHOLDS_FILE
 
 if TYPE_CHECKING:
     from torch import nn
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     from forgeml.optimize.pipeline import Work
 
 Report = dict[str, Any]
-COMPANIONS = ("feature_spec.json",)  # files a derived bundle keeps from its parent
+# files a derived bundle keeps from its parent: a mitigated model's child stays mitigated
+COMPANIONS = ("feature_spec.json", THRESHOLDS_FILE)
 
 
 def write_bundle(source: Path, dest: Path, description: dict[str, Any]) -> None:

@@ -2,9 +2,11 @@
 
 `LoadedModel.module` presents either runtime as a module returning logits, so
 `forgeml.train.evaluate.evaluate` scores an ONNX graph exactly as it scores the PyTorch
-model it came from (same splits, same metrics, same code). A family with its own objective
-(`ModelFamily.objective`, read from the bundle's model.json) is scored by that objective's
-`evaluate_served` instead, on the family's serving module or the ONNX graph of it.
+model it came from (same splits, same metrics, same code). A fairness-mitigated bundle
+(`fairness_thresholds.json`) is scored on its thresholded decisions, the server's. A
+family with its own objective (`ModelFamily.objective`, read from the bundle's model.json)
+is scored by that objective's `evaluate_served` instead, on the family's serving module or
+the ONNX graph of it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from forgeml.optimize.latency import LatencyStats, measure
 from forgeml.optimize.session import OnnxModel, is_onnx_bundle, read_description
 
 if TYPE_CHECKING:
+    from forgeml.train.evaluate import Metrics
     from forgeml.train.models import ModelFamily
     from forgeml.train.models._family import Objective
     from forgeml.train.task import SplitData, TaskData
@@ -95,14 +98,31 @@ class LoadedModel:
             if not isinstance(served, OnnxModule):
                 served = self.family.serving_module(served.cpu())  # its objective's device
             return self.objective.evaluate_served(served.eval(), task, split)
-        from forgeml.train.evaluate import evaluate, scalar_metrics
+        from forgeml.train.evaluate import scalar_metrics
+
+        metrics, _ = scalar_metrics(self.evaluate(task, split))
+        return {name: value for name, value in metrics.items() if "/" not in name}
+
+    def evaluate(self, task: TaskData, split: SplitData) -> Metrics:
+        """Every metric of the model on `split`, per slice too (`train.evaluate.evaluate`);
+        a fairness-mitigated bundle's are of its thresholded decisions, as it serves them.
+
+        Raises:
+            InvalidDataError: a row's group is not one its fairness thresholds know.
+        """
+        from forgeml.train.evaluate import evaluate
+        from forgeml.train.thresholds import split_decisions
 
         device = self.torch_device
-        results = evaluate(
-            self.module.to(device), split, task.task, EVAL_BATCH, task.class_names, device=device
+        return evaluate(
+            self.module.to(device),
+            split,
+            task.task,
+            EVAL_BATCH,
+            task.class_names,
+            device=device,
+            decisions=split_decisions(self.bundle_dir, split),
         )
-        metrics, _ = scalar_metrics(results)
-        return {name: value for name, value in metrics.items() if "/" not in name}
 
     def primary_metric(self, task: TaskData) -> str:
         """The metric a comparison leads with: the objective's, else the task's."""

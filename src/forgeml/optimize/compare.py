@@ -1,7 +1,8 @@
 """Several model versions side by side: metric, size and latency, each in its own runtime.
 
 ONNX bundles run in ONNX Runtime, PyTorch bundles in PyTorch, all in this process on the
-same rows of the same split, so the figures compare the models and not the harness.
+same rows of the same split, so the figures compare the models and not the harness; a
+fairness-mitigated version's figures are of its group thresholds' decisions, as served.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def score_on_split(
     ("accuracy/sex=Male"), its rows encoded as its own training encoded them.
 
     Two models scored with the same `data` are compared on the very same rows: what a
-    release gate needs.
+    release gate needs. A fairness-mitigated version is scored on its thresholded
+    decisions, the very ones the model server gives those rows.
 
     Raises:
         NotFoundError: an unknown model or dataset version.
@@ -118,10 +120,10 @@ def score_on_split(
     """
     from forgeml.core.artifacts import file_digest
     from forgeml.optimize._inputs import split_of, training_config
-    from forgeml.optimize._runtime import EVAL_BATCH, load_model
+    from forgeml.optimize._runtime import load_model
     from forgeml.tracking import download_bundle, get_model_version
     from forgeml.train.data import load_task_data
-    from forgeml.train.evaluate import evaluate, scalar_metrics
+    from forgeml.train.evaluate import scalar_metrics
 
     record = get_model_version(workspace, ref)
     config = training_config(workspace, record)
@@ -142,10 +144,5 @@ def score_on_split(
         model = load_model(bundle, device="cpu")
         if model.objective is not None:  # a family scored by its own objective: no slices
             return model.score(task, rows)
-        import torch
-
-        results = evaluate(
-            model.module, rows, task.task, EVAL_BATCH, task.class_names, device=torch.device("cpu")
-        )
-    metrics, _ = scalar_metrics(results)
+        metrics, _ = scalar_metrics(model.evaluate(task, rows))
     return metrics

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from forgeml.core.errors import ConfigError
-from forgeml.train.thresholds import GroupThresholds, load_thresholds, row_draw
+from forgeml.train.thresholds import GroupThresholds, RowDecisions, load_thresholds
 
 if TYPE_CHECKING:
     from forgeml.serve.inputs import RowEncoder
@@ -43,9 +43,9 @@ class ThresholdedEncoder:
 
     def encode(self, rows: list[Any]) -> dict[str, np.ndarray]:
         arrays = self.inner.encode(rows)
-        column = self.thresholds.column
-        arrays[GROUP_ARRAY] = np.array([str(row[column]) for row in rows], dtype=object)
-        arrays[DRAW_ARRAY] = np.array([row_draw(row) for row in rows], dtype=np.float64)
+        decisions = RowDecisions.of_rows(self.thresholds, rows)
+        arrays[GROUP_ARRAY] = np.array(decisions.groups, dtype=object)
+        arrays[DRAW_ARRAY] = decisions.draws
         return arrays
 
 
@@ -67,9 +67,8 @@ class ThresholdedAnswers:
         found = self.inner.decode(raw)
         if "probabilities" not in found:
             return found
-        scores = found["probabilities"][:, 1]
-        positive = self.thresholds.positive_probability(scores, list(raw[GROUP_ARRAY]))
-        chosen = raw[DRAW_ARRAY] < positive
+        decisions = RowDecisions(self.thresholds, list(raw[GROUP_ARRAY]), raw[DRAW_ARRAY])
+        positive, chosen = decisions.decide(found["probabilities"][:, 1])
         found["probabilities"] = np.stack([1 - positive, positive], axis=1).astype(np.float32)
         found["label"] = np.array([self.class_names[int(c)] for c in chosen], dtype=object)
         return found

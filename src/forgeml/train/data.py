@@ -193,7 +193,7 @@ def _tabular(spec: FeatureSpec, frames: _Frames, data: DataConfig) -> TaskData:
         targets = (
             _float_targets(labels, part) if classes is None else _class_ids(labels, classes, part)
         )
-        splits[part] = SplitData({"features": feature_tensor(spec, frame)}, targets)
+        splits[part] = SplitData({"features": feature_tensor(spec, frame)}, targets, rows=frame)
     task = _classification(splits, classes) if classes is not None else _regression(splits)
     task.input_shape = (int(splits["train"].inputs["features"].shape[1]),)
     task.meta["label_column"] = target

@@ -13,15 +13,21 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812 (the usual alias)
 from torch import nn
 
+from forgeml.core.errors import ConfigError
 from forgeml.train.task import SplitData, TaskKind
+
+if TYPE_CHECKING:
+    from forgeml.train.thresholds import RowDecisions
 
 CONFUSION_MATRIX = "confusion_matrix"
 FAIRNESS_GROUPS = "fairness_groups"
@@ -39,6 +45,7 @@ def evaluate(
     *,
     device: torch.device | None = None,
     precision: str = "fp32",
+    decisions: RowDecisions | None = None,
 ) -> Metrics:
     """Metrics of `model` on `split`.
 
@@ -50,6 +57,10 @@ def evaluate(
         class_names: Class names (their count sizes the confusion matrix); may be empty.
         device: Where to run; default: the device of the model's parameters.
         precision: "bf16" runs the forward passes under bfloat16 autocast.
+        decisions: A fairness-mitigated binary classifier's group thresholds over the
+            split's rows (`forgeml.train.thresholds.split_decisions`): every metric is of
+            the thresholded labels and probabilities [1 - q, q], as the model server
+            answers, and there is no loss (q is 0 or 1 for many rows, so it is infinite).
 
     Returns:
         Float metrics, per-slice metrics, and for classification the confusion matrix
@@ -62,17 +73,80 @@ def evaluate(
         device = next(model.parameters(), torch.empty(0)).device
     outputs = _predict(model, split, task, batch_size, device, precision)
     targets = split.targets
-    num_classes = (len(class_names) or int(outputs.shape[1])) if task == "classification" else 0
-    metrics: Metrics = {}
-    metrics.update(_scalar_metrics(task, outputs, targets, num_classes))
-    if task == "classification":
-        predicted = outputs.argmax(dim=1)
-        metrics[CONFUSION_MATRIX] = confusion_matrix(predicted, targets, num_classes).tolist()
-    for column, values in split.slices.items():
-        metrics.update(_slice_metrics(task, outputs, targets, num_classes, column, values))
-    if task == "classification" and split.slices:
-        metrics.update(_fairness_metrics(outputs, targets, num_classes, split.slices))
+    if task != "classification":
+
+        def score(rows: torch.Tensor) -> dict[str, float]:
+            return _scalar_metrics(task, outputs[rows], targets[rows])
+
+        scalars: Metrics = dict(_scalar_metrics(task, outputs, targets))
+        return _with_slices(scalars, split, score)
+    num_classes = len(class_names) or int(outputs.shape[1])
+    answers = ClassAnswers.of_logits(outputs)
+    if decisions is not None:
+        answers = ClassAnswers.thresholded(outputs, decisions)
+
+    def score_classes(rows: torch.Tensor) -> dict[str, float]:
+        return answers.rows(rows).metrics(targets[rows], num_classes)
+
+    metrics: Metrics = dict(answers.metrics(targets, num_classes))
+    matrix = confusion_matrix(answers.predicted, targets, num_classes)
+    metrics[CONFUSION_MATRIX] = matrix.tolist()
+    metrics = _with_slices(metrics, split, score_classes)
+    if split.slices:
+        metrics.update(_fairness_metrics(answers.predicted, targets, num_classes, split.slices))
     return metrics
+
+
+@dataclass(frozen=True)
+class ClassAnswers:
+    """A classifier's answers: logits (None once thresholded), probabilities and labels."""
+
+    logits: torch.Tensor | None  # float32 [N, C]
+    probabilities: torch.Tensor  # float64 [N, C]
+    predicted: torch.Tensor  # class ids [N]
+
+    @classmethod
+    def of_logits(cls, logits: torch.Tensor) -> ClassAnswers:
+        """The most probable class of each row."""
+        logits = logits.float()
+        return cls(logits, torch.softmax(logits.double(), dim=1), logits.argmax(dim=1))
+
+    @classmethod
+    def thresholded(cls, logits: torch.Tensor, decisions: RowDecisions) -> ClassAnswers:
+        """The group thresholds' decisions over the class-1 probability, as served.
+
+        Raises:
+            ConfigError: the model is not a binary classifier.
+        """
+        if logits.shape[1] != 2:
+            raise ConfigError(
+                f"The model has fairness thresholds but {logits.shape[1]} classes; "
+                "the thresholds apply to a binary classifier only."
+            )
+        # the server's probabilities are float32 (its decoder's softmax): score what it does
+        scores = torch.softmax(logits.float(), dim=1)[:, 1].numpy().astype(np.float64)
+        positive, chosen = decisions.decide(scores)
+        probabilities = torch.from_numpy(np.stack([1 - positive, positive], axis=1))
+        return cls(None, probabilities, torch.from_numpy(chosen).long())
+
+    def rows(self, mask: torch.Tensor) -> ClassAnswers:
+        logits = None if self.logits is None else self.logits[mask]
+        return ClassAnswers(logits, self.probabilities[mask], self.predicted[mask])
+
+    def metrics(self, targets: torch.Tensor, num_classes: int) -> dict[str, float]:
+        """Loss (of logits only), accuracy, macro F1 and ROC-AUC (when both classes of a
+        pair are present)."""
+        matrix = confusion_matrix(self.predicted, targets, num_classes)
+        found = (
+            {} if self.logits is None else {"loss": F.cross_entropy(self.logits, targets).item()}
+        )
+        found.update(
+            accuracy=(self.predicted == targets).double().mean().item(), f1_macro=macro_f1(matrix)
+        )
+        auc = roc_auc(self.probabilities, targets)
+        if not math.isnan(auc):
+            found["roc_auc"] = auc
+        return found
 
 
 def fairness_groups(results: Metrics) -> dict[str, Any] | None:
@@ -82,7 +156,7 @@ def fairness_groups(results: Metrics) -> dict[str, Any] | None:
 
 
 def _fairness_metrics(
-    outputs: torch.Tensor,
+    predicted: torch.Tensor,
     targets: torch.Tensor,
     num_classes: int,
     slices: dict[str, list[str]],
@@ -96,7 +170,6 @@ def _fairness_metrics(
         return {}
     from forgeml.train.fairness import fairness_report
 
-    predicted = outputs.argmax(dim=1)
     report = fairness_report(targets.numpy(), predicted.numpy(), slices)
     return {**report.metrics, FAIRNESS_GROUPS: report.table()}
 
@@ -112,18 +185,7 @@ def classification_metrics(
     logits: torch.Tensor, targets: torch.Tensor, num_classes: int
 ) -> dict[str, float]:
     """Loss, accuracy, macro F1 and ROC-AUC (when both classes of a pair are present)."""
-    logits = logits.float()
-    predicted = logits.argmax(dim=1)
-    matrix = confusion_matrix(predicted, targets, num_classes)
-    metrics = {
-        "loss": F.cross_entropy(logits, targets).item(),
-        "accuracy": (predicted == targets).double().mean().item(),
-        "f1_macro": macro_f1(matrix),
-    }
-    auc = roc_auc(torch.softmax(logits.double(), dim=1), targets)
-    if not math.isnan(auc):
-        metrics["roc_auc"] = auc
-    return metrics
+    return ClassAnswers.of_logits(logits).metrics(targets, num_classes)
 
 
 def confusion_matrix(
@@ -211,33 +273,27 @@ def language_model_metrics(token_losses: torch.Tensor) -> dict[str, float]:
 
 
 def _scalar_metrics(
-    task: TaskKind, outputs: torch.Tensor, targets: torch.Tensor, num_classes: int
+    task: TaskKind, outputs: torch.Tensor, targets: torch.Tensor
 ) -> dict[str, float]:
-    if task == "classification":
-        return classification_metrics(outputs, targets, num_classes)
     if task == "regression":
         return regression_metrics(outputs, targets)
     return language_model_metrics(outputs)
 
 
-def _slice_metrics(
-    task: TaskKind,
-    outputs: torch.Tensor,
-    targets: torch.Tensor,
-    num_classes: int,
-    column: str,
-    values: Iterable[object],
-) -> dict[str, float]:
-    labels = [str(value) for value in values]
-    names = sorted(set(labels))
-    code_of = {name: code for code, name in enumerate(names)}
-    codes = torch.tensor([code_of[label] for label in labels])
-    metrics: dict[str, float] = {}
-    for code, value in enumerate(names):
-        rows = codes == code
-        part = _scalar_metrics(task, outputs[rows], targets[rows], num_classes)
-        part["count"] = float(rows.sum())
-        metrics.update({f"{name}/{column}={value}": score for name, score in part.items()})
+def _with_slices(
+    metrics: Metrics, split: SplitData, score: Callable[[torch.Tensor], dict[str, float]]
+) -> Metrics:
+    """`metrics` plus `score` of the rows of each value of each slice column, and its count."""
+    for column, values in split.slices.items():
+        labels = [str(value) for value in values]
+        names = sorted(set(labels))
+        code_of = {name: code for code, name in enumerate(names)}
+        codes = torch.tensor([code_of[label] for label in labels])
+        for code, value in enumerate(names):
+            rows = codes == code
+            part = score(rows)
+            part["count"] = float(rows.sum())
+            metrics.update({f"{name}/{column}={value}": found for name, found in part.items()})
     return metrics
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    import polars as pl
     import torch
 
 TaskKind = Literal["classification", "regression", "language_modeling"]
@@ -23,6 +24,9 @@ class SplitData:
     inputs: dict[str, torch.Tensor]
     targets: torch.Tensor  # [N] class ids (long) | [N] floats | [N, T] next-token ids
     slices: dict[str, list[str]] = field(default_factory=dict)  # column -> value per row
+    # a tabular split's raw rows as read, before the FeatureSpec: what a client would send
+    # (a fairness-mitigated model's decisions draw on them, `forgeml.train.thresholds`)
+    rows: pl.DataFrame | None = None
 
     def __len__(self) -> int:
         return int(self.targets.shape[0])

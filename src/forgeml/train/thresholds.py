@@ -13,6 +13,11 @@ and the mitigation's evaluation read that file and apply the rules here, as fair
 
 and the predicted label is positive when the row's draw u (uniform in [0, 1)) is below q.
 A served row's draw is a hash of its raw fields, so the same row always gets the same answer.
+
+`RowDecisions` is that decision for a batch of rows, shared by the server and by every
+scorer of a bundle (`forgeml.train.evaluate`, through `split_decisions`): a split's row is
+scored as the row a client sends, its model input fields as the dataset holds them, so a
+mitigated version is measured on the very decisions it serves.
 """
 
 from __future__ import annotations
@@ -23,12 +28,15 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from forgeml.core.atomic import atomic_write_text
-from forgeml.core.errors import InvalidDataError
+from forgeml.core.errors import ConfigError, InvalidDataError
+
+if TYPE_CHECKING:
+    from forgeml.train.task import SplitData
 
 THRESHOLDS_FILE = "fairness_thresholds.json"
 FORMAT_VERSION = 1
@@ -104,6 +112,61 @@ class GroupThresholds:
         path = Path(bundle_dir) / THRESHOLDS_FILE
         atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True))
         return path
+
+
+@dataclass(frozen=True)
+class RowDecisions:
+    """Each row's group and draw: what its thresholded decision needs beside its score."""
+
+    thresholds: GroupThresholds
+    groups: list[str]
+    draws: np.ndarray  # float64 [N], uniform in [0, 1)
+
+    @classmethod
+    def of_rows(
+        cls, thresholds: GroupThresholds, rows: Sequence[Mapping[str, Any]]
+    ) -> RowDecisions:
+        """The groups and draws of raw rows (dicts of a model's input fields).
+
+        Raises:
+            InvalidDataError: a row's group is not one the rules were learnt for.
+        """
+        groups = [str(row[thresholds.column]) for row in rows]
+        thresholds.check_groups(groups)
+        draws = np.array([row_draw(row) for row in rows], dtype=np.float64)
+        return cls(thresholds, groups, draws)
+
+    def decide(self, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The positive label's probability q of each row (of its positive-class score) and
+        whether the row is labelled positive (its draw is below q)."""
+        positive = self.thresholds.positive_probability(scores, self.groups)
+        return positive, self.draws < positive
+
+
+def split_decisions(bundle_dir: Path, split: SplitData) -> RowDecisions | None:
+    """The decisions of the bundle's group thresholds on `split` (None: it has none).
+
+    A split's row is decided as the model server decides the row a client sends: the
+    model's input fields (its FeatureSpec's `input_columns`) as the dataset holds them.
+
+    Raises:
+        ConfigError: the bundle has thresholds but `split` holds no raw tabular rows, or
+            the bundle no feature spec naming its input fields.
+        InvalidDataError: a row's group is not one the rules were learnt for.
+    """
+    thresholds = load_thresholds(bundle_dir)
+    if thresholds is None:
+        return None
+    spec_file = Path(bundle_dir) / "feature_spec.json"
+    if split.rows is None or not spec_file.is_file():
+        raise ConfigError(
+            "The bundle has fairness thresholds but its data has no raw tabular rows with "
+            "a feature spec, which is all the thresholds can decide on."
+        )
+    from forgeml.data.features import FeatureSpec
+
+    fields = FeatureSpec.from_dict(json.loads(spec_file.read_text())).input_columns
+    return RowDecisions.of_rows(thresholds, split.rows.select(fields).to_dicts())
 
 
 def load_thresholds(bundle_dir: Path) -> GroupThresholds | None:
