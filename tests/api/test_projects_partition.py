@@ -234,7 +234,7 @@ def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project
     from forgeml.api._authz import api_routes, route_resource
 
     kinds = {"datasets": "dataset", "runs": "run", "models": "model", "jobs": "job",
-             "deployments": "deployment"}  # fmt: skip
+             "deployments": "deployment", "prompts": "prompt"}  # fmt: skip
     items = {
         (route.path, kind): route_resource(route)
         for route in api_routes(create_app(workspace).routes)
@@ -242,7 +242,7 @@ def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project
         if route.path.startswith(f"/api/v1/{plural}/{{")
     }
 
-    assert len(items) >= 20  # every item route of the five kinds, from here on too
+    assert len(items) >= 26  # every item route of the six kinds, from here on too
     assert {path: found for (path, kind), found in items.items() if found != kind} == {}
 
 
@@ -347,3 +347,59 @@ def test_what_lives_install_wide_is_decided_in_default_whatever_project_a_header
     assert refused.status_code == 403 and "rag:write" in refused.json()["error"]
     # a partitioned resource is still decided in the named project
     assert teams["bob"].get("/api/v1/runs")[0] == 200
+
+
+PROMPT = {"template": "Q: {{ question }}", "variables": [{"name": "question"}]}
+
+
+def _post(caller: Caller, url: str, body: object) -> tuple[int, dict]:
+    answer = caller.client.post(url, json=body, headers=caller.headers)
+    return answer.status_code, answer.json()
+
+
+def test_a_teams_prompt_is_listed_read_and_changed_in_its_project_only(teams: dict) -> None:
+    tara, bob = teams["tara"], teams["bob"]
+    assert _post(tara, "/api/v1/prompts/qa-a/versions", PROMPT)[0] == 200
+    assert _post(teams["alice"], "/api/v1/prompts/qa-default/versions", PROMPT)[0] == 200
+
+    assert _names(tara.get("/api/v1/prompts")[1]) == ["qa-a"]
+    assert tara.get("/api/v1/prompts/qa-a")[1]["project"] == "team-a"  # type: ignore[index]
+    assert bob.get("/api/v1/prompts") == (200, [])
+    assert _names(teams["alice"].get("/api/v1/prompts")[1]) == ["qa-default"]
+    for url in ("/api/v1/prompts/qa-a", "/api/v1/prompts/qa-a/versions"):
+        status, body = bob.get(url)
+        assert status == 403 and "'team-a'" in body["error"], (url, body)  # type: ignore[index]
+        assert teams["alice"].get(url)[0] == 403, url
+        assert teams["tara_no_header"].get(url)[0] == 200, url
+    changes = {"/api/v1/prompts/qa-a/alias": {"alias": "prod"},
+               "/api/v1/prompts/qa-a@v1/render": {"variables": {"question": "?"}},
+               "/api/v1/prompts/qa-a/versions": {**PROMPT, "description": "b"}}  # fmt: skip
+    for url, body in changes.items():
+        assert _post(bob, url, body)[0] == 403, url
+    assert _post(tara, "/api/v1/prompts/qa-a/alias", {"alias": "prod"})[0] == 200
+    # a member of both acting in team-b changes nothing of team-a's
+    status, body = _post(teams["pat_in_b"], "/api/v1/prompts/qa-a/alias", {"alias": "x"})
+    assert status == 403 and "belongs to the project 'team-a'" in body["error"]
+    assert tara.get("/api/v1/prompts/qa-a")[1]["aliases"] == ["prod"]  # type: ignore[index]
+
+
+def test_a_prompt_name_of_another_project_is_refused_with_409(teams: dict) -> None:
+    assert _post(teams["tara"], "/api/v1/prompts/shared/versions", PROMPT)[0] == 200
+
+    status, body = _post(teams["pat_in_b"], "/api/v1/prompts/shared/versions", PROMPT)
+
+    assert status == 409 and "exists already, in the project 'team-a'" in body["error"]
+    assert teams["pat_in_b"].get("/api/v1/prompts") == (200, [])
+
+
+def test_a_prompt_is_used_by_what_acts_in_its_project_only(teams: dict) -> None:
+    from forgeml.core.errors import OtherProjectError
+    from forgeml.prompts import PromptSpec, create_prompt, get_prompt
+
+    workspace: Workspace = teams["workspace"]
+    create_prompt(workspace.in_project("team-a"), "qa-a", PromptSpec.model_validate(PROMPT))
+
+    assert get_prompt(workspace.in_project("team-a"), "qa-a").ref == "qa-a@v1"
+    for project in ("team-b", "default"):
+        with pytest.raises(OtherProjectError, match="'qa-a' belongs to the project 'team-a'"):
+            get_prompt(workspace.in_project(project), "qa-a")

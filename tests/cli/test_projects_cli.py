@@ -99,3 +99,29 @@ def test_data_query_reads_the_datasets_of_its_project_only(
         _in(monkeypatch, project)
         for sql in ('SELECT count(*) FROM "small-a@v1"', "SELECT * FROM 'small-a'"):
             assert_cli_error(cli("data", "query", sql), "'small-a' belongs to the project 'team-a'")
+
+
+def _prompts(cli: Cli) -> list[str]:
+    return [item["name"] for item in json_out(cli("prompts", "list", "--json"))]
+
+
+def test_each_project_lists_and_changes_its_own_prompts(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "qa.yaml"
+    spec.write_text("template: 'Q: {{ question }}'\nvariables: [{name: question}]\n")
+    _in(monkeypatch, "team-a")
+    assert_ok(cli("prompts", "create", "qa-a", "--file", spec))
+    _in(monkeypatch, None)
+    assert_ok(cli("prompts", "create", "qa", "--file", spec))
+
+    assert _prompts(cli) == ["qa"]
+    _in(monkeypatch, "team-a")
+    assert _prompts(cli) == ["qa-a"]
+    assert_ok(cli("prompts", "alias", "qa-a@v1", "prod"))
+    _in(monkeypatch, "team-b")
+    assert _prompts(cli) == []
+    assert_cli_error(
+        cli("prompts", "create", "qa-a", "--file", spec), "exists already, in the project 'team-a'"
+    )
+    assert_cli_error(cli("prompts", "alias", "qa-a@v1", "x"), "belongs to the project 'team-a'")

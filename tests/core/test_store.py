@@ -217,3 +217,30 @@ def test_a_failed_transaction_leaves_nothing(backend_url: str) -> None:
 def test_unreachable_database_is_one_clear_error() -> None:
     with pytest.raises(StoreUnavailableError, match="Cannot open the metadata store"):
         open_store("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2")
+
+
+def test_a_store_at_0019_keeps_its_prompts_in_the_default_project(backend_url: str) -> None:
+    _store_at(backend_url, "0019")
+    from sqlalchemy import create_engine
+
+    engine = create_engine(backend_url)
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO prompt_versions (id, name, version, digest, kind, content, "
+                "created_by, created_at) VALUES ('p1', 'qa', 1, 'd', 'text', '{}', 'ann', "
+                "'2026-01-01 00:00:00')"
+            )
+        )
+    engine.dispose()
+
+    store = open_store(backend_url)
+
+    inspector = inspect(store.engine)
+    column = next(c for c in inspector.get_columns("prompt_versions") if c["name"] == "project")
+    assert column["nullable"] is False
+    assert ["project"] in [i["column_names"] for i in inspector.get_indexes("prompt_versions")]
+    with store.engine.connect() as connection:
+        found = connection.scalar(text("SELECT project FROM prompt_versions WHERE id = 'p1'"))
+        assert found == "default"
+    store.dispose()

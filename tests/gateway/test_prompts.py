@@ -313,3 +313,19 @@ def test_the_rendered_prompt_reaches_the_real_lm_whose_request_log_records_its_v
         ]
     ]
     assert entry["outputs"][0]["content"] == reply.choices[0].message.content
+
+
+def test_a_prompt_of_another_project_than_the_called_deployments_is_refused(
+    gw: GatewayUnderTest, lm: tuple[Upstream, str]
+) -> None:
+    replica, key = lm  # `lm` is a deployment of default
+    in_b = gw.workspace.in_project("team-b")
+    create_prompt(in_b, "qa-b", PromptSpec.model_validate(QA_TEXT))
+    sent = len(replica.hits)
+    field = {"name": "qa-b", "variables": {"question": "Why?"}}
+
+    answer = _ask(gw, key, COMPLETIONS, forgeml_prompt=field)
+
+    assert answer.status_code == 403, answer.text
+    assert "'qa-b' belongs to the project 'team-b', not 'default'" in answer.text
+    assert len(replica.hits) == sent

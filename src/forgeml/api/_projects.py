@@ -29,7 +29,12 @@ from forgeml.auth import DEFAULT_PROJECT
 from forgeml.client._settings import PROJECT_HEADER
 from forgeml.core.errors import ForgemlError
 from forgeml.core.ids import parse_ref, validate_name
-from forgeml.core.store import Dataset, DeploymentRecord, ModelVersionRecord
+from forgeml.core.store import (
+    Dataset,
+    DeploymentRecord,
+    ModelVersionRecord,
+    PromptVersionRecord,
+)
 
 # kind -> (read session, path parameters, the request's project) -> the resource's project,
 # None when none is found; a name that is not unique (runs, jobs) finds the request
@@ -38,18 +43,18 @@ ResourceProject = Callable[[Session, Mapping[str, str], str], str | None]
 # the request state's key for the project a page's browser chose (its `forgeml_project`
 # cookie, validated): set by `forgeml.ui` on its page routes only, never on `/api/`
 PAGE_PROJECT = "page_project"
-# the resources a project holds (a `project` column, migration 0019): their permissions are
-# decided in the request's project; every other resource (prompts, RAG indexes, pipelines,
-# agents, alerts, labels, queues, keys, cost, audit, accounts) lives install-wide, in
-# `default`, so its permissions are decided there, whatever project a header names
-PARTITIONED = frozenset({"datasets", "runs", "models", "jobs", "deployments"})
+# the resources a project holds (a `project` column, migrations 0019 and 0021): their
+# permissions are decided in the request's project; every other resource (RAG indexes,
+# pipelines, agents, alerts, labels, queues, keys, cost, audit, accounts) lives install-wide,
+# in `default`, so its permissions are decided there, whatever project a header names
+PARTITIONED = frozenset({"datasets", "runs", "models", "jobs", "deployments", "prompts"})
 
 
 def decision_project(request: Request, permission: str) -> str:
     """The project `permission` is decided in for this request (before an item route's
     resource lookup): `request_project` for a partitioned resource's permission; else the
     route's `{project}` or declared `?project=`, else `default` (a header or a page's chosen
-    project naming a project would otherwise let its members act on `default`'s prompts,
+    project naming a project would otherwise let its members act on `default`'s
     indexes, alerts or keys)."""
     if permission.partition(":")[0] in (*PARTITIONED, "account"):  # one's own account: anywhere
         return request_project(request)
@@ -120,6 +125,13 @@ def _deployment(session: Session, params: Mapping[str, str], _: str) -> str | No
     return session.scalar(select(DeploymentRecord.project).where(DeploymentRecord.name == name))
 
 
+def _prompt(session: Session, params: Mapping[str, str], _: str) -> str | None:
+    name = (params.get("name") or params["ref"]).partition("@")[0]
+    return session.scalar(
+        select(PromptVersionRecord.project).where(PromptVersionRecord.name == name).limit(1)
+    )
+
+
 def _served(session: Session, params: Mapping[str, str], project: str) -> str | None:
     """A monitoring read's `deployment` (else its `model`) query parameter."""
     if "deployment" in params:
@@ -149,6 +161,7 @@ RESOURCE_PROJECT: dict[str, ResourceProject] = {
     "model": _model,
     "job": _job,
     "deployment": _deployment,
+    "prompt": _prompt,
     "served": _served,
     "record": _record,
 }

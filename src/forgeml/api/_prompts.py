@@ -2,8 +2,9 @@
 aliases, traffic splits and rendering.
 
 Answers are what `forgeml prompts create|list|versions|show|alias|split|render --json`
-print; every change is audited as the caller. `prompts eval` calls a model endpoint and is
-submitted as a job (`POST /api/v1/jobs`), not served here.
+print; every change is audited as the caller. A list shows the request's project's prompts;
+an item route is authorized in its prompt's project, and a change must act in it. `prompts
+eval` calls a model endpoint and is submitted as a job (`POST /api/v1/jobs`), not served here.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def prompts(
     return kept
 
 
-@router.get("/{name}/versions", dependencies=[require("prompts:read")])
+@router.get("/{name}/versions", dependencies=[require("prompts:read", resource="prompt")])
 def versions(
     request: Request,
     response: Response,
@@ -93,19 +94,19 @@ def versions(
     return kept
 
 
-@router.get("/{ref}", dependencies=[require("prompts:read")])
+@router.get("/{ref}", dependencies=[require("prompts:read", resource="prompt")])
 def show(request: Request, ref: str) -> dict[str, Any]:
     """A version (`NAME`, `NAME@vN`, `NAME@ALIAS`) with its content and split."""
     return prompt_detail(workspace(request), ref)
 
 
-@router.post("/{ref}/alias", dependencies=[require("prompts:write")])
+@router.post("/{ref}/alias", dependencies=[require("prompts:write", resource="prompt")])
 def alias(request: Request, ref: str, body: Alias) -> dict[str, Any]:
     """Point `NAME@ALIAS` at the version `ref` names (as `prompts alias --json`)."""
     return prompt_summary(set_alias(acting(request), ref, body.alias))
 
 
-@router.post("/{name}/versions", dependencies=[require("prompts:write")])
+@router.post("/{name}/versions", dependencies=[require("prompts:write", resource="prompt")])
 def create(request: Request, name: str, body: PromptSpec) -> dict[str, Any]:
     """Store `body` as the next version of `name` (identical content: the same version,
     `created` false), as `prompts create --json` prints it."""
@@ -113,20 +114,20 @@ def create(request: Request, name: str, body: PromptSpec) -> dict[str, Any]:
     return {**prompt_summary(version), "created": created}
 
 
-@router.put("/{name}/split", dependencies=[require("prompts:write")])
+@router.put("/{name}/split", dependencies=[require("prompts:write", resource="prompt")])
 def split(request: Request, name: str, body: Split) -> dict[str, Any]:
     """Split the traffic of callers who name only the prompt between aliases."""
     return {"name": name, "split": set_split(acting(request), name, body.weights).as_dict()}
 
 
-@router.delete("/{name}/split", dependencies=[require("prompts:write")])
+@router.delete("/{name}/split", dependencies=[require("prompts:write", resource="prompt")])
 def remove_split(request: Request, name: str) -> dict[str, Any]:
     """Remove the prompt's split (`removed` null: it had none)."""
     removed = clear_split(acting(request), name)
     return {"name": name, "split": None, "removed": removed and removed.as_dict()}
 
 
-@router.post("/{ref}/render", dependencies=[require("prompts:read")])
+@router.post("/{ref}/render", dependencies=[require("prompts:read", resource="prompt")])
 def render(request: Request, ref: str, body: Render) -> dict[str, Any]:
     """The version's text or chat messages for the variables (`prompts render --json`)."""
     version, rendered = render_prompt(workspace(request), ref, body.variables, as_text=body.as_text)

@@ -144,6 +144,12 @@ class PermissionDeniedError(ForgemlError):
     http_status = 403
 
 
+class OtherProjectError(PermissionDeniedError):
+    """A resource of one project is used from another: a gateway request, an agent, `rag
+    answer` or a command job acting in a project that does not hold the prompt or index
+    it names."""
+
+
 class LastOwnerError(ForgemlError):
     """A change would leave a project without an enabled owner (nobody could manage it)."""
 

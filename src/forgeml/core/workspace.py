@@ -51,6 +51,22 @@ class Workspace:
         API request's project)."""
         return self.working_in or self.settings.project
 
+    def check_own(self, kind: str, name: str, project: str) -> None:
+        """Refuse to use the `kind` called `name`, which belongs to `project`, unless this
+        workspace acts in that project (what uses a prompt or RAG index of another kind's
+        request: a gateway call, an agent, `rag answer`, a command job).
+
+        Raises:
+            OtherProjectError: `project` is not this workspace's project.
+        """
+        if project != self.project:
+            from forgeml.core.errors import OtherProjectError
+
+            raise OtherProjectError(
+                f"{kind} {name!r} belongs to the project {project!r}, not {self.project!r}; "
+                "act in its project (FORGEML_PROJECT, or the X-Forgeml-Project header)."
+            )
+
     def acting_as(self, actor: str) -> Workspace:
         """This workspace (the same stores, opened once) with `actor` named by every record
         and audit event it writes. The view shares the stores: close the original, not it."""

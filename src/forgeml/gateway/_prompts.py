@@ -18,6 +18,9 @@ clients insist on sending, is replaced: `messages=[], extra_body={"forgeml_promp
 Both the replica and the caller see `x-forgeml-prompt: NAME@vN`
 (`forgeml.serve.prompt_refs`), which the model server keeps in its request log.
 
+The prompt must belong to the project of the deployment the request calls (a 403
+otherwise): a key of one project's deployment cannot render another project's prompt.
+
 Which version a name, alias or split means is read from the store and trusted for
 `prompt_cache_ttl_s` on the gateway's clock, as verified keys are; a version's compiled
 templates are kept while the process runs (versions are immutable).
@@ -36,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from forgeml.core.errors import InvalidDataError, PromptRequestError, PromptTemplateError
 from forgeml.core.workspace import Workspace
-from forgeml.prompts import PromptSplit, PromptVersion, get_prompt, get_split
+from forgeml.prompts import PromptSplit, PromptVersion, find_prompt, get_split
 from forgeml.prompts.spec import CheckedPrompt, Rendered
 
 FIELD = "forgeml_prompt"
@@ -95,16 +98,18 @@ class PromptResolver:
         self._splits: dict[str, tuple[float, PromptSplit | None]] = {}  # name -> split
         self._compiled: dict[str, CheckedPrompt] = {}  # NAME@vN -> its compiled templates
 
-    async def apply(self, payload: dict[str, Any], path: str) -> tuple[bytes, str]:
+    async def apply(self, payload: dict[str, Any], path: str, project: str) -> tuple[bytes, str]:
         """The body to forward in place of `payload`'s prompt field, and the `NAME@vN` used.
 
         Raises:
             PromptRequestError: the field is malformed, the body carries its own text too,
                 or the variables do not fit the prompt (a 400).
             NotFoundError: no such prompt, alias or version.
+            OtherProjectError: the prompt is not of `project`, the called deployment's.
         """
         field = _field(payload.pop(FIELD))
         version = await self.version(field)
+        self._workspace.in_project(project).check_own("Prompt", field.name, version.record.project)
         try:
             rendered = self._checked(version).render(field.variables, version.ref)
         except (InvalidDataError, PromptTemplateError) as error:
@@ -119,7 +124,7 @@ class PromptResolver:
         if reference is None:
             split = await self._cached(self._splits, field.name, get_split)
             reference = field.name if split is None else f"{field.name}@{split.draw(self._rng)}"
-        return await self._cached(self._versions, reference, get_prompt)
+        return await self._cached(self._versions, reference, find_prompt)
 
     async def _cached(
         self,

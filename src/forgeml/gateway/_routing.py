@@ -32,6 +32,8 @@ class Route:
     canary_weight: float
     # autoscaled: with no replica ready, a request waits for a cold start
     cold_starts: bool = False
+    # the deployment's project: a registry prompt its requests name must be of it too
+    project: str = "default"
     _turn: itertools.count[int] = field(default_factory=itertools.count, repr=False)
 
     def candidates(self, rng: random.Random) -> tuple[str, list[str]]:
@@ -84,4 +86,5 @@ def _route(record: DeploymentRecord, replicas: list[DeploymentReplicaRecord]) ->
         shadow=urls[SHADOW],
         canary_weight=float(canary.get("weight", 0)),
         cold_starts=bool((record.spec or {}).get("autoscale")),
+        project=record.project,
     )

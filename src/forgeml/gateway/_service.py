@@ -107,7 +107,18 @@ class Gateway:
         return await asyncio.shield(pending)
 
     async def route(self, deployment: str) -> Route:
-        """The route of `deployment`.
+        """The route of `deployment`, once a replica of it is ready.
+
+        Raises:
+            NotFoundError: no such deployment.
+        """
+        found = await self.known_route(deployment)
+        if found.cold_starts and not found.serving:
+            return await self.cold_start(deployment)
+        return found
+
+    async def known_route(self, deployment: str) -> Route:
+        """The route of `deployment` as the table has it (no cold start waited for).
 
         Raises:
             NotFoundError: no such deployment.
@@ -118,8 +129,6 @@ class Gateway:
             found = self.routes.get(deployment)
         if found is None:
             raise NotFoundError(f"No deployment named {deployment!r}.")
-        if found.cold_starts and not found.serving:
-            return await self.cold_start(deployment)
         return found
 
     async def cold_start(self, deployment: str) -> Route:
@@ -184,7 +193,8 @@ class Gateway:
             check_quota(key, self.usage.requests_today(key.id))
             self.limiter.check(key)
             if payload is not None and FIELD in payload:
-                body, prompt = await self.prompts.apply(payload, request.scope["path"])
+                project = (await self.known_route(name)).project
+                body, prompt = await self.prompts.apply(payload, request.scope["path"], project)
             route = await self.route(name)
         except ForgemlError as error:
             self.usage.record(key.id, name, forwarded=False, error=False, latency_ms=0.0)

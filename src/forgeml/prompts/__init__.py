@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from forgeml.prompts.registry import (
         PromptVersion,
         create_prompt,
+        find_prompt,
         get_prompt,
         list_prompts,
         prompt_detail,
@@ -43,6 +44,7 @@ _LAZY = {
     "evaluate_prompts": "evaluate",
     "PromptVersion": "registry",
     "create_prompt": "registry",
+    "find_prompt": "registry",
     "get_prompt": "registry",
     "list_prompts": "registry",
     "prompt_detail": "registry",
@@ -86,6 +88,7 @@ __all__ = [
     "compile_template",
     "create_prompt",
     "evaluate_prompts",
+    "find_prompt",
     "get_prompt",
     "get_split",
     "list_prompts",

@@ -4,6 +4,12 @@ A version is content-addressed: creating a prompt whose content is already a ver
 it returns that version. References read as models' do: `NAME` (latest), `NAME@vN`,
 `NAME@ALIAS` and `NAME@<digest prefix>`. Every new version and every alias move appends
 an audit event in the transaction that writes it.
+
+A prompt belongs to the project it was created in (`Workspace.project`); its name stays
+unique across projects. A list shows the workspace's project's prompts; an item is found by
+name (the API authorizes it in its own project); what changes one (a new version, an alias,
+a split) or uses one (`get_prompt`: the gateway, agents, `rag answer`, `prompts eval`) must
+act in its project.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from forgeml.core.configfile import parse_model
-from forgeml.core.errors import NotFoundError, UsageError
+from forgeml.core.errors import AlreadyExistsError, NotFoundError, UsageError
 from forgeml.core.ids import new_id, validate_alias, validate_name
 from forgeml.core.store import PromptAliasRecord, PromptVersionRecord
 from forgeml.core.workspace import Workspace
@@ -54,6 +60,7 @@ def create_prompt(workspace: Workspace, name: str, spec: PromptSpec) -> tuple[Pr
 
     Raises:
         InvalidNameError: `name` is not a plain identifier.
+        AlreadyExistsError: a prompt of another project has that name.
         PromptTemplateError: a template is unsafe or broken (nothing is written).
         InvalidDataError: an example does not fit the declared variables.
     """
@@ -61,6 +68,7 @@ def create_prompt(workspace: Workspace, name: str, spec: PromptSpec) -> tuple[Pr
     checked(spec, name)
     digest = spec.digest()
     with workspace.store.session() as session:
+        _refuse_other_project(session, workspace, name)
         existing = session.scalars(
             select(PromptVersionRecord).where(
                 PromptVersionRecord.name == name, PromptVersionRecord.digest == digest
@@ -74,6 +82,7 @@ def create_prompt(workspace: Workspace, name: str, spec: PromptSpec) -> tuple[Pr
         record = PromptVersionRecord(
             id=new_id(),
             name=name,
+            project=workspace.project,
             version=(last or 0) + 1,
             digest=digest,
             kind=spec.kind,
@@ -87,8 +96,34 @@ def create_prompt(workspace: Workspace, name: str, spec: PromptSpec) -> tuple[Pr
         return PromptVersion(record, spec, []), True
 
 
+def _refuse_other_project(session: Session, workspace: Workspace, name: str) -> None:
+    found = session.scalar(
+        select(PromptVersionRecord.project).where(PromptVersionRecord.name == name).limit(1)
+    )
+    if found is not None and found != workspace.project:
+        # names stay unique across projects: a version goes to its prompt's own project
+        raise AlreadyExistsError(
+            f"A prompt called {name!r} exists already, in the project {found!r}; pick another name."
+        )
+
+
 def get_prompt(workspace: Workspace, ref: str) -> PromptVersion:
-    """The version `ref` names: `NAME`, `NAME@vN`, `NAME@ALIAS` or `NAME@<digest prefix>`.
+    """The version `ref` names, of a prompt of the workspace's project: what a use of it
+    (the gateway, an agent's system prompt, `rag answer`, `prompts eval`) reads.
+
+    Raises:
+        NotFoundError: no such prompt, version or alias.
+        UsageError: the reference is malformed, or a digest prefix is ambiguous.
+        OtherProjectError: the prompt belongs to another project.
+    """
+    version = find_prompt(workspace, ref)
+    workspace.check_own("Prompt", version.record.name, version.record.project)
+    return version
+
+
+def find_prompt(workspace: Workspace, ref: str) -> PromptVersion:
+    """The version `ref` names: `NAME`, `NAME@vN`, `NAME@ALIAS` or `NAME@<digest prefix>`,
+    in whichever project (an item read: the API authorizes it in the prompt's project).
 
     Raises:
         NotFoundError: no such prompt, version or alias.
@@ -99,10 +134,11 @@ def get_prompt(workspace: Workspace, ref: str) -> PromptVersion:
 
 
 def list_prompts(workspace: Workspace) -> list[PromptVersion]:
-    """The latest version of every prompt, by name."""
+    """The latest version of every prompt of the workspace's project, by name."""
     with workspace.store.session() as session:
         latest = (
             select(PromptVersionRecord.name, func.max(PromptVersionRecord.version).label("v"))
+            .where(PromptVersionRecord.project == workspace.project)
             .group_by(PromptVersionRecord.name)
             .subquery()
         )
@@ -136,10 +172,12 @@ def set_alias(workspace: Workspace, ref: str, alias: str) -> PromptVersion:
     Raises:
         UsageError: the alias is malformed, `latest` or looks like a version number.
         NotFoundError: `ref` names no version.
+        OtherProjectError: the prompt belongs to another project.
     """
     validate_alias(alias, max_length=128)  # prompt_aliases.alias
     with workspace.store.session() as session:
         record = _resolve(session, ref)
+        workspace.check_own("Prompt", record.name, record.project)
         row = session.get(PromptAliasRecord, (record.name, alias))
         previous = row.version if row else None
         if row is None:
@@ -162,7 +200,7 @@ def render_prompt(
         InvalidDataError: an unknown or missing variable, or a value of the wrong type.
         PromptTemplateError: the sandbox refused the render or a limit was reached.
     """
-    version = get_prompt(workspace, ref)
+    version = find_prompt(workspace, ref)
     return version, version.checked().render(values, version.ref, as_text=as_text)
 
 
@@ -236,6 +274,7 @@ def prompt_summary(version: PromptVersion) -> dict[str, Any]:
         "version": record.version,
         "kind": record.kind,
         "digest": record.digest,
+        "project": record.project,
         "aliases": version.aliases,
         "description": version.spec.description,
         "variables": [variable.name for variable in version.spec.variables],
@@ -248,7 +287,7 @@ def prompt_detail(workspace: Workspace, ref: str) -> dict[str, Any]:
     """What `prompts show --json` prints: the summary, the prompt's split and the content."""
     from forgeml.prompts.split import get_split
 
-    version = get_prompt(workspace, ref)
+    version = find_prompt(workspace, ref)
     split = get_split(workspace, version.record.name)
     return {
         **prompt_summary(version),

@@ -77,11 +77,13 @@ def set_split(workspace: Workspace, name: str, weights: Mapping[str, int]) -> Pr
         InvalidNameError: `name` is not a plain identifier.
         UsageError: fewer than two aliases, a weight outside 1..99, or a sum other than 100.
         NotFoundError: no such prompt, or an alias it does not have.
+        OtherProjectError: the prompt belongs to another project.
     """
     validate_name(name, "prompt name")
     _check(weights)
     with workspace.store.session() as session:
-        records_of(session, name)  # the prompt exists
+        # the prompt exists, in the project acted in
+        workspace.check_own("Prompt", name, records_of(session, name)[0].project)
         known = aliases_of(session, name)
         for alias in weights:
             if alias not in known:
@@ -107,10 +109,11 @@ def clear_split(workspace: Workspace, name: str) -> PromptSplit | None:
 
     Raises:
         NotFoundError: no such prompt.
+        OtherProjectError: the prompt belongs to another project.
     """
     validate_name(name, "prompt name")
     with workspace.store.session() as session:
-        records_of(session, name)
+        workspace.check_own("Prompt", name, records_of(session, name)[0].project)
         previous = _split(session, name)
         if previous is None:
             return None

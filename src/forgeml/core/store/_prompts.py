@@ -7,7 +7,8 @@ model defaults) as JSON. `(name, digest)` is unique, so the same content is one 
 `prompt_aliases` points `NAME@ALIAS` at a version number; moving an alias updates its row.
 `prompt_splits` holds a prompt's traffic split: one row per alias with its weight in
 percent (the weights of a name sum to 100); a request naming neither alias nor version
-draws an alias by these weights.
+draws an alias by these weights. A prompt belongs to one project (its versions' `project`,
+migration 0021).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ class PromptVersionRecord(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), index=True)
+    # the project its prompt belongs to (every version of a name has the same; a prompt's
+    # name stays unique across every project, so its aliases and split need none)
+    project: Mapped[str] = mapped_column(
+        String(128), default="default", server_default="default", index=True
+    )
     version: Mapped[int] = mapped_column(Integer)
     digest: Mapped[str] = mapped_column(String(64))
     # text (one template) or chat (a list of role + template messages)
