@@ -217,3 +217,19 @@ def test_a_failed_transaction_leaves_nothing(backend_url: str) -> None:
 def test_unreachable_database_is_one_clear_error() -> None:
     with pytest.raises(StoreUnavailableError, match="Cannot open the metadata store"):
         open_store("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2")
+
+
+def test_a_store_at_0019_gains_the_curve_previews_table(backend_url: str) -> None:
+    assert "curve_previews" not in _store_at(backend_url, "0019")
+
+    store = open_store(backend_url)
+
+    inspector = inspect(store.engine)
+    assert inspector.get_pk_constraint("curve_previews")["constrained_columns"] == [
+        "run_id", "key",
+    ]  # fmt: skip
+    foreign = inspector.get_foreign_keys("curve_previews")
+    assert [(f["referred_table"], f["constrained_columns"]) for f in foreign] == [
+        ("runs", ["run_id"])
+    ]
+    store.dispose()
