@@ -18,9 +18,11 @@ with "Cannot read properties of undefined (reading 'some')"):
   comparison of 8 of them and of all of them (`/runs/compare`: one chart, every curve
   LTTB-downsampled to the chart's pixel width; issue 16's goal is 100 runs of 10k steps),
   with the longest browser long task seen (PerformanceObserver 'longtask', registered
-  before the page's scripts). The first view of each page (the warm-up round: the server
-  reads the curves; later rounds find them in its cache of downsampled curves) is
-  reported beside the medians;
+  before the page's scripts). The charted runs' curve previews are stored as forgeml
+  stores them when it ends a run (`forgeml.tracking.store_curve_previews`, what
+  `finish_run` calls), after the curves are seeded. The first view of each page (the
+  warm-up round: the server reads the previews; later rounds find the curves in its cache
+  of downsampled curves) is reported beside the medians;
 - log stream (forgeml only: MLflow has no jobs): a job printing `--log-rate` numbered
   lines a second for `--log-seconds` seconds, followed on `/jobs/<id>` until it ends; the
   distinct numbered lines the page shows vs those written.
@@ -134,6 +136,20 @@ def add_curves(store_uri: str, run_ids: list[str], steps: int) -> None:
         db.commit()
     finally:
         db.close()
+
+
+def store_previews(settings: Any, run_ids: list[str]) -> None:
+    """Each run's curve previews, by the function `finish_run` calls as it ends a run (the
+    seeded runs have ended), one run a call as each run's end makes them."""
+    from forgeml.core.workspace import Workspace
+    from forgeml.tracking import store_curve_previews
+
+    workspace = Workspace(settings)
+    try:
+        for run_id in run_ids:
+            store_curve_previews(workspace, [run_id])
+    finally:
+        workspace.close()
 
 
 def _serve(home: str, port: Any, stop: Any) -> None:
@@ -387,6 +403,7 @@ def measure(args: Any) -> dict[str, Any]:
             add_mlflow_tags(store_uri)
             charted = [run.run_id for run in make_runs(args.chart_runs)]
             add_curves(store_uri, charted, args.steps)
+            store_previews(settings, charted)
             figures["seed_seconds"] = time.perf_counter() - started
             _say(f"seeded in {figures['seed_seconds']:.0f} s")
             browser = playwright.chromium.launch(executable_path=CHROMIUM)

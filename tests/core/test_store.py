@@ -244,3 +244,19 @@ def test_a_store_at_0019_keeps_its_prompts_in_the_default_project(backend_url: s
         found = connection.scalar(text("SELECT project FROM prompt_versions WHERE id = 'p1'"))
         assert found == "default"
     store.dispose()
+
+
+def test_a_store_at_0019_gains_the_curve_previews_table(backend_url: str) -> None:
+    assert "curve_previews" not in _store_at(backend_url, "0019")
+
+    store = open_store(backend_url)
+
+    inspector = inspect(store.engine)
+    assert inspector.get_pk_constraint("curve_previews")["constrained_columns"] == [
+        "run_id", "key",
+    ]  # fmt: skip
+    foreign = inspector.get_foreign_keys("curve_previews")
+    assert [(f["referred_table"], f["constrained_columns"]) for f in foreign] == [
+        ("runs", ["run_id"])
+    ]
+    store.dispose()

@@ -76,3 +76,19 @@ def audit_actions(workspace: Workspace, object_ref: str | None = None) -> list[s
         query = query.where(AuditEvent.object_ref == object_ref)
     with workspace.store.session() as session:
         return [event.action for event in session.scalars(query)]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_workspace(
+    request: pytest.FixtureRequest, tmp_path: Path, mlflow_template: Path
+) -> Iterator[Workspace]:
+    """A workspace whose forgeml store is SQLite, then PostgreSQL (MLflow's stays SQLite)."""
+    db_url = None if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        home = tmp_path / "home"
+        home.mkdir()
+        shutil.copyfile(mlflow_template, home / "mlflow.db")
+        workspace = Workspace(Settings(home=home, db_url=db_url, user="tester"))
+        yield workspace
+        workspace.close()

@@ -11,6 +11,11 @@ from forgeml.tracking._mlflow import TrackingUnavailableError, open_client, trac
 from forgeml.tracking.fairness import FairnessBounds, FairnessVerdict, fairness_check
 from forgeml.tracking.heartbeat import Heartbeat
 from forgeml.tracking.logger import MlflowMetricLogger
+from forgeml.tracking.previews import (
+    CurvePreview,
+    read_curve_previews,
+    store_curve_previews,
+)
 from forgeml.tracking.registry import (
     Promotion,
     PromotionRejectedError,
@@ -41,6 +46,7 @@ from forgeml.tracking.runs import (
 )
 
 __all__ = [
+    "CurvePreview",
     "FairnessBounds",
     "FairnessVerdict",
     "Heartbeat",
@@ -64,6 +70,7 @@ __all__ = [
     "open_client",
     "promote",
     "promotion_summary",
+    "read_curve_previews",
     "read_json_artifact",
     "reap_expired",
     "register_model",
@@ -71,6 +78,7 @@ __all__ = [
     "run_detail",
     "run_summary",
     "start_run",
+    "store_curve_previews",
     "tracking_uri",
     "version_summary",
 ]

@@ -8,6 +8,7 @@ old state in forgeml.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Mapping
@@ -17,11 +18,12 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import case, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 import forgeml
 from forgeml.core.code import git_commit
-from forgeml.core.errors import NotFoundError, UsageError
+from forgeml.core.errors import ForgemlError, NotFoundError, UsageError
 from forgeml.core.ids import validate_name
 from forgeml.core.store import DatasetVersion, RunRecord
 from forgeml.core.workspace import Workspace
@@ -46,6 +48,7 @@ ENVIRONMENT_ARTIFACT = "environment.json"
 # carries the job that resumed it
 JOB_TAG = "forgeml.job"
 _HEX = frozenset("0123456789abcdef")
+_log = logging.getLogger(__name__)
 
 
 class RunStatus(StrEnum):
@@ -254,7 +257,25 @@ def finish_run(
             session, "run.finish", run_id, {"status": final.value, "error": error}
         )
         client.set_terminated(run_id, final.value)
+    _store_previews(handle.workspace, [run_id])
     return record
+
+
+def _store_previews(workspace: Workspace, run_ids: list[str]) -> None:
+    """The ended runs' curve previews (`previews.store_curve_previews`), as forgeml ends a
+    run. A preview only spares a chart reading MLflow's table: one that cannot be stored
+    is logged and the run's end stands (its charts read MLflow, as for a run ended before
+    previews existed)."""
+    from forgeml.tracking.previews import store_curve_previews
+
+    try:
+        store_curve_previews(workspace, run_ids)
+    except (SQLAlchemyError, ForgemlError) as error:
+        _log.warning(
+            "The curve previews of run(s) %s were not stored (%s); their charts read MLflow.",
+            ", ".join(run_ids),
+            error,
+        )
 
 
 def log_json_artifact(handle: RunHandle, payload: Mapping[str, Any], artifact_file: str) -> None:
@@ -433,7 +454,9 @@ def reap_expired(workspace: Workspace, now: datetime | None = None) -> list[str]
             )
             workspace.audit(session, "run.reap", run.id, {"heartbeat_at": last.isoformat()})
             client.set_terminated(run.id, RunStatus.KILLED.value, int(last.timestamp() * 1000))
-        return [run.id for run in expired]
+        reaped = [run.id for run in expired]
+    _store_previews(workspace, reaped)
+    return reaped
 
 
 def lease_expiry(run: RunRecord) -> datetime:

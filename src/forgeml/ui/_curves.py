@@ -8,6 +8,12 @@ while MLflow's latest value of its metric is the one it was made with: a value l
 it (a later step) makes the curve read again. A value logged behind it (an earlier step,
 into a run that has ended) is not seen until the cache drops the curve. A tracking server
 keeps no latest values here, so its curves are read every time.
+
+A curve the cache lacks is taken, for an ended run, from the preview forgeml stored as it
+ended the run (`tracking.previews`), all the runs' previews in one query, under the same
+rule (used while MLflow's latest value is the preview's); a chart of fewer points than the
+preview downsamples it again. Running runs, runs ended outside forgeml or before previews
+existed, and stale previews are read from MLflow.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from forgeml.tracking.history import latest_metrics, metric_arrays
-from forgeml.ui._lttb_many import lttb_arrays
+from forgeml.tracking.lttb_many import lttb_arrays
+from forgeml.tracking.previews import latest_of, read_curve_previews
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -67,7 +74,8 @@ def run_curves(
 ) -> dict[str, dict[str, Series]]:
     """{run_id: {metric: (steps, values)}} of the runs' metrics logged at more than one
     step (a single value is no curve: the metrics table shows it), at most `points` each;
-    the curves of `ended` runs (no longer RUNNING) are kept in `cache` and taken from it."""
+    the curves of `ended` runs (no longer RUNNING) are kept in `cache` and taken from it,
+    or from their stored previews."""
     latest = latest_metrics(workspace, [run_id for run_id in run_ids if run_id in ended])
     found: dict[str, dict[str, Series]] = {run_id: {} for run_id in run_ids}
     missing: list[str] = []
@@ -78,6 +86,7 @@ def run_curves(
             found[run_id] = dict(zip(keys, kept, strict=True))  # type: ignore[arg-type]
         else:
             missing.append(run_id)
+    missing = _from_previews(workspace, missing, points, cache, found, latest or {})
     if missing:
         _read(workspace, missing, points, cache, found, latest or {})
     # a single value is no curve; every run's metrics in key order
@@ -104,3 +113,40 @@ def _read(
         last = latest.get(run_id, {}).get(key)
         if last is not None:  # read after `latest`: at least as new as it
             cache.put((run_id, key, last, points), series)
+
+
+def _from_previews(
+    workspace: Workspace,
+    run_ids: list[str],
+    points: int,
+    cache: CurveCache,
+    found: dict[str, dict[str, Series]],
+    latest: dict[str, dict[str, tuple[Any, ...]]],
+) -> list[str]:
+    """Fill `found` with the curves of the ended runs among `run_ids` whose every metric has
+    a preview made at MLflow's latest value of it; the runs still to read from MLflow."""
+    ended = [run_id for run_id in run_ids if latest.get(run_id)]
+    stored = read_curve_previews(workspace, ended) if ended else {}
+    todo: list[tuple[str, str, tuple[Any, ...], Any]] = []
+    missing = []
+    for run_id in run_ids:
+        keys, previews = latest.get(run_id) or {}, stored.get(run_id, {})
+        usable = [
+            (run_id, key, last, previews[key])
+            for key, last in keys.items()
+            if key in previews
+            and previews[key].latest == latest_of(last)
+            and previews[key].serves(points)
+        ]
+        if keys and len(usable) == len(keys):
+            todo += usable
+        else:
+            missing.append(run_id)
+    curves = [(preview.steps, preview.values) for *_, preview in todo]
+    for (run_id, key, last, _), (steps, values) in zip(
+        todo, lttb_arrays(curves, points), strict=True
+    ):
+        series: Series = (steps.tolist(), values.tolist())
+        found[run_id][key] = series
+        cache.put((run_id, key, last, points), series)
+    return missing

@@ -15,9 +15,9 @@ from forgeml.api import _runs
 from forgeml.api._context import workspace
 from forgeml.api._pages import Page, pages
 from forgeml.core.errors import InvalidRequestError, NotFoundError
+from forgeml.tracking.lttb import MAX_POINTS
 from forgeml.ui._authz import allowed, same_as
 from forgeml.ui._curves import Series, run_curves
-from forgeml.ui._lttb import MAX_POINTS
 from forgeml.ui._render import render
 
 router = APIRouter()

@@ -33,6 +33,7 @@ from forgeml.core.store._pipelines import (
     PipelineStepRunRecord,
     PipelineTriggerRecord,
 )
+from forgeml.core.store._previews import CurvePreviewRecord
 from forgeml.core.store._prompts import (
     PromptAliasRecord,
     PromptSplitRecord,
@@ -54,6 +55,7 @@ __all__ = [
     "ApiKeyRecord",
     "AuditEvent",
     "Base",
+    "CurvePreviewRecord",
     "Dataset",
     "DatasetVersion",
     "DeploymentRecord",

@@ -3,7 +3,7 @@
 prompt's name stays unique across projects, so its aliases and split rows need none.
 
 Revision ID: 0021
-Revises: 0019 (0020 is another change's; the chain is re-linked when both are merged)
+Revises: 0020
 Create Date: 2026-12-05
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0021"
-down_revision = "0019"
+down_revision = "0020"
 branch_labels = None
 depends_on = None
 

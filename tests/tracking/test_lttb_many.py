@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forgeml.ui._lttb import lttb
-from forgeml.ui._lttb_many import lttb_arrays
+from forgeml.tracking.lttb import lttb
+from forgeml.tracking.lttb_many import lttb_arrays
 
 values = st.one_of(
     st.integers(-1_000, 1_000).map(float),

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from forgeml.ui._lttb import MAX_POINTS, lttb
+from forgeml.tracking.lttb import MAX_POINTS, lttb
 
 
 def test_a_short_curve_passes_unchanged() -> None:

@@ -1,11 +1,11 @@
-"""LTTB of many curves at once, with numpy: the fast path of `_lttb.lttb` for a chart of
+"""LTTB of many curves at once, with numpy: the fast path of `lttb.lttb` for a chart of
 up to 100 runs.
 
 LTTB's buckets depend only on a curve's length and the threshold, so curves of one length
 share them: each bucket is then one vectorised step over all those curves (a row each)
 instead of a Python loop over every point of every curve (100 curves of 10,000 steps took
 3.3 s in `lttb`). The arithmetic is `lttb`'s, operation for operation, and the first
-largest triangle wins as there; tests/ui/test_lttb_many.py holds the two equal.
+largest triangle wins as there; tests/tracking/test_lttb_many.py holds the two equal.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from forgeml.ui._lttb import MAX_POINTS
+from forgeml.tracking.lttb import MAX_POINTS
 
 
 def lttb_arrays(
