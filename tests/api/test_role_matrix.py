@@ -119,6 +119,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     # the read of the ref's kind; `x` names nothing and is asked datasets:read
     ("GET", "/api/v1/lineage/{record}"): {"owner", "viewer", "wrong_scope"},
     ("POST", "/api/v1/commands"): {"owner"},
+    ("POST", "/api/v1/commands/archive"): {"owner"},
 }
 # acting in the other project: only its member may; a resource route does not declare
 # `?project=`, so naming one there still acts in `default` (a request picks its project with

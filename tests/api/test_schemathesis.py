@@ -31,6 +31,8 @@ from tests.prompts.conftest import chat_spec, text_spec
 from tests.train.conftest import copy_home, trained_adult_template
 
 EXAMPLES = 3
+# `POST /api/v1/commands/archive` takes a tar: bytes, sent as schemathesis sends any binary body
+schemathesis.serializer.alias("application/x-tar", "application/octet-stream")
 # the issue's two properties: never a server error, and every answer on the schema (its
 # status declared, its body of the declared shape); not schemathesis' other defaults, such
 # as "a schema-valid request is accepted" (path names are checked in the domain, not in

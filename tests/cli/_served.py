@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from forgeml.api._thread import api_in_thread
 from forgeml.auth import issue_token
 from forgeml.core.config import Settings, get_settings
 from forgeml.core.workspace import Workspace
+from forgeml.scheduler.executors.local import LocalExecutor
+from forgeml.scheduler.service import Scheduler
 from tests.auth._accounts import fast_settings, person
 from tests.client._remote_home import RemoteHome
 from tests.conftest import PG_URL, CliResult, fresh_postgres_database
@@ -136,3 +139,19 @@ def assert_queued_as_job(run: Forgeml, command: tuple[str, ...]) -> None:
     job = json.loads(run.remote("jobs", "show", found[1], "--json").stdout)
     assert job["command"][1:] == ["-m", "forgeml.cli", *command]
     assert run.remote("jobs", "cancel", found[1]).code == 0
+
+
+@contextmanager
+def scheduling(home: Served) -> Iterator[Workspace]:
+    """The served workspace's scheduler, running jobs on this machine until the block ends."""
+    workspace = Workspace(Settings(home=home.home, db_url=home.db_url, user="tester"))
+    scheduler = Scheduler(workspace, LocalExecutor(cpus=[0, 1], gpus=0))
+    stop = threading.Event()
+    thread = threading.Thread(target=scheduler.serve_forever, args=(0.05, stop), daemon=True)
+    thread.start()
+    try:
+        yield workspace
+    finally:
+        stop.set()
+        thread.join()
+        workspace.close()

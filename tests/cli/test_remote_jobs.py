@@ -7,22 +7,24 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
 from forgeml.auth import issue_token
-from forgeml.core.config import Settings
 from forgeml.core.store import AuditEvent, JobRecord, ModelVersionRecord, RunRecord
 from forgeml.core.workspace import Workspace
-from forgeml.scheduler.executors.local import LocalExecutor
-from forgeml.scheduler.service import Scheduler
 from tests.auth._accounts import fast_settings, person
-from tests.cli._served import Forgeml, Served, assert_same_as_local, served, served_on
+from tests.cli._served import (
+    Forgeml,
+    Served,
+    assert_same_as_local,
+    scheduling,
+    served,
+    served_on,
+)
 from tests.cli.conftest import assert_cli_error
 from tests.train.conftest import ADULT_CONFIG, SRC, copy_adult_home, quick
 
@@ -54,22 +56,6 @@ def forgeml(
     (tmp_path / "train.yaml").write_bytes(ADULT_CONFIG.read_bytes())
     with forgeml_on(adult_served, capsys, monkeypatch) as run:
         yield run
-
-
-@contextmanager
-def scheduling(home: Served) -> Iterator[Workspace]:
-    """The served workspace's scheduler, running jobs on this machine until the block ends."""
-    workspace = Workspace(Settings(home=home.home, db_url=home.db_url, user="tester"))
-    scheduler = Scheduler(workspace, LocalExecutor(cpus=[0, 1], gpus=0))
-    stop = threading.Event()
-    thread = threading.Thread(target=scheduler.serve_forever, args=(0.05, stop), daemon=True)
-    thread.start()
-    try:
-        yield workspace
-    finally:
-        stop.set()
-        thread.join()
-        workspace.close()
 
 
 def test_a_remote_train_runs_as_a_server_job_and_prints_what_local_train_prints(

@@ -1,9 +1,12 @@
 """`forgeml rag show|versions|query` in remote mode print what they print locally; the
-commands that read files or run a model beside the workspace refuse remote mode."""
+commands that read files or run a model beside the workspace run on the server as jobs,
+and an index of an uploaded folder rebuilds after the job's folder is gone."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -12,8 +15,10 @@ from tests.cli._served import (
     Served,
     assert_queued_as_job,
     assert_same_as_local,
+    scheduling,
     served_on,
 )
+from tests.train.conftest import SRC
 
 READS = [
     ("rag", "versions", "std"),
@@ -67,3 +72,37 @@ def test_rag_commands_beside_the_workspace_run_on_the_server_as_jobs(
     forgeml: Forgeml, command: tuple[str, ...]
 ) -> None:
     assert_queued_as_job(forgeml, command)
+
+
+@pytest.mark.slow
+def test_an_index_of_an_uploaded_folder_rebuilds_after_the_jobs_folder_is_removed(
+    forgeml: Forgeml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.rag.conftest import write_stdlib_docs
+
+    # the jobs are this interpreter's `python -m forgeml.cli`, importing this tree
+    monkeypatch.setenv("PYTHONPATH", str(SRC))
+    docs = write_stdlib_docs(tmp_path / "docs", ("heapq",))
+    (docs / "more").mkdir()
+    (docs / "more" / "notes.md").write_text("# Notes\n\nA heap keeps its least item first.\n")
+    index = ("rag", "index", "up", str(docs), "--chunk-tokens", "96", "--json")
+    with scheduling(forgeml.served):
+        indexed = forgeml.remote(*index)
+        assert indexed.code == 0, indexed
+        built = json.loads(indexed.stdout.partition("\n")[2])  # after its progress line
+        rebuilt_there = forgeml.remote("rag", "rebuild", "up@v1", "--json")
+
+    uploaded = Path(built["sources"][0]["spec"])
+    assert uploaded.parent.parent == (forgeml.served.home / "commands").resolve()
+    assert not uploaded.exists()  # removed when the job ended
+    assert "kept" in built["sources"][0] and built["documents"] == 2
+    rebuilt_here = forgeml("rag", "rebuild", "up@v1", "--json")
+    expected = {"ref": "up@v1", "digest": built["digest"], "matches": True}
+    assert rebuilt_there.code == rebuilt_here.code == 0, (rebuilt_there, rebuilt_here)
+    assert json.loads(rebuilt_there.stdout.partition("\n")[2]) == expected
+    assert json.loads(rebuilt_here.stdout) == expected
+    # the same folder indexed here: the same snapshot but for the documents' names
+    local = json.loads(forgeml(*index[:2], "here", *index[3:]).stdout)
+    same = ("chunks", "documents", "config")
+    assert {k: local[k] for k in same} == {k: built[k] for k in same}
+    assert [s["kind"] for s in local["sources"]] == [s["kind"] for s in built["sources"]]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,37 @@ def test_an_empty_corpus_is_one_sentence_and_writes_nothing(
     assert not list((Path(workspace.settings.artifact_root) / "sha256").glob("*/*"))
     with workspace.store.session() as session, pytest.raises(NotFoundError, match="does not exist"):
         resolve(session, "docs")
+
+
+@pytest.mark.parametrize("uploads", [True, False], ids=["uploaded", "local"])
+def test_uploaded_sources_are_kept_so_a_rebuild_outlives_their_folder(
+    workspace: Workspace, tmp_path: Path, embedder: MiniLMEmbedder, uploads: bool
+) -> None:
+    scratch = tmp_path / "scratch"
+    (scratch / "corpus").mkdir(parents=True)
+    (scratch / "corpus" / "heapq.md").write_text(HEAPQ, encoding="utf-8")
+    (scratch / "bisect.md").write_text(BISECT, encoding="utf-8")
+    (tmp_path / "notes.md").write_text("# notes\n\nKept where it lies.", encoding="utf-8")
+    specs = [str(scratch / "corpus"), str(scratch / "bisect.md"), str(tmp_path / "notes.md")]
+    built = build_version(
+        workspace, "docs", specs, OPTIONS, embedder, uploads=scratch if uploads else None
+    )
+    shutil.rmtree(scratch)  # as the scheduler removes a command job's folder when it ends
+
+    sources = built.version.sources
+    if not uploads:
+        assert all("kept" not in source for source in sources)
+        with pytest.raises(NotFoundError, match="corpus' does not exist"):
+            rebuild(workspace, "docs@v1", embedder)
+        return
+    # only what lay below the uploads was kept; a local path is read where it lies
+    assert ["kept" in source for source in sources] == [True, True, False]
+    version, digest = rebuild(workspace, "docs@v1", embedder)
+    assert (version.ref, digest) == ("docs@v1", built.version.digest)
+    # the same documents by the same names: the lineage's digests are those of a plain build
+    (scratch / "corpus").mkdir(parents=True)
+    (scratch / "corpus" / "heapq.md").write_text(HEAPQ, encoding="utf-8")
+    (scratch / "bisect.md").write_text(BISECT, encoding="utf-8")
+    plain = build_version(workspace, "plain", specs, OPTIONS, embedder)
+    assert plain.version.digest == built.version.digest
+    assert [s["digest"] for s in plain.version.sources] == [s["digest"] for s in sources]

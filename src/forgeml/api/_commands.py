@@ -11,6 +11,13 @@ for the server's scheduler, owned and audited as the caller; its folder is the j
 scratch, removed when the job ends (its log is kept with every job's). Which commands may
 run this way and the permission each needs besides `jobs:submit` is one table
 (`forgeml.client._commands`).
+
+`POST /api/v1/commands/archive` is the same with the files and folders as one tar, the
+request body itself, laid out as the job's folder (a file by its name, a folder as a
+folder of its files): the body is streamed to a file under the upload limit (413 above it,
+nothing left), then unpacked as the job's folder within the same budget. The CLI sends
+this way, so a large folder is never whole in memory on either side; the JSON form is
+for callers without a tar.
 """
 
 from __future__ import annotations
@@ -20,17 +27,17 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from forgeml.api._authz import Authorizer, require
 from forgeml.api._context import acting
 from forgeml.api._json import CliRouter
-from forgeml.api._limits import ApiLimits
+from forgeml.api._limits import ApiLimits, receive_to_file
 from forgeml.client._commands import check_argv, decode_files
-from forgeml.core.archives import UnpackBudget, extract_tar
+from forgeml.core.archives import TAR_MEDIA_TYPE, UnpackBudget, extract_tar
 from forgeml.core.errors import PayloadTooLargeError, UsageError
 from forgeml.core.ids import new_id
 from forgeml.core.workspace import Workspace
@@ -101,6 +108,68 @@ def _queue(
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+    return _submit(home, argv, folder)
+
+
+_ARCHIVE_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "The command's files and folders as one tar, laid out as its folder.",
+        "content": {TAR_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+
+
+@router.post(
+    "/archive",
+    status_code=202,
+    dependencies=[require("jobs:submit")],
+    openapi_extra=_ARCHIVE_BODY,
+)
+async def run_command_archive(
+    request: Request,
+    argv: Annotated[
+        list[str],
+        Query(min_length=1, max_length=256, description="The arguments after `forgeml`."),
+    ],
+) -> dict[str, Any]:
+    """Queue `forgeml *argv` as a job in the folder the body (a tar) unpacks to; answers as
+    `POST /api/v1/commands`. 400: as there, or the body is not a tar or holds a name as a
+    file and as a folder; 403: the command's own permission is missing; 413: the body, or
+    what it unpacks to, is over the upload limit (bytes, or members)."""
+    authorizer: Authorizer = request.app.state.authorizer
+    await asyncio.to_thread(authorizer.authorize, request, check_argv(argv))
+    limits: ApiLimits = request.app.state.limits
+    home = acting(request)
+    root = await asyncio.to_thread(_commands_root, home)
+    # beside the command folders, never inside one: the job's folder is unpacked from it
+    handle, name = await asyncio.to_thread(tempfile.mkstemp, ".tar", None, root)
+    os.close(handle)
+    try:
+        await receive_to_file(request, Path(name), limits.max_upload_bytes, "The archive")
+        budget = UnpackBudget(limits.max_upload_bytes, limits.max_upload_members, "archive")
+        return await asyncio.to_thread(_queue_archive, home, argv, Path(name), budget)
+    finally:
+        await asyncio.to_thread(os.unlink, name)
+
+
+def _queue_archive(
+    home: Workspace, argv: list[str], archive: Path, budget: UnpackBudget
+) -> dict[str, Any]:
+    folder = _commands_root(home) / new_id()
+    # a refused archive leaves no folder behind (`extract_tar`)
+    extract_tar(
+        archive,
+        folder,
+        "The archive",
+        "it holds the command's files and folders by their names, each inside its folder",
+        budget.filter(),
+    )
+    return _submit(home, argv, folder)
+
+
+def _submit(home: Workspace, argv: list[str], folder: Path) -> dict[str, Any]:
+    """Queue `forgeml *argv` as a job whose working directory and scratch is `folder`."""
     fields = {
         "name": f"forgeml {' '.join(argv[:2])}",
         "command": cli_command(argv),
@@ -129,6 +198,12 @@ def _unpack(blob: bytes, dest: Path, budget: UnpackBudget) -> None:
 
 def command_folder(home: Workspace) -> Path:
     """A fresh folder for one command job's files, under the workspace."""
-    folder = home.settings.home.resolve() / "commands" / new_id()
-    folder.mkdir(parents=True)
+    folder = _commands_root(home) / new_id()
+    folder.mkdir()
     return folder
+
+
+def _commands_root(home: Workspace) -> Path:
+    root = home.settings.home.resolve() / "commands"
+    root.mkdir(parents=True, exist_ok=True)
+    return root

@@ -20,10 +20,10 @@ from fastapi import Depends, Query, Request, Response
 from forgeml.api._authz import require
 from forgeml.api._context import acting, workspace
 from forgeml.api._json import CliRouter
-from forgeml.api._limits import ApiLimits
+from forgeml.api._limits import ApiLimits, receive_to_file
 from forgeml.api._pages import Page, finish, keyset, link, pages
 from forgeml.core.configfile import parse_model
-from forgeml.core.errors import ForgemlError, PayloadTooLargeError
+from forgeml.core.errors import ForgemlError
 from forgeml.core.store import Dataset, DatasetVersion
 from forgeml.data import catalog
 from forgeml.data.ingest import IngestOptions
@@ -131,7 +131,7 @@ async def upload(
     folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="forgeml-upload-"))
     try:
         path = folder / filename
-        await _receive(request, path, limits.max_upload_bytes)
+        await receive_to_file(request, path, limits.max_upload_bytes, "The upload")
         recorded = await asyncio.to_thread(
             _ingest, acting(request), name, path, options, label, filename
         )
@@ -140,22 +140,6 @@ async def upload(
     if not recorded.created:
         response.status_code = 200
     return catalog.recorded_summary(recorded)
-
-
-async def _receive(request: Request, path: Path, max_bytes: int) -> None:
-    too_large = PayloadTooLargeError(
-        f"The upload is larger than this server's limit of {max_bytes:,} bytes."
-    )
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise too_large
-    received = 0
-    with open(path, "wb") as handle:
-        async for chunk in request.stream():
-            received += len(chunk)
-            if received > max_bytes:
-                raise too_large
-            handle.write(chunk)
 
 
 def _ingest(

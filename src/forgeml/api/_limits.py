@@ -7,8 +7,11 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
-from forgeml.core.errors import RateLimitedError
+from starlette.requests import Request
+
+from forgeml.core.errors import PayloadTooLargeError, RateLimitedError
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,30 @@ class ApiLimits:
     max_upload_bytes: int = 1 << 30
     max_upload_members: int = 10_000
     max_log_streams: int = 8
+
+
+async def receive_to_file(request: Request, path: Path, max_bytes: int, what: str) -> int:
+    """Write the request's body to `path` as it arrives, a chunk at a time (never whole in
+    memory); returns its size. `what` names the upload in the error.
+
+    Raises:
+        PayloadTooLargeError: the body (as declared, or as received) is over `max_bytes`;
+            what was written is left for the caller to remove.
+    """
+    too_large = PayloadTooLargeError(
+        f"{what} is larger than this server's limit of {max_bytes:,} bytes."
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise too_large
+    received = 0
+    with open(path, "wb") as handle:
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > max_bytes:
+                raise too_large
+            handle.write(chunk)
+    return received
 
 
 class StreamSlots:

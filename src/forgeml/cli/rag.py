@@ -63,12 +63,17 @@ def index(
     """Index SOURCE... as the next version of NAME (only changed text is embedded)."""
     from forgeml.rag.options import IndexOptions
     from forgeml.rag.versions import build_version, describe
+    from forgeml.scheduler.contract import JobContext
 
     options = IndexOptions(
         chunk_tokens=chunk_tokens, overlap=overlap, hnsw=hnsw, hnsw_m=hnsw_m, ef_search=ef_search
     )
+    # run as a command job (remote mode), its sources were uploaded into the job's scratch
+    # folder, which is removed when the job ends: they are kept for `rag rebuild`
+    job = JobContext.from_environ()
+    uploads = job.scratch if job is not None else None
     with step(f"indexing {len(sources)} source(s) into {name}"):
-        built = build_version(_workspace(), name, sources, options)
+        built = build_version(_workspace(), name, sources, options, uploads=uploads)
     if as_json:
         print_json(
             {**describe(built.version), "created": built.created, "run": built.stats.__dict__}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from forgeml.core.errors import UsageError
 
@@ -152,11 +152,22 @@ class Commands:
     ) -> dict[str, Any]:
         """Queue `forgeml *argv` as a job whose folder holds `files`, and `folders` unpacked
         (each a tar of plain files, `forgeml.core.archives.pack_files`); answers the job's
-        summary (as `jobs submit --json`)."""
+        summary (as `jobs submit --json`). The contents travel in memory, in JSON: for
+        large ones, `run_archive`."""
         body: dict[str, Any] = {"argv": list(argv), "files": _encoded(files)}
         if folders:
             body["folders"] = _encoded(folders)
         return self._transport.post("/commands", body)
+
+    def run_archive(self, argv: Sequence[str], archive: IO[bytes]) -> dict[str, Any]:
+        """Queue `forgeml *argv` as a job whose folder is the tar `archive` unpacked (an
+        open binary file at its start, `forgeml.core.archives.pack_named`), streamed from
+        the file a block at a time; answers as `run`."""
+        from forgeml.core.archives import TAR_MEDIA_TYPE
+
+        return self._transport.upload(
+            "/commands/archive", archive, TAR_MEDIA_TYPE, params={"argv": list(argv)}
+        )
 
 
 def _encoded(contents: Mapping[str, bytes]) -> dict[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -63,6 +63,23 @@ class Transport:
         if body is not None:
             request["json"] = body
         return self._json(self.send("POST", path, **request))
+
+    def upload(
+        self, path: str, content: IO[bytes], media_type: str, params: Mapping[str, Any]
+    ) -> Any:
+        """POST the open binary file `content` as the body, read a block at a time (never
+        whole in memory); its JSON answer. No read timeout: the server answers once it has
+        taken in the whole upload, which may be long after the last byte was sent."""
+        return self._json(
+            self.send(
+                "POST",
+                path,
+                params=params,
+                content=content,
+                headers={"Content-Type": media_type},
+                timeout=httpx.Timeout(self._http.timeout.connect, read=None),
+            )
+        )
 
     def send_json(self, method: str, path: str, body: Any = None) -> Any:
         """A PUT, PATCH or DELETE (with a JSON `body`, if given), its JSON answer."""

@@ -13,12 +13,14 @@ header before its data is read, so a small compressed archive cannot fill the di
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from forgeml.core.errors import (
     AlreadyExistsError,
@@ -37,11 +39,38 @@ def pack_files(folder: Path, names: Iterable[Path], target: Path) -> None:
     with fixed owner, time and mode (equal folders give equal archives)."""
     with tarfile.open(target, "w", format=tarfile.PAX_FORMAT) as tar:
         for name in names:
-            info = tar.gettarinfo(str(folder / name), arcname=name.as_posix())
-            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-            info.mode = 0o644
-            with (folder / name).open("rb") as handle:
-                tar.addfile(info, handle)
+            _add(tar, folder / name, name.as_posix())
+
+
+def pack_named(
+    files: Mapping[str, Path], folders: Mapping[str, tuple[Path, Sequence[Path]]], target: IO[bytes]
+) -> None:
+    """Write one tar into the open binary file `target`: each of `files` by its name, and
+    each of `folders` (name: its path and the files below it, relative to it) as a folder
+    of that name holding them; what a client sends as a command's folder. The bytes are
+    copied a block at a time, so nothing is held whole in memory."""
+    with tarfile.open(fileobj=target, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, path in files.items():
+            _add(tar, path, name)
+        for name, (folder, names) in folders.items():
+            # the folder itself first: an empty one arrives too
+            _add(tar, folder, name)
+            for inner in names:
+                _add(tar, folder / inner, f"{name}/{inner.as_posix()}")
+
+
+def _add(tar: tarfile.TarFile, path: Path, arcname: str) -> None:
+    """`path` (a file or a folder, not what is in it) as `arcname`, with fixed owner, time
+    and mode."""
+    info = tar.gettarinfo(str(path), arcname=arcname)
+    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+    if info.isdir():
+        info.mode = 0o755
+        tar.addfile(info)
+        return
+    info.mode = 0o644
+    with path.open("rb") as handle:
+        tar.addfile(info, handle)
 
 
 def pack_folder(folder: Path, target: Path) -> None:
@@ -63,6 +92,9 @@ def plain_member(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
         raise tarfile.FilterError(f"it holds {member.name!r}, which is not a plain file")
     return tarfile.data_filter(member, path)
 
+
+# what an archive's names can make extraction fail with
+_REFUSED_ERRNOS = frozenset({errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENAMETOOLONG})
 
 MemberFilter = Callable[[tarfile.TarInfo, str], tarfile.TarInfo | None]
 
@@ -121,6 +153,15 @@ def extract_tar(
             raise UnsafeArchiveError(f"{what} is refused: {_why(error)}; {rule}.") from None
         except tarfile.TarError as error:
             raise InvalidDataError(f"{what} is not a tar archive: {error}.") from None
+        except OSError as error:
+            # a name as a file and as a folder (`x` and `x/a`), or a name too long: the
+            # archive's fault; anything else (a full disk) is the server's
+            if error.errno not in _REFUSED_ERRNOS:
+                raise
+            why = (error.strerror or "cannot be written").lower()
+            raise UnsafeArchiveError(
+                f"{what} is refused: {why} at {_inside(error, staging)}; {rule}."
+            ) from None
         staging.chmod(0o755)  # mkdtemp's folder is private; the folder made is not
         if dest.exists():
             old = dest.with_name(f".{dest.name}-old-{os.getpid()}")
@@ -147,6 +188,11 @@ def unpack_folder(blob: Path, dest: Path, what: str) -> Path:
             f"{dest} exists and is not an empty folder; choose a new folder for {what}."
         )
     return extract_tar(blob, dest, what, "it may hold plain files inside its folder only")
+
+
+def _inside(error: OSError, staging: Path) -> str:
+    name = str(error.filename or "")
+    return repr(name.removeprefix(f"{staging}{os.sep}")[:120]) if name else "a member"
 
 
 def _why(error: tarfile.FilterError) -> str:

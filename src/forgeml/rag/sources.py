@@ -5,20 +5,28 @@ recursively, every file whose extension a reader knows), or a dataset version's 
 column, `dataset:NAME@vN:column`. Each yields `Document`s: one per file, one per non-empty
 row. A document's `digest` is what incremental indexing compares: unchanged digest, nothing
 to do. `register_reader(ext, reader)` adds a file format.
+
+Files that do not outlive the indexing (a command job's uploads, removed when the job ends)
+are kept: `keep_source` stores each file's bytes in the artifact store under its document's
+digest (the sha256 of those bytes) and the list of them as one blob, and `kept_source`
+reads the same documents back from there, so a rebuild needs neither the files nor their
+folder.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from forgeml.core.errors import InvalidDataError, MissingColumnError, NotFoundError
+from forgeml.core.errors import IntegrityError, InvalidDataError, MissingColumnError, NotFoundError
 from forgeml.core.ids import sha256_bytes
 from forgeml.rag._extract import html_text, pdf_text
 
 if TYPE_CHECKING:
+    from forgeml.core.artifacts import ArtifactStore
     from forgeml.core.workspace import Workspace
 
 DATASET_PREFIX = "dataset:"
@@ -82,14 +90,17 @@ def register_reader(extension: str, format_name: str, reader: FileReader) -> Non
     _READERS[extension.lower()] = (format_name, reader)
 
 
-def _file_document(path: Path) -> Document:
-    entry = _READERS.get(path.suffix.lower())
+def _file_document(path: Path, source: str | None = None) -> Document:
+    """The document of the file at `path`, named `source` (default: the path), read by the
+    reader of its name's extension."""
+    name = source or str(path)
+    entry = _READERS.get(Path(name).suffix.lower())
     if entry is None:
         known = ", ".join(sorted(_READERS))
-        raise InvalidDataError(f"'{path}' is not a format a source reads (one of {known}).")
+        raise InvalidDataError(f"'{name}' is not a format a source reads (one of {known}).")
     format_name, reader = entry
     text = reader(path)
-    return Document(str(path), text, sha256_bytes(path.read_bytes()), format_name)
+    return Document(name, text, sha256_bytes(path.read_bytes()), format_name)
 
 
 class FileSource:
@@ -174,7 +185,42 @@ def load_source(spec: str, workspace: Workspace | None = None) -> LoadedSource:
     for kind, reader in _KINDS.items():
         if reader.matches(spec):
             documents = tuple(reader.load(spec, workspace))
-            digest = sha256_bytes("\n".join(f"{d.source} {d.digest}" for d in documents).encode())
             resolved = spec if kind == "dataset" else str(Path(spec).resolve())
-            return LoadedSource(resolved, kind, digest, documents)
+            return _loaded(resolved, kind, documents)
     raise NotFoundError(f"The source '{spec}' does not exist; check the path.")
+
+
+def _loaded(spec: str, kind: str, documents: tuple[Document, ...]) -> LoadedSource:
+    digest = sha256_bytes("\n".join(f"{d.source} {d.digest}" for d in documents).encode())
+    return LoadedSource(spec, kind, digest, documents)
+
+
+def keep_source(loaded: LoadedSource, artifacts: ArtifactStore) -> str:
+    """Keep the files of a file or folder source in `artifacts` (see the module's
+    docstring); returns the digest of the blob listing them, which `kept_source` reads.
+
+    Raises:
+        IntegrityError: a file changed since it was read.
+    """
+    for document in loaded.documents:
+        if artifacts.put_file(document.source) != document.digest:
+            raise IntegrityError(
+                f"'{document.source}' changed while it was indexed; index it again."
+            )
+    listed = [[document.source, document.digest] for document in loaded.documents]
+    return artifacts.put_bytes(json.dumps(listed).encode())
+
+
+def kept_source(spec: str, kind: str, kept: str, artifacts: ArtifactStore) -> LoadedSource:
+    """The source `spec` as `keep_source` kept it (`kept`: the digest it returned), read
+    from `artifacts` alone: the same documents, by the same names, as when it was kept.
+
+    Raises:
+        NotFoundError: a kept blob is missing from the artifact store.
+        IntegrityError: a kept blob is corrupt.
+    """
+    listed = json.loads(artifacts.get_bytes(kept))
+    documents = tuple(
+        _file_document(artifacts.local_path(digest), source) for source, digest in listed
+    )
+    return _loaded(spec, kind, documents)

@@ -6,6 +6,11 @@ it, and records it as the next version: the index file goes into the artifact st
 (content-addressed, so a crash leaves at most an unreferenced blob), then the version row
 and its audit event in one transaction. The same content and config make the same digest,
 and then no new version.
+
+A source whose files do not outlive the build (`uploads`: a command job's folder, removed
+when the job ends) is kept in the artifact store before the version is recorded, and its
+lineage names the kept list (`"kept"`), which `rebuild` reads instead of the gone folder;
+its documents keep their names, so the digests are those of any other build.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from forgeml.rag.dense import DenseConfig
 from forgeml.rag.embeddings import Embedder, default_embedder
 from forgeml.rag.index import Index, UpdateStats
 from forgeml.rag.options import IndexOptions
-from forgeml.rag.sources import Document, LoadedSource, load_source
+from forgeml.rag.sources import Document, LoadedSource, keep_source, kept_source, load_source
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,13 @@ def build_version(
     specs: Sequence[str],
     options: IndexOptions | None = None,
     embedder: Embedder | None = None,
+    *,
+    uploads: Path | None = None,
 ) -> Built:
     """Index `specs` as the next version of `name` (see the module's docstring).
+
+    `uploads` is a folder that does not outlive the build (a command job's scratch): the
+    files and folders below it are kept in the artifact store, for `rebuild`.
 
     Raises:
         NotFoundError: a source does not exist.
@@ -100,10 +110,27 @@ def build_version(
         if previous is not None and previous.digest == digest:
             return Built(previous, False, stats)
         artifact = workspace.artifacts.put_file(path, move=True)
-    lineage = [{"spec": s.spec, "kind": s.kind, "digest": s.digest} for s in loaded]
+    lineage = [_lineage(workspace, source, uploads) for source in loaded]
     fields = {"digest": digest, "artifact": artifact, "chunks": chunks, "documents": documents}
     version = _record_version(workspace, name, config, lineage, stats, **fields)
     return Built(version, True, stats)
+
+
+def _lineage(workspace: Workspace, source: LoadedSource, uploads: Path | None) -> dict[str, str]:
+    """What a version records of a source: its spec, kind and digest, and for one below
+    `uploads` the digest of its kept files (`keep_source`)."""
+    entry = {"spec": source.spec, "kind": source.kind, "digest": source.digest}
+    below = uploads is not None and Path(source.spec).is_relative_to(uploads.resolve())
+    if below and source.kind in ("file", "folder"):
+        entry["kept"] = keep_source(source, workspace.artifacts)
+    return entry
+
+
+def _reload(workspace: Workspace, source: dict[str, str]) -> LoadedSource:
+    """A recorded source read again: from the artifact store when it was kept."""
+    if "kept" in source:
+        return kept_source(source["spec"], source["kind"], source["kept"], workspace.artifacts)
+    return load_source(source["spec"], workspace)
 
 
 def _record_version(
@@ -254,7 +281,7 @@ def rebuild(
     with workspace.store.session() as session:
         version = resolve(session, ref)
     embedder = embedder or default_embedder()
-    loaded = [load_source(source["spec"], workspace) for source in version.sources]
+    loaded = [_reload(workspace, source) for source in version.sources]
     # the recorded config, read back as Index.open reads its own file's settings
     configs = (ChunkerConfig(**version.config["chunker"]), DenseConfig(**version.config["dense"]))
     with workspace.artifacts.local_tempfile(suffix=".sqlite") as path:

@@ -34,6 +34,9 @@ JOB_ATTEMPT_ENV = "FORGEML_JOB_ATTEMPT"
 JOB_DIR_ENV = "FORGEML_JOB_DIR"
 JOB_CWD_ENV = "FORGEML_JOB_CWD"  # the submitter's directory: relative paths keep their meaning
 JOB_PROJECT_ENV = "FORGEML_PROJECT"  # the project the job was submitted in (Settings.project)
+# the job's scratch folder (`JobSpec.scratch`: the files a command job was sent with), set
+# by the scheduler; it is removed when the job ends, so what must outlive it is copied out
+JOB_SCRATCH_ENV = "FORGEML_JOB_SCRATCH"
 RESULT_FILE = "result-{attempt}.json"  # in the job's folder, one per attempt
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM: the job stopped on request, checkpoint written
 FAILED_EXIT_CODE = 1
@@ -122,6 +125,7 @@ class JobContext(BaseModel):
     attempt: int = 1
     job_dir: Path
     cwd: Path | None = None
+    scratch: Path | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> JobContext | None:
@@ -135,6 +139,7 @@ class JobContext(BaseModel):
             attempt=int(env.get(JOB_ATTEMPT_ENV) or 1),
             job_dir=Path(job_dir),
             cwd=Path(env[JOB_CWD_ENV]) if env.get(JOB_CWD_ENV) else None,
+            scratch=Path(env[JOB_SCRATCH_ENV]) if env.get(JOB_SCRATCH_ENV) else None,
         )
 
     @property

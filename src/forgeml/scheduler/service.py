@@ -37,7 +37,7 @@ from forgeml.scheduler._records import (
     timestamp,
 )
 from forgeml.scheduler.cluster import cluster_of
-from forgeml.scheduler.contract import JOB_PROJECT_ENV, runs_cli
+from forgeml.scheduler.contract import JOB_PROJECT_ENV, JOB_SCRATCH_ENV, runs_cli
 from forgeml.scheduler.executors.base import (
     AttemptHandle,
     AttemptStatus,
@@ -416,6 +416,10 @@ class Scheduler:
         ) | dict(spec.get("env", {}))
         # the job's project, whatever its env says: it acts where it was authorized
         env[JOB_PROJECT_ENV] = job.project
+        env.pop(JOB_SCRATCH_ENV, None)
+        if spec.get("scratch"):
+            # the folder the scheduler removes when the job ends, whatever its env says
+            env[JOB_SCRATCH_ENV] = spec["scratch"]
         return LaunchRequest(
             job_id=job.id,
             attempt=number,
