@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo test lint format bench screenshots clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/data_pipeline.py
+
+# the browser tests write the pages' screenshots into docs/screenshots (make test takes
+# them into a temporary folder, leaving the checkout as it was)
+screenshots: $(STAMP)
+	FORGEML_SCREENSHOTS=1 $(BIN)/pytest -p no:randomly tests/ui/test_browser.py
 
 clean:
 	rm -rf $(VENV) .forgeml .mypy_cache .ruff_cache .pytest_cache

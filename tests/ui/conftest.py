@@ -4,6 +4,7 @@ and a saved sign-in per role."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from forgeml.ui import create_app
 from tests.ui._seed import PASSWORD, ROLES, seeded_home
 
 CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 @dataclass
@@ -121,11 +122,20 @@ def browser(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture(scope="session")
-def screenshot() -> Callable[[Any, str], None]:
-    """Save a page's screenshot as docs/screenshots/NAME.png (committed with the UI)."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+def screenshot(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Any, str], None]:
+    """Save a page's screenshot as NAME.png: into docs/screenshots (committed with the UI)
+    when FORGEML_SCREENSHOTS=1 (`make screenshots`), else into a temporary folder, so a
+    plain `make test` takes them all but leaves the checkout as it was."""
+    folder = (
+        DOCS_SCREENSHOTS
+        if os.environ.get("FORGEML_SCREENSHOTS") == "1"
+        else tmp_path_factory.mktemp("screenshots")
+    )
+    folder.mkdir(parents=True, exist_ok=True)
 
     def save(page: Any, name: str) -> None:
-        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=False)
+        path = folder / f"{name}.png"
+        page.screenshot(path=str(path), full_page=False)
+        assert path.stat().st_size > 0, f"no screenshot of {name}"
 
     return save
