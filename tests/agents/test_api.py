@@ -18,7 +18,7 @@ from forgeml.core.workspace import Workspace
 from forgeml.rag.versions import build_version
 from tests._wait import wait_until
 from tests.agents.conftest import ChatServer, Web
-from tests.data.conftest import audit_events
+from tests.data.conftest import add, audit_events, write_table_csv
 
 Cli = Any
 RUNS = "/api/v1/agents/runs"
@@ -199,6 +199,31 @@ def test_a_denied_call_never_runs_and_the_model_is_told(
     assert done["messages"][3]["content"] == (
         "The operator did not approve this call; it was not run."
     )
+
+
+def test_an_approval_naming_another_project_resumes_the_runs_tools_in_default(
+    api: httpx.Client, chat_server: ChatServer, workspace: Workspace, tmp_path: Path
+) -> None:
+    add(workspace, "people", write_table_csv(tmp_path / "people.csv", rows=30))
+    held = {"name": "sql_query", "requires_approval": True}
+    chat_server.call("sql_query", {"sql": "SELECT count(*) AS n FROM people"})
+    chat_server.say("30 people.")
+    team_b = {"X-Forgeml-Project": "team-b"}
+    body = {"spec": spec(chat_server.url, held), "task": "How many?"}
+    reply = api.post(RUNS, json=body, headers=team_b)
+    assert reply.status_code == 202, reply.text
+    run_id = reply.json()["run_id"]
+    assert stopped(api, run_id)["stop_reason"] == "awaiting_approval"
+
+    approved = api.post(f"{RUNS}/{run_id}/approve", json={"approve": ["c1"]}, headers=team_b)
+
+    assert approved.status_code == 202, approved.text
+    done = stopped(api, run_id)
+    # agents live in `default`: the header's project is not where the run's tools act
+    assert json.loads(done["messages"][3]["content"]) == {
+        "columns": ["n"], "rows": [{"n": 30}], "truncated": False,
+    }  # fmt: skip
+    assert done["answer"] == "30 people."
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from forgeml.core.store import AuditEvent
+from forgeml.core.store import AuditEvent, Dataset
 from forgeml.core.workspace import Workspace
 from tests.api.conftest import api_client
 from tests.label.conftest import add_reviews
@@ -93,3 +93,26 @@ def test_bad_requests_answer_4xx_json(api_workspace: Workspace, tmp_path: Path) 
         for answer, status, sentence in cases:
             assert answer.status_code == status, answer.text
             assert sentence in str(answer.json())
+
+
+def test_an_export_naming_another_project_records_its_dataset_in_default(
+    api_workspace: Workspace, tmp_path: Path
+) -> None:
+    add_reviews(api_workspace, tmp_path)
+    team_b = {"X-Forgeml-Project": "team-b"}  # labels live in `default`, decided there
+    with api_client(api_workspace) as client:
+        assert client.post("/api/v1/labels", json=TASK, headers=team_b).status_code == 201
+        served = client.post("/api/v1/labels/sentiment/next", headers=team_b).json()
+        client.post(
+            "/api/v1/labels/sentiment/submit",
+            json={"item": served["item"], "label": "pos"},
+            headers=team_b,
+        )
+        exported = client.post(
+            "/api/v1/labels/sentiment/export", json={"resolve": "majority"}, headers=team_b
+        )
+
+    assert exported.status_code == 201, exported.text
+    with api_workspace.store.session() as session:
+        projects = dict(session.execute(select(Dataset.name, Dataset.project)).all())
+    assert projects == {"reviews": "default", "reviews-labelled": "default"}

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forgeml.agents import (
     Approvals,
+    ToolContext,
     WorkspaceAgents,
     claim_run,
     load_spec,
@@ -136,6 +137,15 @@ class AgentService:
             return self._agents
 
 
+def _run_context(request: Request, agents: WorkspaceAgents) -> ToolContext:
+    """The tools' context of a run started or resumed by `request`: the workspace in the
+    project the route's permission was decided in (agents are install-wide: `default`,
+    whatever project a header names), so a run's tools act in one project from its start to
+    its end, and as the caller (an approval is audited as its approver, not as the server's
+    own user)."""
+    return replace(agents.context, workspace=acting(request))
+
+
 def _service(request: Request) -> AgentService:
     service: AgentService = request.app.state.agents
     return service
@@ -163,7 +173,7 @@ def start(request: Request, body: StartRun) -> dict[str, Any]:
         spec,
         body.task,
         home=agents.home,
-        context=agents.context,
+        context=_run_context(request, agents),
         approvals=Approvals(tools=frozenset(body.approve)),
     )
     # the summary is taken before the run is handed over: its thread changes the state
@@ -191,9 +201,7 @@ def approve(request: Request, run_id: str, body: Decision) -> dict[str, Any]:
     )
     service = _service(request)
     agents = service.agents()
-    # the approval is audited as the caller, not as the server's own user
-    context = replace(agents.context, workspace=acting(request))
-    run = claim_run(run_id, approvals, home=agents.home, context=context)
+    run = claim_run(run_id, approvals, home=agents.home, context=_run_context(request, agents))
     # the summary is taken before the run is handed over: its thread changes the state
     summary = run_summary(run.state)
     service.background.submit(run, agents.tracer)

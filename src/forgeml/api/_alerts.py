@@ -9,8 +9,8 @@ import orjson
 from fastapi import APIRouter, Query, Request
 
 from forgeml.api._authz import require
+from forgeml.api._context import acting
 from forgeml.core.errors import InvalidDataError
-from forgeml.core.workspace import Workspace
 from forgeml.monitor.alerts import (
     ack_alert,
     alert_summary,
@@ -23,32 +23,26 @@ from forgeml.monitor.alerts import (
 router = APIRouter(prefix="/api/v1")
 
 
-def _workspace(request: Request) -> Workspace:
-    """The app's workspace, acting as the request's caller (the actor its audit events name)."""
-    workspace: Workspace = request.app.state.workspace
-    return workspace.acting_as(request.state.principal.actor)
-
-
 @router.get("/alerts", dependencies=[require("alerts:read")])
 def alerts(
     request: Request,
     state: Annotated[str, Query(pattern="^(pending|firing|resolved|all)$")] = "all",
 ) -> dict[str, Any]:
     """Recorded alerts in `state`, newest first."""
-    records = list_alerts(_workspace(request), state)
+    records = list_alerts(acting(request), state)
     return {"alerts": [alert_summary(record) for record in records]}
 
 
 @router.get("/alerts/{alert_id}", dependencies=[require("alerts:read")])
 def alert(request: Request, alert_id: str) -> dict[str, Any]:
     """One alert (404 when unknown)."""
-    return alert_summary(get_alert(_workspace(request), alert_id))
+    return alert_summary(get_alert(acting(request), alert_id))
 
 
 @router.post("/alerts/{alert_id}/ack", dependencies=[require("alerts:ack")])
 def ack(request: Request, alert_id: str) -> dict[str, Any]:
     """Acknowledge an alert (idempotent: the first acknowledgement stays)."""
-    return alert_summary(ack_alert(_workspace(request), alert_id))
+    return alert_summary(ack_alert(acting(request), alert_id))
 
 
 @router.post("/alertmanager", dependencies=[require("alerts:receive")])
@@ -63,5 +57,5 @@ async def alertmanager(request: Request) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         raise InvalidDataError("The body is not JSON.") from None
     message = parse_message(payload)
-    received = await asyncio.to_thread(receive, _workspace(request), message)
+    received = await asyncio.to_thread(receive, acting(request), message)
     return {"status": "ok", **received.__dict__}

@@ -19,7 +19,7 @@ from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
-from forgeml.api._projects import RESOURCE_PROJECT
+from forgeml.api._projects import PERMISSION, RESOURCE_PROJECT
 
 PUBLIC = "public"
 _MARK = "__forgeml_permission__"
@@ -88,6 +88,7 @@ def require(permission: str, *, resource: str | None = None) -> Any:
     def check(request: Request) -> Principal:
         authorizer: Authorizer = request.app.state.authorizer
         request.state.resource_kind = resource
+        setattr(request.state, PERMISSION, permission)  # the route acts where it is decided
         principal = authorizer.authorize(request, permission)
         request.state.principal = principal
         return principal

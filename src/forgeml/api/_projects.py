@@ -43,6 +43,9 @@ ResourceProject = Callable[[Session, Mapping[str, str], str], str | None]
 # the request state's key for the project a page's browser chose (its `forgeml_project`
 # cookie, validated): set by `forgeml.ui` on its page routes only, never on `/api/`
 PAGE_PROJECT = "page_project"
+# the request state's key for the permission a route's `require` asked: the route acts in
+# the project that permission is decided in (`forgeml.api._context.acting_project`)
+PERMISSION = "asked_permission"
 # the resources a project holds (a `project` column, migrations 0019 and 0021): their
 # permissions are decided in the request's project; every other resource (RAG indexes,
 # pipelines, agents, alerts, labels, queues, keys, cost, audit, accounts) lives install-wide,
