@@ -95,3 +95,34 @@ def test_an_empty_corpus_is_one_sentence_and_writes_nothing(
     assert not list((Path(workspace.settings.artifact_root) / "sha256").glob("*/*"))
     with workspace.store.session() as session, pytest.raises(NotFoundError, match="does not exist"):
         resolve(session, "docs")
+
+
+def test_a_list_shows_one_projects_indexes_on_each_backend(any_workspace: Workspace) -> None:
+    from forgeml.core.errors import AlreadyExistsError
+    from forgeml.core.store import RagIndexVersionRecord
+    from forgeml.rag.versions import latest_versions
+
+    with any_workspace.store.session() as session:
+        for name, project in (("docs-a", "team-a"), ("docs", "default")):
+            session.add(RagIndexRecord(id=name, name=name, project=project, created_by="t"))
+            session.flush()
+            row = {"digest": "d", "artifact": "a", "chunks": 1, "documents": 1}
+            session.add(
+                RagIndexVersionRecord(
+                    id=f"{name}-1",
+                    index_id=name,
+                    version=1,
+                    config={},
+                    sources=[],
+                    stats={},
+                    created_by="t",
+                    **row,
+                )
+            )
+
+    with any_workspace.store.session() as session:
+        assert [name for name, _ in latest_versions(session, "team-a")] == ["docs-a"]
+        assert [name for name, _ in latest_versions(session, "default")] == ["docs"]
+        assert latest_versions(session, "team-b") == []
+    with pytest.raises(AlreadyExistsError, match="in the project 'team-a'"):
+        build_version(any_workspace.in_project("team-b"), "docs-a", ["nosuch"])
