@@ -234,7 +234,8 @@ def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project
     from forgeml.api._authz import api_routes, route_resource
 
     kinds = {"datasets": "dataset", "runs": "run", "models": "model", "jobs": "job",
-             "deployments": "deployment", "prompts": "prompt"}  # fmt: skip
+             "deployments": "deployment", "prompts": "prompt",
+             "rag/indexes": "rag_index"}  # fmt: skip
     items = {
         (route.path, kind): route_resource(route)
         for route in api_routes(create_app(workspace).routes)
@@ -242,7 +243,7 @@ def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project
         if route.path.startswith(f"/api/v1/{plural}/{{")
     }
 
-    assert len(items) >= 26  # every item route of the six kinds, from here on too
+    assert len(items) >= 29  # every item route of the seven kinds, from here on too
     assert {path: found for (path, kind), found in items.items() if found != kind} == {}
 
 
@@ -335,18 +336,23 @@ def test_monitoring_reads_of_a_model_are_authorized_in_the_models_project(teams:
 def test_what_lives_install_wide_is_decided_in_default_whatever_project_a_header_names(
     teams: dict,
 ) -> None:
-    # bob is a developer of team-b only: naming team-b does not make default's alerts,
-    # queues or RAG indexes his (they carry no project)
-    for url in ("/api/v1/alerts", "/api/v1/queues"):
+    # bob is a developer of team-b only: naming team-b does not make default's pipelines,
+    # agents' runs, alerts, labelling tasks, queues, keys or cost reports his (they carry no
+    # project)
+    install_wide = ("/api/v1/pipelines/runs", "/api/v1/agents/runs/nosuch", "/api/v1/alerts",
+                    "/api/v1/labels", "/api/v1/queues", "/api/v1/keys",
+                    "/api/v1/cost/report")  # fmt: skip
+    for url in install_wide:
         status, body = teams["bob"].get(url)
-        assert status == 403 and "'default'" in body["error"], (url, body)
-        assert teams["alice_in_a"].get(url)[0] == 200, url  # default's owner, from anywhere
-    command = {"argv": ["rag", "index", "docs", "nosuch"]}
+        assert status == 403 and "'default'" in body["error"], (url, body)  # type: ignore[index]
+        assert teams["alice_in_a"].get(url)[0] != 403, url  # default's owner, from anywhere
     bob = teams["bob"]
+    command = {"argv": ["pipelines", "run", "nosuch.yaml"]}
     refused = bob.client.post("/api/v1/commands", json=command, headers=bob.headers)
-    assert refused.status_code == 403 and "rag:write" in refused.json()["error"]
-    # a partitioned resource is still decided in the named project
+    assert refused.status_code == 403 and "pipelines:run" in refused.json()["error"]
+    # a partitioned resource is still decided in the named project: RAG indexes too
     assert teams["bob"].get("/api/v1/runs")[0] == 200
+    assert teams["bob"].get("/api/v1/rag/indexes") == (200, [])
 
 
 PROMPT = {"template": "Q: {{ question }}", "variables": [{"name": "question"}]}
@@ -403,3 +409,77 @@ def test_a_prompt_is_used_by_what_acts_in_its_project_only(teams: dict) -> None:
     for project in ("team-b", "default"):
         with pytest.raises(OtherProjectError, match="'qa-a' belongs to the project 'team-a'"):
             get_prompt(workspace.in_project(project), "qa-a")
+
+
+def _index_in(workspace: Workspace, project: str, name: str, folder: Path) -> None:
+    """A one-document RAG index `name`, built in `project` as tara."""
+    from forgeml.rag.versions import build_version
+
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.md").write_text("# Lists\n\nbisect inserts into a sorted list.\n")
+    build_version(workspace.in_project(project).acting_as("tara"), name, [str(folder)])
+
+
+@pytest.mark.slow
+def test_a_teams_rag_index_is_listed_read_and_queried_in_its_project_only(
+    teams: dict, tmp_path: Path
+) -> None:
+    tara, bob = teams["tara"], teams["bob"]
+    _index_in(teams["workspace"], "team-a", "docs-a", tmp_path / "a")
+    _index_in(teams["workspace"], "default", "docs-default", tmp_path / "default")
+
+    assert _names(tara.get("/api/v1/rag/indexes")[1]) == ["docs-a"]
+    assert tara.get("/api/v1/rag/indexes/docs-a")[1]["project"] == "team-a"  # type: ignore[index]
+    assert bob.get("/api/v1/rag/indexes") == (200, [])
+    assert _names(teams["alice"].get("/api/v1/rag/indexes")[1]) == ["docs-default"]
+    for url in ("/api/v1/rag/indexes/docs-a@v1", "/api/v1/rag/indexes/docs-a/versions"):
+        status, body = bob.get(url)
+        assert status == 403 and "'team-a'" in body["error"], (url, body)  # type: ignore[index]
+        assert teams["alice"].get(url)[0] == 403, url
+        assert teams["tara_no_header"].get(url)[0] == 200, url
+    query = {"text": "a sorted list", "k": 1}
+    assert _post(bob, "/api/v1/rag/indexes/docs-a/query", query)[0] == 403
+    status, hits = _post(teams["tara_no_header"], "/api/v1/rag/indexes/docs-a/query", query)
+    assert status == 200 and "sorted list" in hits[0]["text"], hits  # type: ignore[index]
+
+
+def test_a_rag_index_name_of_another_project_is_refused_before_reading_its_sources(
+    teams: dict, tmp_path: Path
+) -> None:
+    from forgeml.core.errors import AlreadyExistsError
+    from forgeml.core.store import RagIndexRecord
+    from forgeml.rag.versions import build_version
+
+    workspace: Workspace = teams["workspace"]
+    with workspace.store.session() as session:
+        session.add(RagIndexRecord(id="i1", name="docs", project="team-a", created_by="tara"))
+
+    for project in ("team-b", "default"):
+        with pytest.raises(AlreadyExistsError, match="exists already, in the project 'team-a'"):
+            build_version(workspace.in_project(project), "docs", [str(tmp_path / "nosuch")])
+    assert teams["bob"].get("/api/v1/rag/indexes") == (200, [])
+
+
+@pytest.mark.slow
+def test_a_rag_index_is_used_by_what_acts_in_its_project_only(teams: dict, tmp_path: Path) -> None:
+    from forgeml.core.errors import OtherProjectError
+    from forgeml.rag.passages import index_search
+    from forgeml.rag.serving import close_served, open_served
+    from forgeml.rag.versions import open_index, rebuild
+
+    workspace: Workspace = teams["workspace"]
+    _index_in(workspace, "team-a", "docs-a", tmp_path)
+    in_a = workspace.in_project("team-a")
+
+    assert "sorted list" in index_search(in_a, "docs-a")("a sorted list", 1)[0]["text"]
+    assert rebuild(in_a, "docs-a@v1")[0].ref == "docs-a@v1"
+    close_served(open_served(in_a, ["docs-a"]))
+    uses = {"open_index": lambda home: open_index(home, "docs-a").close(),
+            "rag_search": lambda home: index_search(home, "docs-a"),
+            "rebuild": lambda home: rebuild(home, "docs-a@v1"),
+            "serve --rag": lambda home: open_served(home, ["docs-a@v1"])}  # fmt: skip
+    for project in ("team-b", "default"):
+        for use, call in uses.items():
+            with pytest.raises(OtherProjectError, match="'docs-a' belongs to the project 'team-a'"):
+                call(workspace.in_project(project))
+                pytest.fail(use)

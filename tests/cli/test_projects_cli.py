@@ -125,3 +125,38 @@ def test_each_project_lists_and_changes_its_own_prompts(
         cli("prompts", "create", "qa-a", "--file", spec), "exists already, in the project 'team-a'"
     )
     assert_cli_error(cli("prompts", "alias", "qa-a@v1", "x"), "belongs to the project 'team-a'")
+
+
+def _indexes() -> list[str]:
+    from forgeml.sdk.local import LocalRag
+
+    return [item["name"] for item in LocalRag().list()]
+
+
+@pytest.mark.slow
+def test_each_project_indexes_lists_and_uses_its_own_rag_indexes(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "lists.md").write_text("# Lists\n\nbisect inserts into a sorted list.\n")
+    labelled = tmp_path / "set.jsonl"
+    labelled.write_text('{"query": "a sorted list", "relevant": ["lists.md"]}\n')
+    _in(monkeypatch, "team-a")
+    assert json_out(cli("rag", "index", "docs-a", docs, "--json"))["project"] == "team-a"
+    uses = [("rag", "query", "docs-a", "a sorted list"), ("rag", "rebuild", "docs-a"),
+            ("rag", "eval", "docs-a", "--set", labelled),
+            ("rag", "answer", "docs-a", "What keeps a list sorted?", "--model-url",
+             "http://127.0.0.1:9/v1", "--model", "m")]  # fmt: skip
+    for command in uses[:3]:
+        assert_ok(cli(*command))
+    assert _indexes() == ["docs-a"]
+
+    for project in ("team-b", None):
+        _in(monkeypatch, project)
+        assert _indexes() == []
+        assert_cli_error(
+            cli("rag", "index", "docs-a", docs), "exists already, in the project 'team-a'"
+        )
+        for command in uses:
+            assert_cli_error(cli(*command), "'docs-a' belongs to the project 'team-a'")

@@ -185,6 +185,35 @@ def test_a_folder_named_by_a_remote_command_is_uploaded_and_indexed_as_locally(
     assert not unpacked.exists()  # removed when the job ended
 
 
+@pytest.mark.slow
+def test_a_remote_rag_index_indexes_into_the_callers_project(
+    forgeml: Forgeml, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from forgeml.core.store import RagIndexRecord
+
+    served = forgeml.served
+    person(served.workspace, fast_settings(tmp_path), "rita", "developer", "team-r")
+    served.tokens["rita"] = issue_token(served.workspace, "rita", "cli", actor="tester")[1]
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "lists.md").write_text("# Lists\n\nbisect inserts into a sorted list.\n")
+    monkeypatch.setenv("FORGEML_PROJECT", "team-r")
+    with scheduling(served):
+        remote = forgeml.remote("rag", "index", "docs-r", f"{docs}/", "--json", token="rita")
+
+    assert (remote.code, remote.stderr) == (0, ""), remote
+    assert json.loads(remote.stdout.partition("\n")[2])["project"] == "team-r"
+    with served.workspace.store.session() as session:
+        index = session.scalars(select(RagIndexRecord).where(RagIndexRecord.name == "docs-r")).one()
+        job = session.scalars(select(JobRecord).where(JobRecord.owner == "rita")).one()
+        assert (index.project, job.project) == ("team-r", "team-r")
+    # searched in team-r, and not from default
+    assert forgeml.remote("rag", "query", "docs-r", "sorted", "--json", token="rita").code == 0
+    monkeypatch.delenv("FORGEML_PROJECT")
+    refused = forgeml.remote("rag", "query", "docs-r", "sorted")
+    assert refused.code == 1 and "'team-r'" in refused.stderr, refused
+
+
 def _timeless(text: str) -> str:
     return re.sub(r"done in [0-9.]+s", "done in Ns", text)
 

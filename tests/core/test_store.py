@@ -260,3 +260,29 @@ def test_a_store_at_0019_gains_the_curve_previews_table(backend_url: str) -> Non
         ("runs", ["run_id"])
     ]
     store.dispose()
+
+
+def test_a_store_at_0021_keeps_its_rag_indexes_in_the_default_project(backend_url: str) -> None:
+    _store_at(backend_url, "0021")
+    from sqlalchemy import create_engine
+
+    engine = create_engine(backend_url)
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO rag_indexes (id, name, created_at, created_by) "
+                "VALUES ('i1', 'docs', '2026-01-01 00:00:00', 'ann')"
+            )
+        )
+    engine.dispose()
+
+    store = open_store(backend_url)
+
+    inspector = inspect(store.engine)
+    column = next(c for c in inspector.get_columns("rag_indexes") if c["name"] == "project")
+    assert column["nullable"] is False
+    assert ["project"] in [i["column_names"] for i in inspector.get_indexes("rag_indexes")]
+    with store.engine.connect() as connection:
+        found = connection.scalar(text("SELECT project FROM rag_indexes WHERE id = 'i1'"))
+        assert found == "default"
+    store.dispose()

@@ -130,3 +130,34 @@ def test_uploaded_sources_are_kept_so_a_rebuild_outlives_their_folder(
     plain = build_version(workspace, "plain", specs, OPTIONS, embedder)
     assert plain.version.digest == built.version.digest
     assert [s["digest"] for s in plain.version.sources] == [s["digest"] for s in sources]
+
+
+def test_a_list_shows_one_projects_indexes_on_each_backend(any_workspace: Workspace) -> None:
+    from forgeml.core.errors import AlreadyExistsError
+    from forgeml.core.store import RagIndexVersionRecord
+    from forgeml.rag.versions import latest_versions
+
+    with any_workspace.store.session() as session:
+        for name, project in (("docs-a", "team-a"), ("docs", "default")):
+            session.add(RagIndexRecord(id=name, name=name, project=project, created_by="t"))
+            session.flush()
+            row = {"digest": "d", "artifact": "a", "chunks": 1, "documents": 1}
+            session.add(
+                RagIndexVersionRecord(
+                    id=f"{name}-1",
+                    index_id=name,
+                    version=1,
+                    config={},
+                    sources=[],
+                    stats={},
+                    created_by="t",
+                    **row,
+                )
+            )
+
+    with any_workspace.store.session() as session:
+        assert [name for name, _ in latest_versions(session, "team-a")] == ["docs-a"]
+        assert [name for name, _ in latest_versions(session, "default")] == ["docs"]
+        assert latest_versions(session, "team-b") == []
+    with pytest.raises(AlreadyExistsError, match="in the project 'team-a'"):
+        build_version(any_workspace.in_project("team-b"), "docs-a", ["nosuch"])

@@ -34,6 +34,7 @@ from forgeml.core.store import (
     DeploymentRecord,
     ModelVersionRecord,
     PromptVersionRecord,
+    RagIndexRecord,
 )
 
 # kind -> (read session, path parameters, the request's project) -> the resource's project,
@@ -46,11 +47,11 @@ PAGE_PROJECT = "page_project"
 # the request state's key for the permission a route's `require` asked: the route acts in
 # the project that permission is decided in (`forgeml.api._context.acting_project`)
 PERMISSION = "asked_permission"
-# the resources a project holds (a `project` column, migrations 0019 and 0021): their
-# permissions are decided in the request's project; every other resource (RAG indexes,
-# pipelines, agents, alerts, labels, queues, keys, cost, audit, accounts) lives install-wide,
-# in `default`, so its permissions are decided there, whatever project a header names
-PARTITIONED = frozenset({"datasets", "runs", "models", "jobs", "deployments", "prompts"})
+# the resources a project holds (a `project` column, migrations 0019, 0021 and 0022): their
+# permissions are decided in the request's project; every other resource (pipelines,
+# agents, alerts, labels, queues, keys, cost, audit, accounts) lives install-wide, in
+# `default`, so its permissions are decided there, whatever project a header names
+PARTITIONED = frozenset({"datasets", "runs", "models", "jobs", "deployments", "prompts", "rag"})
 
 
 def decision_project(request: Request, permission: str) -> str:
@@ -58,7 +59,7 @@ def decision_project(request: Request, permission: str) -> str:
     resource lookup): `request_project` for a partitioned resource's permission; else the
     route's `{project}` or declared `?project=`, else `default` (a header or a page's chosen
     project naming a project would otherwise let its members act on `default`'s
-    indexes, alerts or keys)."""
+    pipelines, alerts or keys)."""
     if permission.partition(":")[0] in (*PARTITIONED, "account"):  # one's own account: anywhere
         return request_project(request)
     return _named_project(request) or DEFAULT_PROJECT
@@ -135,6 +136,11 @@ def _prompt(session: Session, params: Mapping[str, str], _: str) -> str | None:
     )
 
 
+def _rag_index(session: Session, params: Mapping[str, str], _: str) -> str | None:
+    name = (params.get("name") or params["ref"]).partition("@")[0]
+    return session.scalar(select(RagIndexRecord.project).where(RagIndexRecord.name == name))
+
+
 def _served(session: Session, params: Mapping[str, str], project: str) -> str | None:
     """A monitoring read's `deployment` (else its `model`) query parameter."""
     if "deployment" in params:
@@ -165,6 +171,7 @@ RESOURCE_PROJECT: dict[str, ResourceProject] = {
     "job": _job,
     "deployment": _deployment,
     "prompt": _prompt,
+    "rag_index": _rag_index,
     "served": _served,
     "record": _record,
 }

@@ -1,7 +1,8 @@
 """RAG index routes: every index's latest version, an index's versions, one version's
 lineage, and search (`rag versions|show|query`; the CLI has no list, the API's answers
 `show` for each). Building an index reads files beside the server: it is a job
-(`POST /api/v1/jobs` running `forgeml rag index`), not a route."""
+(`POST /api/v1/jobs` running `forgeml rag index`), not a route. A list shows the request's
+project's indexes; an item route is authorized in its index's project."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from forgeml.api._authz import require
 from forgeml.api._context import workspace
 from forgeml.api._json import CliRouter
 from forgeml.api._pages import Page, in_memory, link, pages
-from forgeml.rag.versions import describe, latest_versions, open_index, resolve, versions_of
+from forgeml.rag.versions import describe, find_index, latest_versions, resolve, versions_of
 
 router = CliRouter(prefix="/api/v1/rag/indexes")
 
@@ -41,15 +42,18 @@ def list_indexes(
     response: Response,
     page: Annotated[Page, Depends(pages(["name", "created_at"], "name"))],
 ) -> list[dict[str, Any]]:
-    """Every index with its latest version (`rag show NAME --json` and `name`), by name."""
-    with workspace(request).store.session() as session:
-        items = [{"name": name, **describe(latest)} for name, latest in latest_versions(session)]
+    """Every index of the request's project with its latest version (`rag show NAME --json`
+    and `name`), by name."""
+    home = workspace(request)
+    with home.store.session() as session:
+        latest = latest_versions(session, home.project)
+        items = [{"name": name, **describe(version)} for name, version in latest]
     kept, cursor = in_memory(items, page, lambda item, sort: (item[sort], item["name"]))
     link(request, response, cursor)
     return kept
 
 
-@router.get("/{name}/versions", dependencies=[require("rag:read")])
+@router.get("/{name}/versions", dependencies=[require("rag:read", resource="rag_index")])
 def versions(
     request: Request,
     response: Response,
@@ -64,17 +68,17 @@ def versions(
     return kept
 
 
-@router.get("/{ref}", dependencies=[require("rag:read")])
+@router.get("/{ref}", dependencies=[require("rag:read", resource="rag_index")])
 def show(request: Request, ref: str) -> dict[str, Any]:
     """A version (`NAME`, `NAME@vN`, `NAME@<digest>`): digest, config, sources, embedder."""
     with workspace(request).store.session() as session:
         return describe(resolve(session, ref))
 
 
-@router.post("/{ref}/query", dependencies=[require("rag:read")])
+@router.post("/{ref}/query", dependencies=[require("rag:read", resource="rag_index")])
 def query(request: Request, ref: str, body: Query) -> list[dict[str, Any]]:
     """The `k` best chunks of the version for `text` (as `rag query --json`)."""
-    opened = open_index(workspace(request), ref)
+    opened = find_index(workspace(request), ref)
     try:
         hits = opened.search(body.text, body.k, body.mode, body.filters, body.weight)
     finally:

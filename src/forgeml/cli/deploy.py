@@ -62,13 +62,14 @@ def _workspace() -> Workspace:
 
 
 def _rag_versions(workspace: Workspace, refs: list[str]) -> list[str]:
-    """Each `--rag` reference as the NAME@vN it names now: every replica serves that one."""
+    """Each `--rag` reference as the NAME@vN it names now: every replica serves that one
+    (an index of the deployment's project only: OtherProjectError otherwise)."""
     if not refs:
         return []
-    from forgeml.rag.versions import resolve
+    from forgeml.rag.versions import resolve_own
 
     with workspace.store.session() as session:
-        versions = [resolve(session, ref) for ref in refs]
+        versions = [resolve_own(session, workspace, ref) for ref in refs]
     names = [version.index.name for version in versions]
     if len(set(names)) < len(names):
         twice = next(name for name in names if names.count(name) > 1)

@@ -18,9 +18,11 @@ if TYPE_CHECKING:
     from forgeml.rag.versions import (
         Built,
         build_version,
+        find_index,
         open_index,
         rebuild,
         resolve,
+        resolve_own,
         versions_of,
     )
 
@@ -34,9 +36,11 @@ _HOMES = {
     "SearchMode": "forgeml.rag.types",
     "UpdateStats": "forgeml.rag.index",
     "build_version": "forgeml.rag.versions",
+    "find_index": "forgeml.rag.versions",
     "open_index": "forgeml.rag.versions",
     "rebuild": "forgeml.rag.versions",
     "resolve": "forgeml.rag.versions",
+    "resolve_own": "forgeml.rag.versions",
     "versions_of": "forgeml.rag.versions",
 }
 __all__ = [
@@ -49,9 +53,11 @@ __all__ = [
     "SearchMode",
     "UpdateStats",
     "build_version",
+    "find_index",
     "open_index",
     "rebuild",
     "resolve",
+    "resolve_own",
     "versions_of",
 ]
 

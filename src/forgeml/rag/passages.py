@@ -64,11 +64,12 @@ def index_search(workspace: Workspace, ref: str) -> Callable[[str, int], list[di
 
     Raises:
         NotFoundError: no such index or version (checked now, not at the first call).
+        OtherProjectError: the index belongs to another project than the workspace's.
     """
-    from forgeml.rag.versions import resolve
+    from forgeml.rag.versions import resolve_own
 
     with workspace.store.session() as session:
-        resolve(session, ref)
+        resolve_own(session, workspace, ref)
 
     def search(query: str, k: int) -> list[dict[str, Any]]:
         from forgeml.rag.versions import open_index

@@ -65,16 +65,18 @@ def open_served(
     Raises:
         NotFoundError: no such index or version.
         UsageError: two references name one index.
+        OtherProjectError: an index belongs to another project than the workspace's (a
+            deployment's replica acts in the deployment's).
     """
     from forgeml.core.ids import parse_ref
-    from forgeml.rag.versions import open_index, resolve
+    from forgeml.rag.versions import open_index, resolve_own
 
     names = [parse_ref(ref, "index reference").name for ref in refs]
     if len(set(names)) < len(names):
         twice = next(name for name in names if names.count(name) > 1)
         raise UsageError(f"Index '{twice}' is given twice; serve each index once.")
     with workspace.store.session() as session:
-        resolved = [resolve(session, ref).ref for ref in refs]
+        resolved = [resolve_own(session, workspace, ref).ref for ref in refs]
     lock = threading.Lock()
     served: dict[str, ServedIndex] = {}
     try:

@@ -11,6 +11,12 @@ A source whose files do not outlive the build (`uploads`: a command job's folder
 when the job ends) is kept in the artifact store before the version is recorded, and its
 lineage names the kept list (`"kept"`), which `rebuild` reads instead of the gone folder;
 its documents keep their names, so the digests are those of any other build.
+
+An index belongs to the project it was first built in (`Workspace.project`); its name stays
+unique across projects. A list shows the workspace's project's indexes; an item is found by
+name (`resolve`, `find_index`: the API authorizes it in its own project); what builds a
+version of one or uses one (`resolve_own`, `open_index`, `rebuild`: `rag answer|eval|query`,
+agents' `rag_search`, `forgeml serve --rag`, `deploy --rag`) must act in its project.
 """
 
 from __future__ import annotations
@@ -24,7 +30,13 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from forgeml.core.errors import IntegrityError, InvalidDataError, NotFoundError, UsageError
+from forgeml.core.errors import (
+    AlreadyExistsError,
+    IntegrityError,
+    InvalidDataError,
+    NotFoundError,
+    UsageError,
+)
 from forgeml.core.ids import new_id, parse_ref, validate_name
 from forgeml.core.store import RagIndexRecord, RagIndexVersionRecord
 from forgeml.core.workspace import Workspace
@@ -92,12 +104,16 @@ def build_version(
     Raises:
         NotFoundError: a source does not exist.
         InvalidDataError: a source cannot be read, or they hold no text.
+        AlreadyExistsError: an index of another project has that name (checked before
+            anything is read or embedded).
     """
     validate_name(name, "index name")
     options = options or IndexOptions()
     embedder = embedder or default_embedder()
     if not specs:
         raise UsageError("Give at least one source to index.")
+    with workspace.store.session() as session:
+        _refuse_other_project(session, workspace, name)
     loaded = [load_source(spec, workspace) for spec in specs]
     with workspace.store.session() as session:
         previous = _latest(session, name)
@@ -143,7 +159,7 @@ def _record_version(
 ) -> RagIndexVersionRecord:
     """The next version's row and its audit event, in one transaction."""
     with workspace.store.session() as session:
-        record = _record(session, workspace.actor, name)
+        record = _record(session, workspace, name)
         number = session.scalar(
             select(func.max(RagIndexVersionRecord.version)).where(
                 RagIndexVersionRecord.index_id == record.id
@@ -167,13 +183,27 @@ def _record_version(
     return version
 
 
-def _record(session: Session, actor: str, name: str) -> RagIndexRecord:
+def _record(session: Session, workspace: Workspace, name: str) -> RagIndexRecord:
+    """Index `name`'s row, created in the workspace's project when there is none."""
+    _refuse_other_project(session, workspace, name)
     record = session.scalar(select(RagIndexRecord).where(RagIndexRecord.name == name))
     if record is None:
-        record = RagIndexRecord(id=new_id(), name=name, created_by=actor)
+        record = RagIndexRecord(
+            id=new_id(), name=name, project=workspace.project, created_by=workspace.actor
+        )
         session.add(record)
         session.flush()
     return record
+
+
+def _refuse_other_project(session: Session, workspace: Workspace, name: str) -> None:
+    found = session.scalar(select(RagIndexRecord.project).where(RagIndexRecord.name == name))
+    if found is not None and found != workspace.project:
+        # names stay unique across projects: a version goes to its index's own project
+        raise AlreadyExistsError(
+            f"A RAG index called {name!r} exists already, in the project {found!r}; "
+            "pick another name."
+        )
 
 
 def _latest(session: Session, name: str) -> RagIndexVersionRecord | None:
@@ -206,8 +236,8 @@ def versions_of(session: Session, name: str) -> list[RagIndexVersionRecord]:
     return found
 
 
-def latest_versions(session: Session) -> list[tuple[str, RagIndexVersionRecord]]:
-    """(name, latest version) of every index, by name."""
+def latest_versions(session: Session, project: str) -> list[tuple[str, RagIndexVersionRecord]]:
+    """(name, latest version) of every index of `project`, by name."""
     newest = (
         select(
             RagIndexVersionRecord.index_id,
@@ -224,13 +254,15 @@ def latest_versions(session: Session) -> list[tuple[str, RagIndexVersionRecord]]
             (newest.c.index_id == RagIndexVersionRecord.index_id)
             & (newest.c.version == RagIndexVersionRecord.version),
         )
+        .where(RagIndexRecord.project == project)
         .order_by(RagIndexRecord.name)
     ).all()
     return [(name, version) for name, version in rows]
 
 
 def resolve(session: Session, ref: str) -> RagIndexVersionRecord:
-    """The version `ref` names: `NAME` (latest), `NAME@vN` or `NAME@<digest prefix>`.
+    """The version `ref` names: `NAME` (latest), `NAME@vN` or `NAME@<digest prefix>`, in
+    whichever project (an item read: the API authorizes it in the index's project).
 
     Raises:
         NotFoundError: no such index or version.
@@ -254,14 +286,46 @@ def resolve(session: Session, ref: str) -> RagIndexVersionRecord:
     return found[0]
 
 
+def resolve_own(session: Session, workspace: Workspace, ref: str) -> RagIndexVersionRecord:
+    """The version `ref` names, of an index of the workspace's project: what a use of it
+    (a search, an answer, a server or deployment serving it) reads.
+
+    Raises:
+        NotFoundError: no such index or version.
+        UsageError: a digest prefix matches several versions.
+        OtherProjectError: the index belongs to another project.
+    """
+    version = resolve(session, ref)
+    workspace.check_own("RAG index", version.index.name, version.index.project)
+    return version
+
+
 def open_index(workspace: Workspace, ref: str, embedder: Embedder | None = None) -> Index:
-    """The snapshot `ref` names, opened read-only for search (close it when done).
+    """The snapshot `ref` names, of an index of the workspace's project, opened read-only
+    for search (close it when done).
+
+    Raises:
+        NotFoundError: no such index or version, or its file is missing.
+        OtherProjectError: the index belongs to another project.
+    """
+    with workspace.store.session() as session:
+        version = resolve_own(session, workspace, ref)
+    return _open(workspace, version, embedder)
+
+
+def find_index(workspace: Workspace, ref: str, embedder: Embedder | None = None) -> Index:
+    """The snapshot `ref` names, in whichever project, opened read-only (an item read: the
+    API authorizes it in the index's project).
 
     Raises:
         NotFoundError: no such index or version, or its file is missing.
     """
     with workspace.store.session() as session:
         version = resolve(session, ref)
+    return _open(workspace, version, embedder)
+
+
+def _open(workspace: Workspace, version: RagIndexVersionRecord, embedder: Embedder | None) -> Index:
     return Index.open(
         workspace.artifacts.local_path(version.artifact), embedder or default_embedder()
     )
@@ -277,9 +341,10 @@ def rebuild(
 
     Raises:
         IntegrityError: the rebuilt index differs (a source changed since).
+        OtherProjectError: the index belongs to another project.
     """
     with workspace.store.session() as session:
-        version = resolve(session, ref)
+        version = resolve_own(session, workspace, ref)
     embedder = embedder or default_embedder()
     loaded = [_reload(workspace, source) for source in version.sources]
     # the recorded config, read back as Index.open reads its own file's settings
@@ -305,6 +370,7 @@ def describe(version: RagIndexVersionRecord) -> dict[str, Any]:
     """A version as JSON-ready data (what `rag show --json` prints)."""
     return {
         "ref": version.ref,
+        "project": version.index.project,
         "version": version.version,
         "digest": version.digest,
         "artifact": version.artifact,

@@ -3,6 +3,7 @@
 A version's `digest` covers its live chunks and its config (chunker, dense index,
 embedder); `artifact` is the digest of its SQLite index file in the artifact store;
 `sources` is its lineage: each source spec with its kind and the digest it had when read.
+An index belongs to one project (`rag_indexes.project`, migration 0022).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ class RagIndexRecord(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), unique=True)
+    # the project it belongs to; its name stays unique across every project
+    project: Mapped[str] = mapped_column(
+        String(128), default="default", server_default="default", index=True
+    )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128))
 

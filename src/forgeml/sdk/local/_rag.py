@@ -1,4 +1,6 @@
-"""The local side of the RAG indexes' seam (`forgeml.sdk.rag`, `forgeml rag`)."""
+"""The local side of the RAG indexes' seam (`forgeml.sdk.rag`, `forgeml rag`): a list shows
+FORGEML_PROJECT's indexes, a query searches one of that project only; `versions` and
+`show` read an index by name, as the API's item reads do."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ class LocalRag:
         from forgeml.rag.versions import describe, latest_versions
 
         with closing(open_workspace()) as workspace, workspace.store.session() as session:
-            return [{"name": name, **describe(latest)} for name, latest in latest_versions(session)]
+            latest = latest_versions(session, workspace.project)
+            return [{"name": name, **describe(version)} for name, version in latest]
 
     def versions(self, name: str) -> Items:
         from forgeml.rag.versions import describe, versions_of

@@ -340,11 +340,15 @@ def _serving_env(env: Mapping[str, str]) -> tuple[str, str, str | None]:
 
 
 def server_env(workspace: Workspace) -> dict[str, str]:
-    """This process's environment, pointed at the same workspace."""
+    """This process's environment, pointed at the same workspace and acting in its project
+    (the deployment's: a replica serves the RAG indexes of that project only)."""
+    from forgeml.scheduler.contract import JOB_PROJECT_ENV
+
     settings = workspace.settings
     env = dict(os.environ)
     env["FORGEML_HOME"] = str(Path(settings.home).resolve())
     env["FORGEML_USER"] = workspace.actor
+    env[JOB_PROJECT_ENV] = workspace.project
     for key, value in (
         ("FORGEML_DB_URL", settings.db_url),
         ("FORGEML_ARTIFACTS_URL", settings.artifacts_url),

@@ -61,6 +61,8 @@ class ScaledDeployment:
     revision: int
     spec: DeploymentSpec
     replicas: list[ScaledReplica]
+    # the deployment's project: its replicas act in it (the RAG indexes they may serve)
+    project: str = "default"
 
     def having(self, *statuses: str) -> list[ScaledReplica]:
         return [replica for replica in self.replicas if replica.status in statuses]
@@ -79,7 +81,9 @@ def autoscaled(workspace: Workspace) -> list[ScaledDeployment]:
                 ScaledReplica(r.id, r.status, f"http://{r.host}:{r.port}", r.pid, r.port)
                 for r in rows
             ]
-            found.append(ScaledDeployment(record.name, record.revision, spec, replicas))
+            found.append(
+                ScaledDeployment(record.name, record.revision, spec, replicas, record.project)
+            )
     return found
 
 
@@ -161,7 +165,8 @@ def spawn_primary(
 
     args = _control.server_args(name, deployment.spec, deployment.spec.model, "primary")
     log_path = _control.log_dir(workspace, name) / f"r{deployment.revision}-scaled-{new_id()}.log"
-    return _supervisor.spawn(args, log_path, _control.server_env(workspace))
+    env = _control.server_env(workspace.in_project(deployment.project))
+    return _supervisor.spawn(args, log_path, env)
 
 
 def audit_scale(workspace: Workspace, name: str, before: int, after: int, why: str) -> None:
