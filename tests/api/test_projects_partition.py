@@ -235,7 +235,7 @@ def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project
 
     kinds = {"datasets": "dataset", "runs": "run", "models": "model", "jobs": "job",
              "deployments": "deployment", "prompts": "prompt",
-             "rag/indexes": "rag_index"}  # fmt: skip
+             "rag/indexes": "rag_index", "pipelines/runs": "pipeline"}  # fmt: skip
     items = {
         (route.path, kind): route_resource(route)
         for route in api_routes(create_app(workspace).routes)
@@ -243,7 +243,7 @@ def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project
         if route.path.startswith(f"/api/v1/{plural}/{{")
     }
 
-    assert len(items) >= 29  # every item route of the seven kinds, from here on too
+    assert len(items) >= 30  # every item route of the eight kinds, from here on too
     assert {path: found for (path, kind), found in items.items() if found != kind} == {}
 
 
@@ -336,23 +336,47 @@ def test_monitoring_reads_of_a_model_are_authorized_in_the_models_project(teams:
 def test_what_lives_install_wide_is_decided_in_default_whatever_project_a_header_names(
     teams: dict,
 ) -> None:
-    # bob is a developer of team-b only: naming team-b does not make default's pipelines,
-    # agents' runs, alerts, labelling tasks, queues, keys or cost reports his (they carry no
-    # project)
-    install_wide = ("/api/v1/pipelines/runs", "/api/v1/agents/runs/nosuch", "/api/v1/alerts",
+    # bob is a developer of team-b only: naming team-b does not make default's agents' runs,
+    # alerts, labelling tasks, queues, keys or cost reports his (they carry no project)
+    install_wide = ("/api/v1/agents/runs/nosuch", "/api/v1/alerts",
                     "/api/v1/labels", "/api/v1/queues", "/api/v1/keys",
                     "/api/v1/cost/report")  # fmt: skip
     for url in install_wide:
         status, body = teams["bob"].get(url)
         assert status == 403 and "'default'" in body["error"], (url, body)  # type: ignore[index]
         assert teams["alice_in_a"].get(url)[0] != 403, url  # default's owner, from anywhere
-    bob = teams["bob"]
-    command = {"argv": ["pipelines", "run", "nosuch.yaml"]}
-    refused = bob.client.post("/api/v1/commands", json=command, headers=bob.headers)
-    assert refused.status_code == 403 and "pipelines:run" in refused.json()["error"]
-    # a partitioned resource is still decided in the named project: RAG indexes too
+    # a partitioned resource is still decided in the named project: RAG indexes and
+    # pipelines too
     assert teams["bob"].get("/api/v1/runs")[0] == 200
     assert teams["bob"].get("/api/v1/rag/indexes") == (200, [])
+    assert teams["bob"].get("/api/v1/pipelines/runs") == (200, [])
+
+
+def test_a_teams_pipeline_runs_are_listed_and_read_in_its_project_only(
+    teams: dict, tmp_path: Path
+) -> None:
+    from forgeml.pipelines import load_pipeline
+    from forgeml.pipelines.runs import finish_run as finish_pipeline_run
+    from forgeml.pipelines.runs import open_run
+
+    workspace: Workspace = teams["workspace"]
+    path = tmp_path / "hello.yaml"
+    path.write_text("name: hello\nsteps:\n  - {name: a, kind: command, argv: [echo]}\n")
+    in_a = workspace.in_project("team-a").acting_as("tara")
+    run_id = open_run(in_a, load_pipeline(path))
+    finish_pipeline_run(in_a, run_id, "SUCCEEDED", None)
+
+    status, listed = teams["tara"].get("/api/v1/pipelines/runs")
+    assert status == 200 and [r["id"] for r in listed] == [run_id]  # type: ignore[union-attr,index]
+    assert teams["bob"].get("/api/v1/pipelines/runs") == (200, [])
+    assert teams["alice"].get("/api/v1/pipelines/runs") == (200, [])
+    for ref in (run_id, run_id[:8], "hello"):
+        url = f"/api/v1/pipelines/runs/{ref}"
+        status, body = teams["bob"].get(url)
+        assert status == 403 and "'team-a'" in body["error"], (url, body)  # type: ignore[index]
+        status, body = teams["tara_no_header"].get(url)
+        assert status == 200 and body["project"] == "team-a", (url, body)  # type: ignore[index]
+    assert teams["bob"].get("/api/v1/pipelines/runs/nosuch")[0] == 404
 
 
 PROMPT = {"template": "Q: {{ question }}", "variables": [{"name": "question"}]}

@@ -286,3 +286,37 @@ def test_a_store_at_0021_keeps_its_rag_indexes_in_the_default_project(backend_ur
         found = connection.scalar(text("SELECT project FROM rag_indexes WHERE id = 'i1'"))
         assert found == "default"
     store.dispose()
+
+
+def test_a_store_at_0022_keeps_its_pipelines_in_the_default_project(backend_url: str) -> None:
+    _store_at(backend_url, "0022")
+    from sqlalchemy import create_engine
+
+    engine = create_engine(backend_url)
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO pipeline_runs (id, name, file, spec, state, created_at, created_by) "
+                "VALUES ('r1', 'train', 'p.yaml', '{}', 'SUCCEEDED', '2026-01-01 00:00:00', 'ann')"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO pipeline_triggers (id, name, file, overrides, kind, subject, cursor, "
+                "created_at, created_by) VALUES ('t1', 'nightly', 'p.yaml', '[]', 'cron', "
+                "'0 3 * * *', 'x', '2026-01-01 00:00:00', 'ann')"
+            )
+        )
+    engine.dispose()
+
+    store = open_store(backend_url)
+
+    inspector = inspect(store.engine)
+    for table, row in (("pipeline_runs", "r1"), ("pipeline_triggers", "t1")):
+        column = next(c for c in inspector.get_columns(table) if c["name"] == "project")
+        assert column["nullable"] is False
+        assert ["project"] in [i["column_names"] for i in inspector.get_indexes(table)]
+        with store.engine.connect() as connection:
+            found = connection.scalar(text(f"SELECT project FROM {table} WHERE id = '{row}'"))
+            assert found == "default", table
+    store.dispose()

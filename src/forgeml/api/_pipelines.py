@@ -1,4 +1,5 @@
-"""Pipeline run routes: runs a page at a time, and one run's steps (`pipelines list|show`)."""
+"""Pipeline run routes: the request project's runs a page at a time, and one run's steps
+(`pipelines list|show`), authorized in the run's project."""
 
 from __future__ import annotations
 
@@ -32,12 +33,13 @@ def runs(
     state: Annotated[str | None, Query(max_length=16)] = None,
 ) -> list[dict[str, Any]]:
     """Pipeline runs without their steps (as `pipelines list --json`), newest first."""
-    query = select(PipelineRunRecord)
+    home = workspace(request)
+    query = select(PipelineRunRecord).where(PipelineRunRecord.project == home.project)
     if name is not None:
         query = query.where(PipelineRunRecord.name == name)
     if state is not None:
         query = query.where(PipelineRunRecord.state == state.upper())
-    with workspace(request).store.session() as session:
+    with home.store.session() as session:
         found = session.scalars(keyset(query, page, _SORTS, PipelineRunRecord.id)).all()
         kept, cursor = finish(found, page, lambda run: (getattr(run, page.sort), run.id))
         items = [run_summary(run, steps=False) for run in kept]
@@ -45,7 +47,7 @@ def runs(
     return items
 
 
-@router.get("/runs/{ref}", dependencies=[require("pipelines:read")])
+@router.get("/runs/{ref}", dependencies=[require("pipelines:read", resource="pipeline")])
 def show(request: Request, ref: str) -> dict[str, Any]:
     """A run (id, id prefix or pipeline name) with its steps (as `pipelines show --json`)."""
     return run_summary(find_run(workspace(request), ref))

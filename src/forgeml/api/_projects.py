@@ -47,11 +47,13 @@ PAGE_PROJECT = "page_project"
 # the request state's key for the permission a route's `require` asked: the route acts in
 # the project that permission is decided in (`forgeml.api._context.acting_project`)
 PERMISSION = "asked_permission"
-# the resources a project holds (a `project` column, migrations 0019, 0021 and 0022): their
-# permissions are decided in the request's project; every other resource (pipelines,
-# agents, alerts, labels, queues, keys, cost, audit, accounts) lives install-wide, in
-# `default`, so its permissions are decided there, whatever project a header names
-PARTITIONED = frozenset({"datasets", "runs", "models", "jobs", "deployments", "prompts", "rag"})
+# the resources a project holds (a `project` column, migrations 0019, 0021, 0022 and 0023):
+# their permissions are decided in the request's project; every other resource (agents,
+# alerts, labels, queues, keys, cost, audit, accounts) lives install-wide, in `default`, so
+# its permissions are decided there, whatever project a header names
+PARTITIONED = frozenset(
+    {"datasets", "runs", "models", "jobs", "deployments", "prompts", "rag", "pipelines"}
+)
 
 
 def decision_project(request: Request, permission: str) -> str:
@@ -59,7 +61,7 @@ def decision_project(request: Request, permission: str) -> str:
     resource lookup): `request_project` for a partitioned resource's permission; else the
     route's `{project}` or declared `?project=`, else `default` (a header or a page's chosen
     project naming a project would otherwise let its members act on `default`'s
-    pipelines, alerts or keys)."""
+    agents, alerts or keys)."""
     if permission.partition(":")[0] in (*PARTITIONED, "account"):  # one's own account: anywhere
         return request_project(request)
     return _named_project(request) or DEFAULT_PROJECT
@@ -141,6 +143,13 @@ def _rag_index(session: Session, params: Mapping[str, str], _: str) -> str | Non
     return session.scalar(select(RagIndexRecord.project).where(RagIndexRecord.name == name))
 
 
+def _pipeline(session: Session, params: Mapping[str, str], project: str) -> str | None:
+    """A pipeline run's `ref`: an id, an id prefix, or a name (the request project's first)."""
+    from forgeml.pipelines.runs import get_run
+
+    return get_run(session, params["ref"], project).project
+
+
 def _served(session: Session, params: Mapping[str, str], project: str) -> str | None:
     """A monitoring read's `deployment` (else its `model`) query parameter."""
     if "deployment" in params:
@@ -172,6 +181,7 @@ RESOURCE_PROJECT: dict[str, ResourceProject] = {
     "deployment": _deployment,
     "prompt": _prompt,
     "rag_index": _rag_index,
+    "pipeline": _pipeline,
     "served": _served,
     "record": _record,
 }

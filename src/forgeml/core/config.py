@@ -62,8 +62,8 @@ class Settings(BaseSettings):
     )
     project: str = Field(
         default="default",
-        description="Project that new datasets, runs, models, jobs, deployments, prompts and "
-        "RAG indexes belong to, and that lists show.",
+        description="Project that new datasets, runs, models, jobs, deployments, prompts, "
+        "RAG indexes and pipelines belong to, and that lists show.",
     )
 
     @field_validator("project")

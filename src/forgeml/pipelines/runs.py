@@ -1,7 +1,9 @@
 """Pipeline runs in the store: open one, move its steps on, finish it, list and show them.
 
 A run and all its steps are recorded PENDING in one transaction (with its audit event);
-each step's change is one transaction; so is the end of the run (audited too).
+each step's change is one transaction; so is the end of the run (audited too). A run
+belongs to the project it was opened in (the workspace's: FORGEML_PROJECT, an API
+request's, or a trigger's), and so do its steps' jobs; lists show one project's runs.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
 from forgeml.core.errors import NotFoundError, UsageError
@@ -47,6 +49,7 @@ def open_run(workspace: Workspace, pipeline: Pipeline) -> str:
             PipelineRunRecord(
                 id=run_id,
                 name=pipeline.name,
+                project=workspace.project,
                 file=str(pipeline.file),
                 spec=pipeline.spec.model_dump(mode="json"),
                 state="RUNNING",
@@ -100,45 +103,60 @@ def finish_run(workspace: Workspace, run_id: str, state: str, error: str | None)
 
 
 def find_run(workspace: Workspace, ref: str) -> PipelineRunRecord:
-    """The run `ref` names: its id, an id prefix (4+ hex digits), or a pipeline name (latest).
+    """The run `ref` names: its id, an id prefix (4+ hex digits), or a pipeline name (latest,
+    the workspace project's first: pipeline names are not unique across projects).
 
     Raises:
         NotFoundError: no run matches.
         UsageError: an id prefix matches more than one run.
     """
     with workspace.store.session() as session:
-        found = session.get(PipelineRunRecord, ref)
-        if found is not None:
-            return found
-        matches: list[PipelineRunRecord] = []
-        if _HEX_PREFIX.match(ref):
-            matches = list(
-                session.scalars(
-                    select(PipelineRunRecord).where(PipelineRunRecord.id.startswith(ref)).limit(2)
-                )
+        return get_run(session, ref, workspace.project)
+
+
+def get_run(session: Session, ref: str, project: str) -> PipelineRunRecord:
+    """`find_run` in the caller's session, a name's latest run of `project` first.
+
+    Raises:
+        NotFoundError: no run matches.
+        UsageError: an id prefix matches more than one run.
+    """
+    found = session.get(PipelineRunRecord, ref)
+    if found is not None:
+        return found
+    matches: list[PipelineRunRecord] = []
+    if _HEX_PREFIX.match(ref):
+        matches = list(
+            session.scalars(
+                select(PipelineRunRecord).where(PipelineRunRecord.id.startswith(ref)).limit(2)
             )
-        if len(matches) > 1:
-            raise UsageError(f"Run id prefix '{ref}' is ambiguous; give more digits.")
-        if not matches:
-            matches = list(
-                session.scalars(
-                    select(PipelineRunRecord)
-                    .where(PipelineRunRecord.name == ref)
-                    .order_by(PipelineRunRecord.created_at.desc())
-                    .limit(1)
-                )
+        )
+    if len(matches) > 1:
+        raise UsageError(f"Run id prefix '{ref}' is ambiguous; give more digits.")
+    if not matches:
+        own_first = case((PipelineRunRecord.project == project, 0), else_=1)
+        matches = list(
+            session.scalars(
+                select(PipelineRunRecord)
+                .where(PipelineRunRecord.name == ref)
+                .order_by(own_first, PipelineRunRecord.created_at.desc())
+                .limit(1)
             )
-        if not matches:
-            raise NotFoundError(f"No pipeline run '{ref}' (see `forgeml pipelines list`).")
-        return matches[0]
+        )
+    if not matches:
+        raise NotFoundError(f"No pipeline run '{ref}' (see `forgeml pipelines list`).")
+    return matches[0]
 
 
 def list_runs(workspace: Workspace, limit: int = 100) -> list[PipelineRunRecord]:
-    """The newest `limit` runs, newest first (with their steps)."""
+    """The workspace project's newest `limit` runs, newest first (with their steps)."""
     with workspace.store.session() as session:
         return list(
             session.scalars(
-                select(PipelineRunRecord).order_by(PipelineRunRecord.created_at.desc()).limit(limit)
+                select(PipelineRunRecord)
+                .where(PipelineRunRecord.project == workspace.project)
+                .order_by(PipelineRunRecord.created_at.desc())
+                .limit(limit)
             )
         )
 
@@ -168,6 +186,7 @@ def run_summary(run: PipelineRunRecord, *, steps: bool = True) -> dict[str, Any]
     summary: dict[str, Any] = {
         "id": run.id,
         "name": run.name,
+        "project": run.project,
         "file": run.file,
         "state": run.state,
         "created_at": run.created_at,

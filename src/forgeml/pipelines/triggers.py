@@ -7,6 +7,11 @@ written in one transaction, so a repeated or concurrent evaluation finds nothing
 Only then is the firing's job submitted and its id recorded. A firing left without a job
 (the process died in between) is submitted by the next evaluation, after checking that
 no job of its name exists already, so a restart neither repeats nor loses an event.
+
+A trigger belongs to the project it was added in (the workspace's); its firings' jobs are
+submitted in that project, so the pipeline and every step of it run there
+(FORGEML_PROJECT of the job). A dataset or promotion trigger watches a dataset or model of
+its own project only. Lists show the workspace project's triggers and firings.
 """
 
 from __future__ import annotations
@@ -26,7 +31,13 @@ from sqlalchemy.orm import Session
 
 from forgeml.core.errors import AlreadyExistsError, ForgemlError, NotFoundError, UsageError
 from forgeml.core.ids import new_id, validate_name
-from forgeml.core.store import JobRecord, PipelineFiringRecord, PipelineTriggerRecord
+from forgeml.core.store import (
+    Dataset,
+    JobRecord,
+    ModelVersionRecord,
+    PipelineFiringRecord,
+    PipelineTriggerRecord,
+)
 from forgeml.pipelines.load import load_pipeline
 from forgeml.pipelines.trigger_kinds import SOURCES, TriggerKind
 
@@ -83,7 +94,8 @@ def add_trigger(
         InvalidNameError: `name` is not a plain name.
         ConfigError: the pipeline file is invalid, or `cron` is not a cron expression.
         NotFoundError: the file or the dataset does not exist.
-        AlreadyExistsError: a trigger is named `name` already.
+        AlreadyExistsError: a trigger is named `name` already (in any project).
+        OtherProjectError: the dataset or model watched belongs to another project.
     """
     validate_name(name, "trigger name")
     kind, subject = _watched(
@@ -99,14 +111,21 @@ def add_trigger(
         taken = session.scalar(
             select(PipelineTriggerRecord).where(PipelineTriggerRecord.name == name)
         )
+        if taken is not None and taken.project != workspace.project:
+            raise AlreadyExistsError(
+                f"A trigger called {name!r} exists already, in the project "
+                f"{taken.project!r}; pick another name."
+            )
         if taken is not None:
             raise AlreadyExistsError(
                 f"Trigger '{name}' exists already (see `forgeml pipelines trigger list`)."
             )
+        _check_watched(workspace, session, kind, subject)
         cursor = SOURCES[kind].start(session, subject, now or utcnow())
         trigger = PipelineTriggerRecord(
             id=new_id(),
             name=name,
+            project=workspace.project,
             file=str(pipeline.file),
             overrides=list(overrides),
             kind=kind.value,
@@ -135,11 +154,30 @@ def _watched(subjects: dict[TriggerKind, str | None]) -> tuple[TriggerKind, str]
     return given[0]
 
 
+def _check_watched(workspace: Workspace, session: Session, kind: TriggerKind, subject: str) -> None:
+    """Refuse a dataset or model of another project (names are unique across projects)."""
+    if kind == TriggerKind.DATASET:
+        owner = session.scalar(select(Dataset.project).where(Dataset.name == subject))
+        if owner is not None:
+            workspace.check_own("Dataset", subject, owner)
+    elif kind == TriggerKind.PROMOTED:
+        model = subject.partition("@")[0]
+        owner = session.scalar(
+            select(ModelVersionRecord.project).where(ModelVersionRecord.name == model).limit(1)
+        )
+        if owner is not None:
+            workspace.check_own("Model", model, owner)
+
+
 def list_triggers(workspace: Workspace) -> list[PipelineTriggerRecord]:
-    """Every trigger, by name."""
+    """The workspace project's triggers, by name."""
     with workspace.store.session() as session:
         return list(
-            session.scalars(select(PipelineTriggerRecord).order_by(PipelineTriggerRecord.name))
+            session.scalars(
+                select(PipelineTriggerRecord)
+                .where(PipelineTriggerRecord.project == workspace.project)
+                .order_by(PipelineTriggerRecord.name)
+            )
         )
 
 
@@ -147,6 +185,7 @@ def trigger_summary(trigger: PipelineTriggerRecord) -> dict[str, Any]:
     """The trigger as JSON-ready data."""
     return {
         "name": trigger.name,
+        "project": trigger.project,
         "kind": trigger.kind,
         "on": trigger.subject,
         "file": trigger.file,
@@ -157,12 +196,14 @@ def trigger_summary(trigger: PipelineTriggerRecord) -> dict[str, Any]:
     }
 
 
-def _find(session: Session, name: str) -> PipelineTriggerRecord:
+def _find(workspace: Workspace, session: Session, name: str) -> PipelineTriggerRecord:
+    """Trigger `name`, of the workspace's project (OtherProjectError for another's)."""
     trigger = session.scalar(
         select(PipelineTriggerRecord).where(PipelineTriggerRecord.name == name)
     )
     if trigger is None:
         raise NotFoundError(f"There is no trigger '{name}' (see `forgeml pipelines trigger list`).")
+    workspace.check_own("Trigger", name, trigger.project)
     return trigger
 
 
@@ -171,9 +212,10 @@ def remove_trigger(workspace: Workspace, name: str) -> None:
 
     Raises:
         NotFoundError: there is no such trigger.
+        OtherProjectError: it belongs to another project.
     """
     with workspace.store.session() as session:
-        trigger = _find(session, name)
+        trigger = _find(workspace, session, name)
         for firing in session.scalars(
             select(PipelineFiringRecord).where(PipelineFiringRecord.trigger_id == trigger.id)
         ):
@@ -184,17 +226,24 @@ def remove_trigger(workspace: Workspace, name: str) -> None:
 
 
 def list_firings(workspace: Workspace, name: str | None = None, limit: int = 100) -> list[Firing]:
-    """The newest `limit` firings (of trigger `name`, or of all), newest first.
+    """The newest `limit` firings (of trigger `name`, or of all the workspace project's),
+    newest first.
 
     Raises:
         NotFoundError: there is no trigger `name`.
+        OtherProjectError: trigger `name` belongs to another project.
     """
     with workspace.store.session() as session:
-        query = select(PipelineFiringRecord, PipelineTriggerRecord.name).join(
-            PipelineTriggerRecord, PipelineTriggerRecord.id == PipelineFiringRecord.trigger_id
+        query = (
+            select(PipelineFiringRecord, PipelineTriggerRecord.name)
+            .join(
+                PipelineTriggerRecord, PipelineTriggerRecord.id == PipelineFiringRecord.trigger_id
+            )
+            .where(PipelineTriggerRecord.project == workspace.project)
         )
         if name is not None:
-            query = query.where(PipelineFiringRecord.trigger_id == _find(session, name).id)
+            trigger_id = _find(workspace, session, name).id
+            query = query.where(PipelineFiringRecord.trigger_id == trigger_id)
         order = (PipelineFiringRecord.fired_at.desc(), PipelineFiringRecord.event.desc())
         rows = session.execute(query.order_by(*order).limit(limit)).all()
         return [_firing(record, trigger) for record, trigger in rows]
@@ -297,8 +346,8 @@ def _submit(workspace: Workspace, firing_id: str, submit: SubmitJob) -> Firing |
                     job_id,
                 )
     if job_id is None:
-        try:
-            job_id = submit(workspace, fields)
+        try:  # in the trigger's project: its pipeline and steps run there
+            job_id = submit(workspace.in_project(trigger.project), fields)
         except ForgemlError as error:
             log.warning("trigger %s: event %s: %s", trigger.name, firing.event, error)
             return None

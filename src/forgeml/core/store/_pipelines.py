@@ -8,6 +8,8 @@ cache, its job, its outputs); `pipeline_cache` maps a step's content key (a sha2
 `pipeline_triggers` holds what starts a pipeline by itself (a cron schedule, a new dataset
 version) with its cursor, the last event it handled; `pipeline_firings` holds one row per
 event a trigger fired for, unique per (trigger, event), so an event fires at most once.
+A run and a trigger belong to one project (`project`, migration 0023); a run's steps and a
+trigger's firings to theirs.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ class PipelineRunRecord(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), index=True)
+    # the project it ran in (its steps' jobs too); pipeline names are not unique
+    project: Mapped[str] = mapped_column(
+        String(128), default="default", server_default="default", index=True
+    )
     file: Mapped[str] = mapped_column(Text)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     # RUNNING, SUCCEEDED or FAILED
@@ -94,6 +100,10 @@ class PipelineTriggerRecord(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), unique=True)
+    # the project its firings' pipelines run in; its name stays unique across every project
+    project: Mapped[str] = mapped_column(
+        String(128), default="default", server_default="default", index=True
+    )
     file: Mapped[str] = mapped_column(Text)  # absolute
     overrides: Mapped[list[str]] = mapped_column(JSON, default=list)
     # cron or dataset (see forgeml.pipelines.triggers.TriggerKind)

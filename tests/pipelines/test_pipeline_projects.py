@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from forgeml.core.errors import AlreadyExistsError, OtherProjectError
+from forgeml.core.store import JobRecord
+from forgeml.core.workspace import Workspace
+from forgeml.data import pipeline as data_pipeline
+from forgeml.data.ingest import IngestOptions
+from forgeml.pipelines import find_run, list_runs
+from forgeml.pipelines.triggers import (
+    add_trigger,
+    evaluate_triggers,
+    list_firings,
+    list_triggers,
+    remove_trigger,
+)
+from tests.data.conftest import write_table_csv
+from tests.pipelines.conftest import HELLO_PIPELINE, run, steps_by_name, write_pipeline
+from tests.pipelines.test_triggers import T0
+
+ADD_SHARED = """
+name: ingest
+steps:
+  - {name: add, kind: data, add: small.csv, dataset: shared}
+"""
+
+
+def _job_projects(workspace: Workspace, summary: dict[str, Any]) -> list[str]:
+    ids = [step["job_id"] for step in summary["steps"]]
+    with workspace.store.session() as session:
+        return list(session.scalars(select(JobRecord.project).where(JobRecord.id.in_(ids))))
+
+
+def test_a_run_and_its_steps_jobs_belong_to_the_project_it_ran_in(
+    any_workspace: Workspace, tmp_path: Path
+) -> None:
+    path = write_pipeline(tmp_path, HELLO_PIPELINE)
+    in_a, in_b = any_workspace.in_project("team-a"), any_workspace.in_project("team-b")
+
+    summary = run(in_a, path)
+
+    assert summary["state"] == "SUCCEEDED" and summary["project"] == "team-a"
+    assert _job_projects(any_workspace, summary) == ["team-a"]
+    assert [r.id for r in list_runs(in_a)] == [summary["id"]]
+    assert list_runs(in_b) == [] and list_runs(any_workspace) == []
+    # a name finds its own project's latest run first (pipeline names are not unique)
+    again = run(in_b, path)
+    assert find_run(in_b, "hello").id == again["id"]
+    assert find_run(in_a, "hello").id == summary["id"]
+
+
+def test_a_step_cannot_write_into_a_dataset_of_another_project(
+    any_workspace: Workspace, tmp_path: Path
+) -> None:
+    csv = write_table_csv(tmp_path / "small.csv")
+    in_a = any_workspace.in_project("team-a")
+    data_pipeline.add(in_a, "shared", csv, IngestOptions())
+    path = write_pipeline(tmp_path, ADD_SHARED)
+
+    summary = run(any_workspace.in_project("team-b"), path)
+
+    step = steps_by_name(summary)["add"]
+    assert summary["state"] == "FAILED" and step["state"] == "FAILED"
+    assert "exists already, in the project 'team-a'" in step["error"]
+    assert _job_projects(any_workspace, summary) == ["team-b"]
+
+
+class _Recorder:
+    """A `submit` that records the project each job is submitted in."""
+
+    def __init__(self) -> None:
+        self.projects: list[str] = []
+
+    def __call__(self, workspace: Workspace, fields: dict[str, Any]) -> str:
+        self.projects.append(workspace.project)
+        return f"job{len(self.projects)}"
+
+
+def test_a_trigger_belongs_to_its_project_and_fires_there(
+    any_workspace: Workspace, tmp_path: Path
+) -> None:
+    path = write_pipeline(tmp_path, HELLO_PIPELINE)
+    in_a, in_b = any_workspace.in_project("team-a"), any_workspace.in_project("team-b")
+    add_trigger(in_a, "every5", path, cron="*/5 * * * *", now=T0)
+
+    with pytest.raises(AlreadyExistsError, match="exists already, in the project 'team-a'"):
+        add_trigger(in_b, "every5", path, cron="*/5 * * * *", now=T0)
+    assert [t.name for t in list_triggers(in_a)] == ["every5"]
+    assert list_triggers(in_b) == [] and list_triggers(any_workspace) == []
+    with pytest.raises(OtherProjectError, match="'every5' belongs to the project 'team-a'"):
+        remove_trigger(in_b, "every5")
+
+    submit = _Recorder()
+    from datetime import timedelta
+
+    fired = evaluate_triggers(any_workspace, T0 + timedelta(minutes=5), submit=submit)
+
+    assert len(fired) == 1 and submit.projects == ["team-a"]
+    assert [f.trigger for f in list_firings(in_a)] == ["every5"]
+    assert list_firings(in_b) == []
+
+
+def test_a_trigger_watches_a_dataset_of_its_own_project_only(
+    any_workspace: Workspace, tmp_path: Path
+) -> None:
+    csv = write_table_csv(tmp_path / "small.csv")
+    data_pipeline.add(any_workspace.in_project("team-a"), "small", csv, IngestOptions())
+    path = write_pipeline(tmp_path, HELLO_PIPELINE)
+
+    with pytest.raises(OtherProjectError, match="'small' belongs to the project 'team-a'"):
+        add_trigger(any_workspace.in_project("team-b"), "on-small", path, dataset="small")
+    add_trigger(any_workspace.in_project("team-a"), "on-small", path, dataset="small")
