@@ -24,7 +24,7 @@ def request_as(permission: str | None, path_params: dict[str, str] | None = None
 @pytest.mark.parametrize(
     "permission",
     ["agents:run", "agents:approve", "alerts:ack", "labels:manage", "queues:manage",
-     "keys:manage", "cost:read", "pipelines:read", "audit:read"],
+     "keys:manage", "cost:read", "audit:read"],
 )  # fmt: skip
 def test_an_install_wide_route_acts_in_default_whatever_the_header(permission: str) -> None:
     assert acting_project(request_as(permission)) == "default"

@@ -54,6 +54,22 @@ def test_a_run_and_its_steps_jobs_belong_to_the_project_it_ran_in(
     assert find_run(in_a, "hello").id == summary["id"]
 
 
+def test_a_step_never_reuses_the_cached_outputs_of_another_projects_step(
+    any_workspace: Workspace, tmp_path: Path
+) -> None:
+    path = write_pipeline(tmp_path, HELLO_PIPELINE)
+    in_a, in_b = any_workspace.in_project("team-a"), any_workspace.in_project("team-b")
+    run(in_a, path)
+
+    again_in_a, first_in_b = run(in_a, path), run(in_b, path)
+
+    assert [step["cached"] for step in again_in_a["steps"]] == [True]
+    # the same step, key for key but the project: it runs as team-b's own job
+    assert [step["cached"] for step in first_in_b["steps"]] == [False]
+    assert _job_projects(any_workspace, first_in_b) == ["team-b"]
+    assert [step["cached"] for step in run(in_b, path)["steps"]] == [True]
+
+
 def test_a_step_cannot_write_into_a_dataset_of_another_project(
     any_workspace: Workspace, tmp_path: Path
 ) -> None:

@@ -4,7 +4,8 @@ The key is sha256 over the canonical JSON of everything that can change what a s
 makes: its kind, its resolved parameters (after `${...}` substitution), the digests of its
 inputs (files, dataset and model versions, the outputs of the steps it needs), the code
 version (forgeml's, and the git commit of the working directory), a digest of the
-installed distributions, and the values of the environment variables it declares.
+installed distributions, the values of the environment variables it declares, and the
+project it runs in (a step of one project never reuses another's outputs).
 Leaving any one out makes a stale hit possible: KFP's key ignores env vars (kfp#14339),
 and Flyte missed DataFrame inputs (flyte#1581). `tests/pipelines/test_cache.py` changes
 each part in turn.
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
     from forgeml.pipelines.steps import StepBase
 
-KEY_SCHEMA = 1  # bumped when what goes into a key changes: old entries then never match
+KEY_SCHEMA = 2  # bumped when what goes into a key changes: old entries then never match
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,13 @@ class KeyParts:
     inputs: Mapping[str, str]
     code: CodeVersion
     env: Mapping[str, str | None] = field(default_factory=dict)
+    # the project the step runs in: a step of another project never reuses its outputs
+    project: str = "default"
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "schema": KEY_SCHEMA,
+            "project": self.project,
             "kind": self.kind,
             "params": dict(self.params),
             "inputs": dict(self.inputs),
@@ -102,7 +106,8 @@ def step_key_parts(
     inputs = kind.inputs(workspace, step, base)
     for name, outputs in needed.items():
         inputs[f"step:{name}"] = json_digest(dict(outputs))
-    return KeyParts(kind.name, params_of(step), inputs, code, declared_env(step.env, environ))
+    env = declared_env(step.env, environ)
+    return KeyParts(kind.name, params_of(step), inputs, code, env, workspace.project)
 
 
 def declared_env(names: list[str], environ: Mapping[str, str] | None = None) -> dict[str, Any]:
