@@ -258,12 +258,22 @@ def test_a_folder_cannot_be_uploaded(forgeml: Forgeml, tmp_path: Path) -> None:
 
 
 def test_a_command_without_a_remote_mode_refuses_rather_than_run_locally(
-    forgeml: Forgeml,
+    forgeml: Forgeml, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # every command has a remote mode now (a test walks them all); one added without it
+    # is what this guard is for: `queues create` taken out of the table plays that command
+    from forgeml.cli import _remote
+
+    monkeypatch.setattr(
+        _remote, "REMOTE_COMMANDS", _remote.REMOTE_COMMANDS - {("queues", "create")}
+    )
+
     refused = forgeml.remote("queues", "create", "gpu")
 
     assert refused.code == 2
     assert "`forgeml queues create` has no remote mode" in refused.stderr
+    assert forgeml.remote("queues", "list").code == 0  # nothing was created, here or there
+    assert "gpu" not in forgeml.remote("queues", "list").stdout
 
 
 @pytest.mark.parametrize("server", [None, "http://127.0.0.1:9"])
