@@ -87,3 +87,29 @@ def test_a_signal_to_a_gone_group_is_harmless() -> None:
     from forgeml.core.processes import signal_group
 
     signal_group(2**22 + 12345, signal.SIGTERM)
+
+
+def test_a_stepped_clock_does_not_make_a_running_process_read_as_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # psutil adds /proc/stat's boot time, whole seconds recomputed from the wall clock at
+    # each read: a clock stepped across a second moved every process's start by one, and
+    # the local executor took its running attempts for ended ones (CI, 2026-12-05)
+    import psutil._pslinux as pslinux
+
+    pid = os.getpid()
+    created, wall = create_time(pid), psutil.Process(pid).create_time()
+    booted = pslinux.boot_time()
+    monkeypatch.setattr(pslinux, "boot_time", lambda: booted + 1.0)
+
+    assert is_alive(pid, created)
+    assert not is_alive(pid, created - 0.5)
+    # an attempt recorded before, with the wall-clock start: the step is forgiven too
+    assert is_alive(pid, wall)
+    assert not is_alive(pid, wall - 10)
+
+
+def test_the_start_time_of_no_process_is_an_error() -> None:
+    with pytest.raises(psutil.NoSuchProcess):
+        create_time(2**22 + 12345)
+    assert not is_alive(2**22 + 12345, 100.0)

@@ -59,19 +59,51 @@ def spawn_detached(
     return int(result.stdout)
 
 
+# a start time above this is seconds since the epoch (what `create_time` recorded before it
+# counted from boot); below it, seconds since boot (over 30 years of uptime)
+_EPOCH_STARTS = 1e9
+
+
 def create_time(pid: int) -> float:
-    """When `pid` started (with the pid, it names the process even after pid reuse)."""
-    return float(psutil.Process(pid).create_time())
+    """When `pid` started, to name the process with its pid even after the pid is reused.
+
+    On Linux: seconds from boot to its start, the kernel's count of clock ticks, which no
+    change of the system clock moves. psutil's wall-clock start time adds the boot time
+    that /proc/stat gives in whole seconds, recomputed from the clock at each read: when
+    the clock is stepped (NTP, a VM's time sync) across a second, every running process
+    seemed to have started a second earlier or later, so a running job's attempt read as
+    ended ("without recording an exit code"). Elsewhere: psutil's wall-clock start time.
+
+    Raises:
+        psutil.NoSuchProcess: no process has that pid.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():  # Linux, and no such process
+            raise psutil.NoSuchProcess(pid) from None
+        return float(psutil.Process(pid).create_time())
+    # the fields after the command's name, which may hold spaces and parentheses; the
+    # 22nd field (starttime) is the 20th after it
+    ticks = int(stat.rpartition(")")[2].split()[19])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def same_process(pid: int, created: float) -> bool:
+    """Whether `pid` is still the process that started at `created` (`create_time`)."""
+    if created > _EPOCH_STARTS:  # recorded as wall-clock time: compare as such
+        # /proc/stat's boot time is whole seconds; a stepped clock moves it by one
+        return abs(psutil.Process(pid).create_time() - created) < 1.5
+    return abs(create_time(pid) - created) < 0.005
 
 
 def is_alive(pid: int, created: float | None = None) -> bool:
     """Whether `pid` runs (not a zombie), and is the process created at `created` if given."""
     try:
-        process = psutil.Process(pid)
-        if created is not None and abs(process.create_time() - created) >= 0.01:
+        if created is not None and not same_process(pid, created):
             return False
-        return process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, OSError, ValueError, IndexError):
         return False
 
 

@@ -15,10 +15,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import psutil
-
 from forgeml.core.config import Settings
 from forgeml.core.errors import UsageError
+from forgeml.core.processes import create_time, is_alive
 
 LEASE_FILE = "scheduler.json"
 
@@ -38,10 +37,7 @@ def lease_path(settings: Settings) -> Path:
 
 
 def _alive(info: ServerInfo) -> bool:
-    try:
-        return abs(psutil.Process(info.pid).create_time() - info.create_time) < 0.01
-    except psutil.Error:
-        return False
+    return is_alive(info.pid, info.create_time)
 
 
 def running_server(settings: Settings) -> ServerInfo | None:
@@ -63,7 +59,7 @@ def hold_lease(settings: Settings, executor: str) -> Iterator[ServerInfo]:
     other = running_server(settings)
     if other is not None and other.pid != os.getpid():
         raise UsageError(f"A forgeml server is already running for this home (pid {other.pid}).")
-    me = ServerInfo(os.getpid(), psutil.Process().create_time(), executor, time.time())
+    me = ServerInfo(os.getpid(), create_time(os.getpid()), executor, time.time())
     path = lease_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -301,7 +301,7 @@ class LocalExecutor:
         with contextlib.suppress(psutil.Error):  # it ended: its exit file says how
             launcher = psutil.Process(pid)
             if str(spec_file) in launcher.cmdline():  # not a later process given its pid
-                created = launcher.create_time()
+                created = create_time(pid)
         if not created and not exit_file.exists():
             return None  # killed without a word: lost, as any such attempt
         return AttemptHandle(self.name, f"{pid}:{created!r}:{exit_file}")
