@@ -185,6 +185,7 @@ def mlflow_server(store_uri: str, scratch: Path) -> Iterator[str]:
         "--default-artifact-root", (scratch / "mlartifacts").as_uri(),
         "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
     ]  # fmt: skip
+    scratch.mkdir(parents=True, exist_ok=True)  # started beside forgeml's, which made it
     log = (scratch / "mlflow-server.log").open("wb")
     # without its job runner (MLflow 3's default starts `mlflow.server.jobs._job_runner` and
     # its Huey consumers beside the server): no benchmark submits MLflow jobs, and those
