@@ -14,9 +14,9 @@ import pytest
 
 from forgeml.api._limits import ApiLimits
 from forgeml.core.archives import TAR_MEDIA_TYPE, pack_named
-from forgeml.core.store import JobRecord
 from forgeml.core.workspace import Workspace
 from forgeml.scheduler.contract import JOB_CWD_ENV
+from tests.api._commands import job_folders_left, job_spec
 from tests.api.conftest import api_client
 
 URL = "/api/v1/commands/archive"
@@ -59,18 +59,6 @@ def _tar(*members: tuple[str, bytes | None]) -> bytes:
     return out.getvalue()
 
 
-def _spec(workspace: Workspace, job_id: str) -> dict[str, Any]:
-    with workspace.store.session() as session:
-        job = session.get(JobRecord, job_id)
-        assert job is not None
-        return dict(job.spec)
-
-
-def _left(workspace: Workspace) -> list[str]:
-    commands = workspace.settings.home / "commands"
-    return sorted(p.name for p in commands.iterdir()) if commands.exists() else []
-
-
 def test_the_archive_is_unpacked_as_the_jobs_folder(
     api_workspace: Workspace, tmp_path: Path
 ) -> None:
@@ -81,7 +69,7 @@ def test_the_archive_is_unpacked_as_the_jobs_folder(
         answer = client.post(URL, params={"argv": argv}, content=body, headers=TAR)
 
     assert answer.status_code == 202, answer.text
-    spec = _spec(api_workspace, answer.json()["job_id"])
+    spec = job_spec(api_workspace, answer.json()["job_id"])
     folder = Path(spec["env"][JOB_CWD_ENV])
     assert spec["scratch"] == str(folder) and spec["command"][-4:] == argv
     assert sorted(p.name for p in folder.iterdir()) == ["docs", "empty", "q.yaml"]
@@ -94,7 +82,7 @@ def test_the_archive_is_unpacked_as_the_jobs_folder(
     assert unpacked == tree
     assert list((folder / "empty").iterdir()) == []
     # the body's temporary file is gone: only the job's folder is left
-    assert _left(api_workspace) == [folder.name]
+    assert job_folders_left(api_workspace) == [folder.name]
 
 
 def _chunks(data: bytes, size: int = 4096) -> Iterator[bytes]:
@@ -116,7 +104,7 @@ def test_a_body_over_the_upload_limit_is_a_413_and_leaves_nothing(
     assert answer.json()["error"] == (
         "The archive is larger than this server's limit of 32,768 bytes."
     )
-    assert _left(api_workspace) == []
+    assert job_folders_left(api_workspace) == []
 
 
 def test_what_an_archive_unpacks_to_is_held_to_the_member_limit(
@@ -128,7 +116,7 @@ def test_what_an_archive_unpacks_to_is_held_to_the_member_limit(
 
     assert answer.status_code == 413, answer.text
     assert answer.json()["error"].startswith("archive: over this server's limit of 3 files")
-    assert _left(api_workspace) == []
+    assert job_folders_left(api_workspace) == []
 
 
 @pytest.mark.parametrize(
@@ -151,7 +139,7 @@ def test_an_archive_that_cannot_be_the_jobs_folder_is_refused_and_leaves_nothing
 
     assert answer.status_code == status, answer.text
     assert answer.json()["error"].startswith(error)
-    assert _left(api_workspace) == []
+    assert job_folders_left(api_workspace) == []
 
 
 @pytest.mark.parametrize(
@@ -170,4 +158,4 @@ def test_a_command_not_run_as_a_job_is_refused_and_leaves_nothing(
 
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"].startswith(error)
-    assert _left(api_workspace) == []
+    assert job_folders_left(api_workspace) == []

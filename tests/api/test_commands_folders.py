@@ -16,11 +16,11 @@ import pytest
 
 from forgeml.api._limits import ApiLimits
 from forgeml.core.archives import pack_folder
-from forgeml.core.store import JobRecord
 from forgeml.core.workspace import Workspace
 from forgeml.scheduler.contract import JOB_CWD_ENV
 from forgeml.scheduler.foreground import run_in_foreground
 from forgeml.scheduler.jobs import attempt_log
+from tests.api._commands import job_folders_left, job_spec
 from tests.api.conftest import api_client
 from tests.train.conftest import SRC
 
@@ -47,18 +47,6 @@ def _body(argv: list[str], folders: dict[str, bytes], **files: bytes) -> dict[st
     }
 
 
-def _spec(workspace: Workspace, job_id: str) -> dict[str, Any]:
-    with workspace.store.session() as session:
-        job = session.get(JobRecord, job_id)
-        assert job is not None
-        return dict(job.spec)
-
-
-def _left(workspace: Workspace) -> list[str]:
-    commands = workspace.settings.home / "commands"
-    return sorted(p.name for p in commands.iterdir()) if commands.exists() else []
-
-
 def test_a_folder_is_unpacked_in_the_jobs_folder_beside_its_files(
     api_workspace: Workspace, tmp_path: Path
 ) -> None:
@@ -69,7 +57,7 @@ def test_a_folder_is_unpacked_in_the_jobs_folder_beside_its_files(
         answer = client.post("/api/v1/commands", json=body)
 
     assert answer.status_code == 202, answer.text
-    spec = _spec(api_workspace, answer.json()["job_id"])
+    spec = job_spec(api_workspace, answer.json()["job_id"])
     folder = Path(spec["env"][JOB_CWD_ENV])
     assert spec["scratch"] == str(folder)
     assert sorted(p.name for p in folder.iterdir()) == ["docs", "q.yaml"]
@@ -103,7 +91,7 @@ def test_a_folder_that_may_not_be_sent_is_refused_naming_it(
 
     assert answer.status_code == status, answer.text
     assert answer.json()["error"].startswith(error)
-    assert _left(api_workspace) == []
+    assert job_folders_left(api_workspace) == []
 
 
 def test_a_folder_whose_content_is_not_base64_is_a_400(api_workspace: Workspace) -> None:
@@ -152,7 +140,7 @@ def test_folders_over_the_upload_limits_are_a_413_and_leave_nothing(
 
     assert answer.status_code == 413, answer.text
     assert answer.json()["error"].startswith(error)
-    assert _left(api_workspace) == []
+    assert job_folders_left(api_workspace) == []
 
 
 def test_a_compressed_folder_that_would_unpack_over_the_limit_is_refused_before_it_is_written(
@@ -165,7 +153,7 @@ def test_a_compressed_folder_that_would_unpack_over_the_limit_is_refused_before_
 
     assert answer.status_code == 413, answer.text
     assert "upload limit of 1,048,576 bytes" in answer.json()["error"]
-    assert _left(api_workspace) == []
+    assert job_folders_left(api_workspace) == []
 
 
 @pytest.fixture
@@ -180,7 +168,7 @@ def _queue(workspace: Workspace, tmp_path: Path, argv: list[str]) -> tuple[str, 
         answer = client.post("/api/v1/commands", json=_body(argv, {"pipes": blob}))
     assert answer.status_code == 202, answer.text
     job_id = answer.json()["job_id"]
-    folder = Path(_spec(workspace, job_id)["env"][JOB_CWD_ENV])
+    folder = Path(job_spec(workspace, job_id)["env"][JOB_CWD_ENV])
     assert (folder / "pipes" / "adult-data.yaml").is_file()
     return job_id, folder
 
@@ -202,7 +190,7 @@ def test_the_jobs_folder_is_removed_when_it_ends_and_its_log_is_kept(
     ended = run_in_foreground(api_workspace, job_id, lambda _: None)
 
     assert ended.state == state
-    assert not folder.exists() and _left(api_workspace) == []
+    assert not folder.exists() and job_folders_left(api_workspace) == []
     assert logged in attempt_log(api_workspace, job_id).decode()
 
 
@@ -217,7 +205,7 @@ def test_a_cancelled_jobs_folder_is_removed_and_the_job_cannot_be_retried_withou
 
     assert cancelled.status_code == 200, cancelled.text
     assert json.loads(cancelled.text)["state"] == "CANCELLED"
-    assert not folder.exists() and _left(api_workspace) == []
+    assert not folder.exists() and job_folders_left(api_workspace) == []
     assert retried.status_code == 409
     assert retried.json()["error"] == (
         f"Job {job_id}'s files were removed when it ended; run its command again."

@@ -219,30 +219,73 @@ def test_unreachable_database_is_one_clear_error() -> None:
         open_store("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2")
 
 
-def test_a_store_at_0019_keeps_its_prompts_in_the_default_project(backend_url: str) -> None:
-    _store_at(backend_url, "0019")
+# (the revision before, {table: (row id, INSERT of that row)}) of each migration that gave a
+# kind a project: rows written before it land in `default`
+PROJECT_MIGRATIONS = {
+    "prompts": (
+        "0019",
+        {
+            "prompt_versions": (
+                "p1",
+                "INSERT INTO prompt_versions (id, name, version, digest, kind, content, "
+                "created_by, created_at) VALUES ('p1', 'qa', 1, 'd', 'text', '{}', 'ann', "
+                "'2026-01-01 00:00:00')",
+            )
+        },
+    ),
+    "rag": (
+        "0021",
+        {
+            "rag_indexes": (
+                "i1",
+                "INSERT INTO rag_indexes (id, name, created_at, created_by) "
+                "VALUES ('i1', 'docs', '2026-01-01 00:00:00', 'ann')",
+            )
+        },
+    ),
+    "pipelines": (
+        "0022",
+        {
+            "pipeline_runs": (
+                "r1",
+                "INSERT INTO pipeline_runs (id, name, file, spec, state, created_at, created_by) "
+                "VALUES ('r1', 'train', 'p.yaml', '{}', 'SUCCEEDED', '2026-01-01 00:00:00', 'ann')",
+            ),
+            "pipeline_triggers": (
+                "t1",
+                "INSERT INTO pipeline_triggers (id, name, file, overrides, kind, subject, cursor, "
+                "created_at, created_by) VALUES ('t1', 'nightly', 'p.yaml', '[]', 'cron', "
+                "'0 3 * * *', 'x', '2026-01-01 00:00:00', 'ann')",
+            ),
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PROJECT_MIGRATIONS))
+def test_a_store_before_a_kinds_project_keeps_its_rows_in_the_default_project(
+    backend_url: str, kind: str
+) -> None:
+    revision, rows = PROJECT_MIGRATIONS[kind]
+    _store_at(backend_url, revision)
     from sqlalchemy import create_engine
 
     engine = create_engine(backend_url)
     with engine.begin() as connection:
-        connection.execute(
-            text(
-                "INSERT INTO prompt_versions (id, name, version, digest, kind, content, "
-                "created_by, created_at) VALUES ('p1', 'qa', 1, 'd', 'text', '{}', 'ann', "
-                "'2026-01-01 00:00:00')"
-            )
-        )
+        for _, insert in rows.values():
+            connection.execute(text(insert))
     engine.dispose()
 
     store = open_store(backend_url)
 
     inspector = inspect(store.engine)
-    column = next(c for c in inspector.get_columns("prompt_versions") if c["name"] == "project")
-    assert column["nullable"] is False
-    assert ["project"] in [i["column_names"] for i in inspector.get_indexes("prompt_versions")]
-    with store.engine.connect() as connection:
-        found = connection.scalar(text("SELECT project FROM prompt_versions WHERE id = 'p1'"))
-        assert found == "default"
+    for table, (row, _) in rows.items():
+        column = next(c for c in inspector.get_columns(table) if c["name"] == "project")
+        assert column["nullable"] is False
+        assert ["project"] in [i["column_names"] for i in inspector.get_indexes(table)]
+        with store.engine.connect() as connection:
+            found = connection.scalar(text(f"SELECT project FROM {table} WHERE id = '{row}'"))
+            assert found == "default", table
     store.dispose()
 
 
@@ -259,64 +302,4 @@ def test_a_store_at_0019_gains_the_curve_previews_table(backend_url: str) -> Non
     assert [(f["referred_table"], f["constrained_columns"]) for f in foreign] == [
         ("runs", ["run_id"])
     ]
-    store.dispose()
-
-
-def test_a_store_at_0021_keeps_its_rag_indexes_in_the_default_project(backend_url: str) -> None:
-    _store_at(backend_url, "0021")
-    from sqlalchemy import create_engine
-
-    engine = create_engine(backend_url)
-    with engine.begin() as connection:
-        connection.execute(
-            text(
-                "INSERT INTO rag_indexes (id, name, created_at, created_by) "
-                "VALUES ('i1', 'docs', '2026-01-01 00:00:00', 'ann')"
-            )
-        )
-    engine.dispose()
-
-    store = open_store(backend_url)
-
-    inspector = inspect(store.engine)
-    column = next(c for c in inspector.get_columns("rag_indexes") if c["name"] == "project")
-    assert column["nullable"] is False
-    assert ["project"] in [i["column_names"] for i in inspector.get_indexes("rag_indexes")]
-    with store.engine.connect() as connection:
-        found = connection.scalar(text("SELECT project FROM rag_indexes WHERE id = 'i1'"))
-        assert found == "default"
-    store.dispose()
-
-
-def test_a_store_at_0022_keeps_its_pipelines_in_the_default_project(backend_url: str) -> None:
-    _store_at(backend_url, "0022")
-    from sqlalchemy import create_engine
-
-    engine = create_engine(backend_url)
-    with engine.begin() as connection:
-        connection.execute(
-            text(
-                "INSERT INTO pipeline_runs (id, name, file, spec, state, created_at, created_by) "
-                "VALUES ('r1', 'train', 'p.yaml', '{}', 'SUCCEEDED', '2026-01-01 00:00:00', 'ann')"
-            )
-        )
-        connection.execute(
-            text(
-                "INSERT INTO pipeline_triggers (id, name, file, overrides, kind, subject, cursor, "
-                "created_at, created_by) VALUES ('t1', 'nightly', 'p.yaml', '[]', 'cron', "
-                "'0 3 * * *', 'x', '2026-01-01 00:00:00', 'ann')"
-            )
-        )
-    engine.dispose()
-
-    store = open_store(backend_url)
-
-    inspector = inspect(store.engine)
-    for table, row in (("pipeline_runs", "r1"), ("pipeline_triggers", "t1")):
-        column = next(c for c in inspector.get_columns(table) if c["name"] == "project")
-        assert column["nullable"] is False
-        assert ["project"] in [i["column_names"] for i in inspector.get_indexes(table)]
-        with store.engine.connect() as connection:
-            found = connection.scalar(text(f"SELECT project FROM {table} WHERE id = '{row}'"))
-            assert found == "default", table
     store.dispose()
