@@ -101,6 +101,24 @@ def test_data_query_reads_the_datasets_of_its_project_only(
             assert_cli_error(cli("data", "query", sql), "'small-a' belongs to the project 'team-a'")
 
 
+def test_a_transform_reads_the_datasets_of_its_project_only(
+    cli: Cli, small_csv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _in(monkeypatch, "team-a")
+    assert_ok(cli("data", "add", "small-a", small_csv))
+
+    for project in ("team-b", None):
+        _in(monkeypatch, project)
+        for command in (("split", "small-a"), ("clean", "small-a@v1", "--name", "mine")):
+            assert_cli_error(
+                cli("data", *command), "Dataset 'small-a' belongs to the project 'team-a'"
+            )
+        assert _datasets(cli) == []
+    _in(monkeypatch, "team-a")
+    assert_ok(cli("data", "split", "small-a"))
+    assert _datasets(cli) == ["small-a"]
+
+
 def _prompts(cli: Cli) -> list[str]:
     return [item["name"] for item in json_out(cli("prompts", "list", "--json"))]
 

@@ -181,6 +181,26 @@ def test_bad_configs_fail_before_any_run_is_recorded(
     assert models(adult) == []
 
 
+def test_training_on_a_dataset_of_another_project_is_refused_before_any_run(
+    adult: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forgeml.core.config import get_settings
+
+    monkeypatch.setenv("FORGEML_PROJECT", "team-b")
+    get_settings.cache_clear()
+
+    result = adult("train", ADULT_CONFIG, *quick())
+
+    assert_cli_error(result, "Dataset 'adult' belongs to the project 'default', not 'team-b'")
+    assert runs(adult) == []
+    assert models(adult) == []
+    monkeypatch.delenv("FORGEML_PROJECT")
+    get_settings.cache_clear()
+    assert runs(adult) == []
+    assert models(adult) == []
+    assert train(adult)["model"]
+
+
 def test_a_config_file_with_a_wrong_type_names_the_file_and_the_key(
     adult: Cli, tmp_path: Path
 ) -> None:

@@ -98,6 +98,29 @@ def resolve(session: Session, ref: str | Ref) -> DatasetVersion:
     return found[0]
 
 
+def resolve_to_read(workspace: Workspace, session: Session, ref: str | Ref) -> DatasetVersion:
+    """The version `ref` names, for a use that reads its rows in the workspace's project
+    (training, tuning, evaluation, a transform, a pipeline's data step): a dataset of
+    another project is not this workspace's to read, though its name resolves.
+
+    Raises:
+        NotFoundError, UsageError: as `resolve`.
+        OtherProjectError: the dataset belongs to another project than the workspace's.
+    """
+    version = resolve(session, ref)
+    check_readable(workspace, version)
+    return version
+
+
+def check_readable(workspace: Workspace, version: DatasetVersion) -> None:
+    """Refuse to read `version`'s rows from a workspace of another project.
+
+    Raises:
+        OtherProjectError: the version's dataset belongs to another project.
+    """
+    workspace.check_own("Dataset", version.dataset.name, version.dataset.project)
+
+
 def latest_versions() -> Select[Dataset, DatasetVersion]:
     """Every dataset with its latest version, unordered (callers order and page it)."""
     latest = (

@@ -102,12 +102,15 @@ def derive(
         name: the dataset to record into; default the parent's dataset (for `features`,
             `<parent>-features`).
         spec_name: for `features`, the FeatureSpec name; default the dataset's name.
+
+    Raises:
+        OtherProjectError: `ref` is a dataset of another project than the workspace's.
     """
     transform = get_transform(op)
     if not isinstance(params, transform.params):
         params = parse_model(transform.params, params, f"{op} recipe")
     with workspace.store.session() as session:
-        parent = catalog.resolve(session, ref)
+        parent = catalog.resolve_to_read(workspace, session, ref)
     target = validate_name(name or parent.dataset.name + transform.output_suffix, "dataset name")
     if spec_name is not None:
         validate_name(spec_name, "feature spec name")

@@ -61,7 +61,8 @@ def dataset_version_for(workspace: Workspace, config: TrainConfig) -> Any:
     from forgeml.data import catalog
 
     with workspace.store.session() as session:
-        return catalog.resolve(session, config.data.dataset)
+        # before the run is opened: a dataset of another project records no run
+        return catalog.resolve_to_read(workspace, session, config.data.dataset)
 
 
 def _open_run(

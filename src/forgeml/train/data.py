@@ -75,6 +75,7 @@ def load_task_data(workspace: Workspace, config: TrainConfig) -> TaskData:
 
     Raises:
         NotFoundError: the dataset, eval dataset or feature spec does not exist.
+        OtherProjectError: one of them is (fitted on) a dataset of another project.
         UsageError: the version has no splits (run `forgeml data split` first).
         ConfigError: the config does not say, or contradicts, what to train on.
         MissingColumnError: the target, text, image or a slice column is missing.
@@ -113,10 +114,12 @@ def load_task_data(workspace: Workspace, config: TrainConfig) -> TaskData:
 
 def _resolve(workspace: Workspace, data: DataConfig) -> _Sources:
     with workspace.store.session() as session:
-        version = catalog.resolve(session, data.dataset)
+        version = catalog.resolve_to_read(workspace, session, data.dataset)
         spec = None
         if data.feature_spec is not None:
             spec = catalog.resolve_feature_spec(session, data.feature_spec)
+            # a spec holds statistics of the rows it was fitted on: those of its dataset
+            catalog.check_readable(workspace, spec.dataset_version)
             if spec.dataset_version_id == version.id:
                 parents = [edge.parent.ref for edge in version.parent_edges]
                 raise ConfigError(
@@ -124,7 +127,11 @@ def _resolve(workspace: Workspace, data: DataConfig) -> _Sources:
                     f"data.dataset to its raw parent {parents[0] if parents else ''} so the "
                     "spec is applied to raw rows, as serving does."
                 )
-        eval_version = catalog.resolve(session, data.eval_dataset) if data.eval_dataset else None
+        eval_version = (
+            catalog.resolve_to_read(workspace, session, data.eval_dataset)
+            if data.eval_dataset
+            else None
+        )
     return _Sources(version, spec, eval_version)
 
 
