@@ -29,6 +29,7 @@ class _AckRefused:
     def __init__(self, inner: StreamSource) -> None:
         self._inner = inner
         self.acks_confirmed = inner.acks_confirmed
+        self.ids_as_positions = inner.ids_as_positions
 
     def receive(self, limit: int, timeout: float) -> list[Message]:
         return self._inner.receive(limit, timeout)

@@ -39,6 +39,7 @@ class _DiesBeforeAck:
     def __init__(self, inner: StreamSource) -> None:
         self._inner = inner
         self.acks_confirmed = inner.acks_confirmed
+        self.ids_as_positions = inner.ids_as_positions
 
     def receive(self, limit: int, timeout: float) -> list[Any]:
         return self._inner.receive(limit, timeout)

@@ -10,10 +10,13 @@ from tests._wait import FakeClock
 class ScriptedSource:
     """Hands out prepared batches; each receive moves the clock by the time it waited."""
 
-    def __init__(self, clock: FakeClock, batches: list[list[Message]]) -> None:
+    def __init__(
+        self, clock: FakeClock, batches: list[list[Message]], ids_as_positions: bool = False
+    ) -> None:
         self.clock, self.batches = clock, batches
         self.acked: list[str] = []
         self.acks_confirmed = True
+        self.ids_as_positions = ids_as_positions
         self.waits: list[float] = []
 
     def receive(self, limit: int, timeout: float) -> list[Message]:
@@ -80,6 +83,28 @@ def test_a_redelivery_of_a_message_in_the_window_is_kept_aside_for_the_ack() -> 
     window = collect(source, 2, 60, set(), clock)
     assert [m.position for m in window.messages] == ["1", "2"]
     assert [m.position for m in window.copies] == ["1"]
+
+
+def test_a_redelivery_before_its_first_delivery_is_the_copy_where_ids_are_positions() -> None:
+    # NATS: message 21's first delivery reached a fetch that had expired and came with the
+    # next one, after the broker's redelivery (ack_wait passed): CI, 2026-12-05, recorded
+    # 21 twice
+    clock = FakeClock()
+    batches = [_messages("20"), _messages("21", redelivered=True), _messages("21")]
+    source = ScriptedSource(clock, batches, ids_as_positions=True)
+    window = collect(source, 3, 60, set(), clock)
+    assert [m.position for m in window.messages] == ["20", "21"]
+    assert [m.position for m in window.copies] == ["21"]
+
+
+def test_two_messages_with_one_content_position_are_both_kept() -> None:
+    # MQTT, AMQP without message_id: the same payload sent twice is two records
+    clock = FakeClock()
+    batches = [_messages("same", redelivered=True), _messages("same")]
+    source = ScriptedSource(clock, batches)
+    window = collect(source, 2, 60, set(), clock)
+    assert [m.position for m in window.messages] == ["same", "same"]
+    assert window.copies == []
 
 
 def test_progress_reports_the_window_count_after_each_batch() -> None:

@@ -24,6 +24,7 @@ class AmqpSource:
     """A channel with manual acks on the existing queue `url.name`."""
 
     acks_confirmed = True
+    ids_as_positions = False  # message_id, else the payload's digest
 
     def __init__(self, url: StreamUrl) -> None:
         self._runner = asyncio.Runner()

@@ -45,9 +45,14 @@ class StreamSource(Protocol):
     `acks_confirmed` says whether the broker confirms an ack before `ack` returns (or before
     `close` returns, for acks written ahead of a closing handshake). MQTT sends PUBACK with
     no answer, so a version whose acks were sent is still checked for copies for a while.
+    `ids_as_positions`: a position names one message (see the attribute).
     """
 
     acks_confirmed: bool
+    # whether a position is the broker's id of the message (NATS stream sequence, Redis
+    # entry id), so a second delivery of it is a copy even when it comes unmarked; a
+    # content position (MQTT, AMQP) is shared by two messages with the same payload
+    ids_as_positions: bool
 
     def receive(self, limit: int, timeout: float) -> list[Message]:
         """Up to `limit` messages, waiting at most `timeout` seconds for the first."""

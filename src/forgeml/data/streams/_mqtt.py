@@ -32,6 +32,7 @@ class MqttSource:
     """A persistent QoS 1 subscription to `url.name` as client `client_id`."""
 
     acks_confirmed = False  # PUBACK has no answer
+    ids_as_positions = False  # the payload's digest
 
     def __init__(self, url: StreamUrl, client_id: str) -> None:
         import paho.mqtt.client as mqtt

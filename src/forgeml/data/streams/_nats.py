@@ -22,6 +22,7 @@ class NatsSource:
     """A durable pull consumer `durable` on the JetStream stream holding `url.name`."""
 
     acks_confirmed = True
+    ids_as_positions = True  # the stream sequence
 
     def __init__(self, url: StreamUrl, durable: str) -> None:
         self._runner = asyncio.Runner()

@@ -24,6 +24,7 @@ class RedisSource:
     """A consumer in group `group` of the Redis stream `url.name`."""
 
     acks_confirmed = True
+    ids_as_positions = True  # the entry id
 
     def __init__(self, url: StreamUrl, group: str) -> None:
         import redis

@@ -3,7 +3,9 @@
 A redelivered message whose position is in a committed version is a copy: it is
 acknowledged at once and dropped. A redelivery of a message already in this window (a
 broker whose ack deadline passed while the window was open) is kept aside and acknowledged
-with the window. Time comes from the injected `clock`.
+with the window; where positions are the broker's message ids, so is any second delivery
+of one, marked or not (it may arrive before the delivery it repeats). Time comes from the
+injected `clock`.
 """
 
 from __future__ import annotations
@@ -55,7 +57,11 @@ def collect(
         for message in batch:
             if message.redelivered and message.position in committed:
                 continue
-            if message.redelivered and message.position in taken:
+            # a broker may hand over a redelivery before the first delivery it repeats
+            # (NATS: an expired fetch's message reaches the next one): with ids as
+            # positions, any second delivery is the copy
+            copy = message.redelivered or source.ids_as_positions
+            if copy and message.position in taken:
                 window.copies.append(message)
             else:
                 taken.add(message.position)
