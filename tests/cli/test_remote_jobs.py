@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from forgeml.auth import issue_token
-from forgeml.core.store import AuditEvent, JobRecord, ModelVersionRecord, RunRecord
+from forgeml.core.store import AuditEvent, Dataset, JobRecord, ModelVersionRecord, RunRecord
 from forgeml.core.workspace import Workspace
 from tests.auth._accounts import fast_settings, person
 from tests.cli._served import (
@@ -95,10 +95,16 @@ def test_a_remote_train_lands_its_run_and_model_in_the_callers_project(
     person(served.workspace, fast_settings(tmp_path), "tara", "developer", "team-a")
     served.tokens["tara"] = issue_token(served.workspace, "tara", "cli", actor="tester")[1]
     monkeypatch.setenv("FORGEML_PROJECT", "team-a")
-    with scheduling(served):
-        remote = forgeml.remote(
-            "train", "train.yaml", *quick("name=adult-team-a"), "--json", token="tara"
-        )
+    # training reads its own project's datasets only: adult (and the dataset its feature
+    # spec was fitted on) move to team-a for this test
+    _move_datasets(served.workspace, "team-a")
+    try:
+        with scheduling(served):
+            remote = forgeml.remote(
+                "train", "train.yaml", *quick("name=adult-team-a"), "--json", token="tara"
+            )
+    finally:
+        _move_datasets(served.workspace, "default")
 
     assert (remote.code, remote.stderr) == (0, ""), remote
     assert json.loads(remote.stdout)["model"] == "adult-team-a@v1"
@@ -116,6 +122,11 @@ def test_a_remote_train_lands_its_run_and_model_in_the_callers_project(
     monkeypatch.delenv("FORGEML_PROJECT")
     listed = json.loads(forgeml.remote("models", "list", "--json").stdout)
     assert "adult-team-a" not in {m["name"] for m in listed}
+
+
+def _move_datasets(workspace: Workspace, project: str) -> None:
+    with workspace.store.session() as session:
+        session.execute(update(Dataset).values(project=project))
 
 
 def _audited(workspace: Workspace) -> list[tuple[int, str, str]]:
