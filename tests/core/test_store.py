@@ -259,6 +259,23 @@ PROJECT_MIGRATIONS = {
             ),
         },
     ),
+    "alerts and keys": (
+        "0023",
+        {
+            "alerts": (
+                "a1",
+                "INSERT INTO alerts (id, fingerprint, rule, labels, annotations, state, "
+                "started_at, source, updated_at) VALUES ('a1', 'f', 'Drift', '{}', '{}', "
+                "'firing', '2026-01-01 00:00:00', 'forgeml', '2026-01-01 00:00:00')",
+            ),
+            "api_keys": (
+                "k1",
+                "INSERT INTO api_keys (id, prefix, name, salt, secret_hash, scopes, created_at, "
+                "created_by) VALUES ('k1', 'fml_abc', 'ci', 's', 'h', '[\"*\"]', "
+                "'2026-01-01 00:00:00', 'ann')",
+            ),
+        },
+    ),
 }
 
 
@@ -286,6 +303,18 @@ def test_a_store_before_a_kinds_project_keeps_its_rows_in_the_default_project(
         with store.engine.connect() as connection:
             found = connection.scalar(text(f"SELECT project FROM {table} WHERE id = '{row}'"))
             assert found == "default", table
+    store.dispose()
+
+
+def test_a_store_at_0023_gains_a_project_on_labelling_tasks(backend_url: str) -> None:
+    _store_at(backend_url, "0023")
+
+    store = open_store(backend_url)
+
+    inspector = inspect(store.engine)
+    column = next(c for c in inspector.get_columns("label_tasks") if c["name"] == "project")
+    assert column["nullable"] is False
+    assert ["project"] in [i["column_names"] for i in inspector.get_indexes("label_tasks")]
     store.dispose()
 
 

@@ -47,7 +47,7 @@ PAGE_PROJECT = "page_project"
 # the request state's key for the permission a route's `require` asked: the route acts in
 # the project that permission is decided in (`forgeml.api._context.acting_project`)
 PERMISSION = "asked_permission"
-# the resources a project holds (a `project` column, migrations 0019, 0021, 0022 and 0023):
+# the resources a project holds (a `project` column, migrations 0019, 0021, 0022, 0023 and 0024):
 # their permissions are decided in the request's project; every other resource (agents,
 # alerts, labels, queues, keys, cost, audit, accounts) lives install-wide, in `default`, so
 # its permissions are decided there, whatever project a header names

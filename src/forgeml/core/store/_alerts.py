@@ -30,6 +30,10 @@ class AlertRecord(Base):
     __tablename__ = "alerts"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    # the project it belongs to (migration 0024)
+    project: Mapped[str] = mapped_column(
+        String(128), default="default", server_default="default", index=True
+    )
     # 16 hex digits of the labels' digest (Alertmanager's width), or Alertmanager's own
     fingerprint: Mapped[str] = mapped_column(String(64), index=True)
     active_key: Mapped[str | None] = mapped_column(String(96), unique=True)

@@ -26,7 +26,7 @@ from forgeml.core.reading import is_reading
 from forgeml.core.store._json import json_loads
 
 # Bumped with every new migration in core/migrations/versions.
-HEAD_REVISION = "0023"
+HEAD_REVISION = "0024"
 # Any constant works: it only has to be the same for every forgeml process.
 _PG_WRITE_LOCK = 0x666F72676D6C
 # the execution option that marks a read session's connection (see `_on_begin`)

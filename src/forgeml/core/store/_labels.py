@@ -26,6 +26,10 @@ class LabelTaskRecord(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), unique=True)
+    # the project it belongs to (migration 0024)
+    project: Mapped[str] = mapped_column(
+        String(128), default="default", server_default="default", index=True
+    )
     dataset_version_id: Mapped[str] = mapped_column(ForeignKey("dataset_versions.id"))
     dataset_ref: Mapped[str] = mapped_column(String(160))
     # LabelSchema as JSON: kind (classes | spans | boxes), classes, the column shown

@@ -81,6 +81,10 @@ class ApiKeyRecord(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     prefix: Mapped[str] = mapped_column(String(32), unique=True)
     name: Mapped[str] = mapped_column(String(128))
+    # the project it belongs to (migration 0024)
+    project: Mapped[str] = mapped_column(
+        String(128), default="default", server_default="default", index=True
+    )
     salt: Mapped[str] = mapped_column(String(64))
     secret_hash: Mapped[str] = mapped_column(String(128))
     # deployment names the key may call; ["*"] for all
