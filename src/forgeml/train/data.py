@@ -34,9 +34,9 @@ from forgeml.data.features import FeatureSpec, feature_matrix
 from forgeml.train.config import DataConfig, TrainConfig
 from forgeml.train.models import ModelFamily, TokenizerSource, get_family
 from forgeml.train.task import SplitData, TaskData
+from forgeml.train.thresholds import NULL_SLICE
 
 BYTE_VOCAB = 256
-NULL_SLICE = "__null__"  # the value a missing slice cell is reported under (as in features)
 _GRAY_MODES = frozenset({"1", "L", "LA", "I", "I;16", "F"})
 
 

@@ -43,6 +43,21 @@ FORMAT_VERSION = 1
 # scores are probabilities in [0, 1]: fairlearn's infinite thresholds (always / never) hold
 # exactly with these finite stand-ins, which JSON can carry
 _ALWAYS, _NEVER = -1.0, 2.0
+# the group a missing sensitive cell belongs to, as `forgeml.train.data` reports slices
+NULL_SLICE = "__null__"
+
+
+def group_label(value: Any) -> str:
+    """A sensitive field's value as the group it was learnt under: the text polars casts a
+    split's slice cell to (missing: `NULL_SLICE`, booleans `true`/`false`, NaN `NaN`), so a
+    served row's group is the training split's."""
+    if value is None:
+        return NULL_SLICE
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -87,7 +102,7 @@ class GroupThresholds:
         Raises:
             InvalidDataError: a row's group is not one the rules were learnt for.
         """
-        labels = np.asarray([str(group) for group in groups], dtype=object)
+        labels = np.asarray([group_label(group) for group in groups], dtype=object)
         self.check_groups(labels)
         found = np.zeros(len(labels), dtype=np.float64)
         scores = np.asarray(scores, dtype=np.float64)
@@ -99,10 +114,10 @@ class GroupThresholds:
     def check_groups(self, groups: Iterable[Any]) -> None:
         """Raise InvalidDataError (one sentence) for a group without rules."""
         for position, group in enumerate(groups):
-            if str(group) not in self.groups:
+            if group_label(group) not in self.groups:
                 known = ", ".join(sorted(self.groups))
                 raise InvalidDataError(
-                    f"Instance {position} has {self.column} {str(group)!r}, a group the "
+                    f"Instance {position} has {self.column} {group_label(group)!r}, a group the "
                     f"fairness thresholds were not learnt for (groups: {known})."
                 )
 
@@ -131,7 +146,7 @@ class RowDecisions:
         Raises:
             InvalidDataError: a row's group is not one the rules were learnt for.
         """
-        groups = [str(row[thresholds.column]) for row in rows]
+        groups = [group_label(row.get(thresholds.column)) for row in rows]
         thresholds.check_groups(groups)
         draws = np.array([row_draw(row) for row in rows], dtype=np.float64)
         return cls(thresholds, groups, draws)
