@@ -95,11 +95,11 @@ def test_bad_requests_answer_4xx_json(api_workspace: Workspace, tmp_path: Path) 
             assert sentence in str(answer.json())
 
 
-def test_an_export_naming_another_project_records_its_dataset_in_default(
+def test_an_export_records_its_dataset_in_the_tasks_project(
     api_workspace: Workspace, tmp_path: Path
 ) -> None:
-    add_reviews(api_workspace, tmp_path)
-    team_b = {"X-Forgeml-Project": "team-b"}  # labels live in `default`, decided there
+    add_reviews(api_workspace.in_project("team-b"), tmp_path)
+    team_b = {"X-Forgeml-Project": "team-b"}  # labelling tasks belong to the request's project
     with api_client(api_workspace) as client:
         assert client.post("/api/v1/labels", json=TASK, headers=team_b).status_code == 201
         served = client.post("/api/v1/labels/sentiment/next", headers=team_b).json()
@@ -108,11 +108,13 @@ def test_an_export_naming_another_project_records_its_dataset_in_default(
             json={"item": served["item"], "label": "pos"},
             headers=team_b,
         )
+        elsewhere = client.post("/api/v1/labels/sentiment/export", json={"resolve": "majority"})
         exported = client.post(
             "/api/v1/labels/sentiment/export", json={"resolve": "majority"}, headers=team_b
         )
 
+    assert elsewhere.status_code == 403, elsewhere.text  # acting in default
     assert exported.status_code == 201, exported.text
     with api_workspace.store.session() as session:
         projects = dict(session.execute(select(Dataset.name, Dataset.project)).all())
-    assert projects == {"reviews": "default", "reviews-labelled": "default"}
+    assert projects == {"reviews": "team-b", "reviews-labelled": "team-b"}

@@ -178,3 +178,43 @@ def test_each_project_indexes_lists_and_uses_its_own_rag_indexes(
         )
         for command in uses:
             assert_cli_error(cli(*command), "'docs-a' belongs to the project 'team-a'")
+
+
+def _label_tasks(cli: Cli) -> list[str]:
+    return [item["name"] for item in json_out(cli("label", "list", "--json"))]
+
+
+def test_each_project_lists_and_uses_its_own_label_tasks(
+    cli: Cli, small_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    labels = tmp_path / "labels.csv"
+    labels.write_text("item,annotator,label\n1,bob,a\n")
+    _in(monkeypatch, "team-a")
+    assert_ok(cli("data", "add", "small-a", small_csv))
+    created = json_out(cli("label", "create", "t-a", "--dataset", "small-a@v1", "--classes",
+                           "a,b", "--json"))  # fmt: skip
+    assert created["project"] == "team-a"
+    assert _label_tasks(cli) == ["t-a"]
+    uses = [("next", "t-a"), ("submit", "t-a", "0", "a"), ("import", "t-a", labels),
+            ("reorder", "t-a", "--strategy", "random", "--seed", "1"),
+            ("export", "t-a", "--resolve", "majority")]  # fmt: skip
+
+    for project in ("team-b", None):
+        _in(monkeypatch, project)
+        assert _label_tasks(cli) == []
+        assert_cli_error(
+            cli("label", "create", "t-a", "--dataset", "small-a@v1", "--classes", "a"),
+            "exists already, in the project 'team-a'",
+        )
+        assert_cli_error(
+            cli("label", "create", "t-b", "--dataset", "small-a@v1", "--classes", "a"),
+            "Dataset 'small-a' belongs to the project 'team-a'",
+        )
+        for command in uses:
+            assert_cli_error(
+                cli("label", *command), "Label task 't-a' belongs to the project 'team-a'"
+            )
+    _in(monkeypatch, "team-a")
+    for command in uses:
+        assert_ok(cli("label", *command))
+    assert "small-a-labelled" in _datasets(cli)

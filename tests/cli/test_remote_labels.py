@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from forgeml.auth import issue_token
+from forgeml.data import pipeline
+from forgeml.data.ingest import IngestOptions
+from tests.auth._accounts import fast_settings, person
 from tests.cli._served import Forgeml, Served, served_on
 from tests.label.conftest import add_reviews
 
@@ -167,3 +171,37 @@ def test_the_client_labels_resource_answers_the_cli_json(served: Served, tmp_pat
     assert created["items"] == 6 and created["created_by"] == "olivia"
     assert stored["label"] == "neg"
     assert exported["labelled"] == 1
+
+
+def test_a_remote_label_task_acts_in_the_callers_project(
+    forgeml: Forgeml, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    served = forgeml.served
+    person(served.workspace, fast_settings(tmp_path), "mia", "maintainer", "team-a")
+    served.tokens["mia"] = issue_token(served.workspace, "mia", "cli", actor="tester")[1]
+    source = tmp_path / "reviews-a.csv"
+    source.write_text("id,text\nr0,fine\nr1,dull\n")
+    pipeline.add(served.workspace.in_project("team-a"), "reviews-a", source, IngestOptions())
+    monkeypatch.setenv("FORGEML_PROJECT", "team-a")
+
+    created = forgeml.remote(
+        "label", "create", "remote-a", "--dataset", "reviews-a@v1", "--classes", "pos,neg",
+        "--json", token="mia",
+    )  # fmt: skip
+    assert created.code == 0, created.stderr
+    assert json.loads(created.stdout)["project"] == "team-a"
+    listed = json.loads(forgeml.remote("label", "list", "--json", token="mia").stdout)
+    assert [task["name"] for task in listed] == ["remote-a"]
+    item = json.loads(forgeml.remote("label", "next", "remote-a", "--json", token="mia").stdout)
+    done = forgeml.remote("label", "submit", "remote-a", str(item["item"]), "pos", token="mia")
+    assert done.code == 0, done.stderr
+    exported = forgeml.remote("label", "export", "remote-a", "--resolve", "majority", "--json",
+                              token="mia")  # fmt: skip
+    assert json.loads(exported.stdout)["ref"] == "reviews-a-labelled@v1"
+    # default's owner neither lists it nor uses it, from default
+    monkeypatch.delenv("FORGEML_PROJECT")
+    listed = json.loads(forgeml.remote("label", "list", "--json").stdout)
+    assert "remote-a" not in {task["name"] for task in listed}
+    refused = forgeml.remote("label", "next", "remote-a")
+    assert refused.code == 1 and "'team-a'" in refused.stderr, refused
+    assert refused.stderr.count("\n") == 1

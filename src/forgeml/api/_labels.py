@@ -2,7 +2,10 @@
 and export, answering what `forgeml label ... --json` print.
 
 The caller is the annotator (`labels:submit`); creating a task, adjudicating, importing
-and exporting need `labels:manage`. Every write is audited as the caller.
+and exporting need `labels:manage`. Every write is audited as the caller. A list shows the
+request's project's tasks and a create lands there; an item route is authorized in its
+task's project (`resource="label"`), and what serves, labels, imports into, reorders or
+exports a task must act in it.
 """
 
 from __future__ import annotations
@@ -94,50 +97,52 @@ def create(request: Request, body: TaskSpec) -> dict[str, Any]:
     return task_summary(create_task(acting(request), body))
 
 
-@router.get("/{name}", dependencies=[require("labels:read")])
+@router.get("/{name}", dependencies=[require("labels:read", resource="label")])
 def show(request: Request, name: str) -> dict[str, Any]:
     """A task and its progress (as `label show --json`)."""
     return describe_task(workspace(request), name)
 
 
-@router.post("/{name}/reorder", dependencies=[require("labels:manage")])
+@router.post("/{name}/reorder", dependencies=[require("labels:manage", resource="label")])
 def reorder(request: Request, name: str, body: Reorder) -> dict[str, Any]:
     """Rank the task's items again (the next round of active learning)."""
     return task_summary(reorder_task(acting(request), name, body))
 
 
-@router.post("/{name}/next", dependencies=[require("labels:submit")])
+@router.post("/{name}/next", dependencies=[require("labels:submit", resource="label")])
 def next_for_caller(request: Request, name: str) -> dict[str, Any] | None:
     """Lease the caller the next item (null when nothing is left for them)."""
     return next_item(acting(request), name, _caller(request))
 
 
-@router.post("/{name}/submit", dependencies=[require("labels:submit")])
+@router.post("/{name}/submit", dependencies=[require("labels:submit", resource="label")])
 def submit_label(request: Request, name: str, body: Submission) -> dict[str, Any]:
     """The caller's label for an item (409 when it is leased to someone else)."""
     return submit(acting(request), name, body.item, _caller(request), body.label)
 
 
-@router.post("/{name}/adjudicate", dependencies=[require("labels:manage")])
+@router.post("/{name}/adjudicate", dependencies=[require("labels:manage", resource="label")])
 def adjudicate(request: Request, name: str, body: Submission) -> dict[str, Any]:
     """Settle an item with the caller's label, whatever its annotators gave."""
     return submit(acting(request), name, body.item, _caller(request), body.label, adjudicate=True)
 
 
-@router.post("/{name}/import", dependencies=[require("labels:manage")])
+@router.post("/{name}/import", dependencies=[require("labels:manage", resource="label")])
 def import_(request: Request, name: str, body: LabelImport) -> dict[str, Any]:
     """Import labels made elsewhere: all are stored, or none (422 names the bad row)."""
     labels = parse_labels(body.content, "the content", body.format, body.annotator, body.key)
     return import_labels(acting(request), name, labels, body.key)
 
 
-@router.get("/{name}/agreement", dependencies=[require("labels:read")])
+@router.get("/{name}/agreement", dependencies=[require("labels:read", resource="label")])
 def agreement(request: Request, name: str) -> dict[str, Any]:
     """Cohen's kappa per pair of annotators and Fleiss' kappa (as `label agreement`)."""
     return task_agreement(workspace(request), name)
 
 
-@router.post("/{name}/export", status_code=201, dependencies=[require("labels:manage")])
+@router.post(
+    "/{name}/export", status_code=201, dependencies=[require("labels:manage", resource="label")]
+)
 def export(request: Request, name: str, body: LabelExport) -> dict[str, Any]:
     """Record the settled labels as a new dataset version whose lineage names the task."""
     return export_task(

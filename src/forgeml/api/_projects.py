@@ -32,6 +32,7 @@ from forgeml.core.ids import parse_ref, validate_name
 from forgeml.core.store import (
     Dataset,
     DeploymentRecord,
+    LabelTaskRecord,
     ModelVersionRecord,
     PromptVersionRecord,
     RagIndexRecord,
@@ -49,10 +50,10 @@ PAGE_PROJECT = "page_project"
 PERMISSION = "asked_permission"
 # the resources a project holds (a `project` column, migrations 0019, 0021, 0022, 0023 and 0024):
 # their permissions are decided in the request's project; every other resource (agents,
-# alerts, labels, queues, keys, cost, audit, accounts) lives install-wide, in `default`, so
+# alerts, queues, keys, cost, audit, accounts) lives install-wide, in `default`, so
 # its permissions are decided there, whatever project a header names
 PARTITIONED = frozenset(
-    {"datasets", "runs", "models", "jobs", "deployments", "prompts", "rag", "pipelines"}
+    {"datasets", "runs", "models", "jobs", "deployments", "prompts", "rag", "pipelines", "labels"}
 )
 
 
@@ -150,6 +151,12 @@ def _pipeline(session: Session, params: Mapping[str, str], project: str) -> str 
     return get_run(session, params["ref"], project).project
 
 
+def _label_task(session: Session, params: Mapping[str, str], _: str) -> str | None:
+    return session.scalar(
+        select(LabelTaskRecord.project).where(LabelTaskRecord.name == params["name"])
+    )
+
+
 def _served(session: Session, params: Mapping[str, str], project: str) -> str | None:
     """A monitoring read's `deployment` (else its `model`) query parameter."""
     if "deployment" in params:
@@ -182,6 +189,7 @@ RESOURCE_PROJECT: dict[str, ResourceProject] = {
     "prompt": _prompt,
     "rag_index": _rag_index,
     "pipeline": _pipeline,
+    "label": _label_task,
     "served": _served,
     "record": _record,
 }

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from forgeml.core.errors import InvalidDataError
 from forgeml.core.workspace import Workspace
-from forgeml.label.tasks import annotations_of, get_task
+from forgeml.label.tasks import annotations_of, get_own_task
 
 Resolve = Literal["adjudicated", "majority"]
 RESOLVE_CHOICES: tuple[Resolve, ...] = ("adjudicated", "majority")
@@ -65,10 +65,12 @@ def export_task(
     resolve: Resolve = "adjudicated",
 ) -> dict[str, Any]:
     """Record task `name`'s settled labels as a new version derived from its dataset
-    version (default dataset: `<parent dataset>-labelled`).
+    version (default dataset: `<parent dataset>-labelled`), in the task's project.
 
     Raises:
         NotFoundError: no such task.
+        OtherProjectError: the task or its dataset belongs to another project.
+        AlreadyExistsError: the dataset exported to belongs to another project.
         InvalidDataError: no item has a settled label.
     """
     from forgeml.data import catalog
@@ -76,7 +78,7 @@ def export_task(
     from forgeml.data.pipeline import derive
 
     with workspace.store.session() as session:
-        task = get_task(session, name)
+        task = get_own_task(workspace, session, name)
         given = [
             (a.item, a.annotator, a.value, a.adjudicated) for a in annotations_of(session, task)
         ]

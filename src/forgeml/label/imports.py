@@ -24,7 +24,7 @@ from forgeml.core.errors import InvalidDataError, InvalidLabelError, LabelStateE
 from forgeml.core.store import LabelAnnotationRecord
 from forgeml.core.workspace import Workspace
 from forgeml.label.schema import LabelSchema, check_label
-from forgeml.label.tasks import annotations_of, get_task
+from forgeml.label.tasks import annotations_of, get_own_task
 
 FORMATS = ("csv", "jsonl", "label-studio")
 
@@ -201,13 +201,14 @@ def import_labels(
     nothing); a different one is refused.
 
     Raises:
+        OtherProjectError: the task or its dataset belongs to another project.
         InvalidLabelError: an item is not in the task or a label is outside the schema.
         LabelStateError: an annotator labelled an item differently already.
     """
     from forgeml.label.queue import item_row, store_annotation
 
     with workspace.store.session() as session:
-        task = get_task(session, name)
+        task = get_own_task(workspace, session, name)
         schema = LabelSchema.model_validate(task.label_schema)
         version_id, items = task.dataset_version_id, len(task.item_order)
     resolve = _item_resolver(workspace, version_id, key, items)
@@ -221,7 +222,7 @@ def import_labels(
             raise InvalidLabelError(f"{label.where}: {error}") from None
     added = skipped = 0
     with workspace.store.session() as session:
-        task = get_task(session, name)
+        task = get_own_task(workspace, session, name)
         given = {(a.item, a.annotator): a for a in annotations_of(session, task)}
         for item, annotator, value in checked:
             known = given.get((item, annotator))
@@ -274,8 +275,9 @@ def _key_positions(workspace: Workspace, version_id: str, key: str) -> dict[str,
 
     with workspace.store.session() as session:
         version = session.get(DatasetVersion, version_id)
-    if version is None:
-        raise InvalidDataError("The dataset version of this label task is gone.")
+        if version is None:
+            raise InvalidDataError("The dataset version of this label task is gone.")
+        catalog.check_readable(workspace, version)
     frame = catalog.read_frame(workspace, version)
     require_columns(frame, [key], "--key")
     values = frame[key].cast(pl.String).to_list()

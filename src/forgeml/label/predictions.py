@@ -26,6 +26,7 @@ def model_probabilities(workspace: Workspace, model_ref: str, frame: pl.DataFram
 
     Raises:
         NotFoundError, UsageError: no such model version.
+        OtherProjectError: the model belongs to another project than the workspace's.
         ConfigError: the model answers no class probabilities (a regressor, an LM).
         InvalidDataError: the rows lack what the model reads.
     """
@@ -34,6 +35,7 @@ def model_probabilities(workspace: Workspace, model_ref: str, frame: pl.DataFram
     from forgeml.tracking import get_model_version
 
     record = get_model_version(workspace, model_ref)
+    workspace.check_own("Model", record.name, record.project)
     model = load_model(workspace, record, "torch", None)
     try:
         if "probabilities" not in {field.name for field in model.outputs}:

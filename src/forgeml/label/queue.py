@@ -28,7 +28,7 @@ from forgeml.core.store import LabelAnnotationRecord, LabelLeaseRecord, LabelTas
 from forgeml.core.store._models import utcnow
 from forgeml.core.workspace import Workspace
 from forgeml.label.schema import LabelSchema, check_label
-from forgeml.label.tasks import annotations_of, get_task, lease_length
+from forgeml.label.tasks import annotations_of, get_own_task, lease_length, task_version
 
 Clock = Callable[[], datetime]
 _RACES = 5  # another annotator took the item between our read and our insert: try again
@@ -56,12 +56,14 @@ def next_item(
 
     Raises:
         NotFoundError: no such task.
+        OtherProjectError: the task or its dataset belongs to another project.
         LabelStateError: the annotator is not assigned to the task.
     """
     for _ in range(_RACES):
         try:
             with workspace.store.session() as session:
-                task = get_task(session, name)
+                task = get_own_task(workspace, session, name)
+                task_version(workspace, session, task)  # its rows readable: lease nothing else
                 check_assignee(task, annotator)
                 item, expires = _lease(session, task, annotator, clock())
                 if item is None:
@@ -123,7 +125,12 @@ def _lease(
 
 
 def item_row(workspace: Workspace, version_id: str, item: int) -> dict[str, Any]:
-    """The user columns of row `item` of a dataset version (binary cells as base64)."""
+    """The user columns of row `item` of a dataset version (binary cells as base64).
+
+    Raises:
+        NotFoundError: the version is gone.
+        OtherProjectError: its dataset belongs to another project than the workspace's.
+    """
     from forgeml.core.store import DatasetVersion
     from forgeml.data import catalog
     from forgeml.data._frame import user_columns
@@ -132,6 +139,7 @@ def item_row(workspace: Workspace, version_id: str, item: int) -> dict[str, Any]
         version = session.get(DatasetVersion, version_id)
         if version is None:
             raise NotFoundError(f"The dataset version of this label task ({version_id}) is gone.")
+        catalog.check_readable(workspace, version)
         path = catalog.parquet_path(workspace, version)
     scan = pl.scan_parquet(path)
     row = scan.select(user_columns(scan)).slice(item, 1).collect().to_dicts()[0]
@@ -157,6 +165,7 @@ def submit(
 
     Raises:
         NotFoundError: no such task.
+        OtherProjectError: the task belongs to another project.
         InvalidLabelError: the item is not in the task, or the label is outside its schema.
         LabelStateError: not an assignee, the item is leased to someone else, or they
             labelled it already.
@@ -164,7 +173,7 @@ def submit(
     from forgeml.core.errors import InvalidLabelError
 
     with workspace.store.session() as session:
-        task = get_task(session, name)
+        task = get_own_task(workspace, session, name)
         if not adjudicate:
             check_assignee(task, annotator)
         if not 0 <= item < len(task.item_order):
@@ -176,7 +185,7 @@ def submit(
     row = item_row(workspace, version_id, item) if schema.kind == "spans" else None
     normal = check_label(schema, value, row)
     with workspace.store.session() as session:
-        task = get_task(session, name)
+        task = get_own_task(workspace, session, name)
         lease = session.get(LabelLeaseRecord, (task.id, item))
         others = lease is not None and lease.annotator != annotator and not adjudicate
         if lease is not None and others and _aware(lease.expires_at) > clock():

@@ -3,6 +3,13 @@
 A task's item order is fixed when it is created (`sampling.label_order`): uncertainty
 sampling reads a named model version's probabilities for every row once, so serving the
 next item is a lookup, not an inference.
+
+A task belongs to the project it was created in (`Workspace.project`), over a dataset
+version and ranked by a model version of that project; its name stays unique across
+projects. A list shows the workspace's project's tasks; an item is found by name (the API
+authorizes it in its own project); what serves, labels, imports into, reorders or exports
+one must act in its project (`get_own_task`), and reads its rows only while its dataset is
+that project's.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from forgeml.core.errors import AlreadyExistsError, NotFoundError
 from forgeml.core.ids import new_id, validate_name
-from forgeml.core.store import LabelAnnotationRecord, LabelTaskRecord
+from forgeml.core.store import DatasetVersion, LabelAnnotationRecord, LabelTaskRecord
 from forgeml.core.workspace import Workspace
 from forgeml.label.sampling import Strategy, label_order
 from forgeml.label.schema import LabelSchema
@@ -68,7 +75,8 @@ def create_task(workspace: Workspace, spec: TaskSpec) -> LabelTaskRecord:
     Raises:
         NotFoundError: no such dataset version or model version.
         MissingColumnError: the schema's column is not in the data.
-        AlreadyExistsError: a task of that name exists.
+        AlreadyExistsError: a task of that name exists (in whichever project).
+        OtherProjectError: the dataset or the model belongs to another project.
         ConfigError: the model answers no probabilities.
     """
     from forgeml.data import catalog
@@ -76,8 +84,8 @@ def create_task(workspace: Workspace, spec: TaskSpec) -> LabelTaskRecord:
 
     validate_name(spec.name, "label task name")
     with workspace.store.session() as session:
-        _refuse_taken(session, spec.name)
-        version = catalog.resolve(session, spec.dataset)
+        _refuse_taken(session, workspace, spec.name)
+        version = catalog.resolve_to_read(workspace, session, spec.dataset)
     frame = catalog.read_frame(workspace, version)
     if spec.label_schema.column is not None:
         require_columns(frame, [spec.label_schema.column], "The label schema")
@@ -92,6 +100,7 @@ def create_task(workspace: Workspace, spec: TaskSpec) -> LabelTaskRecord:
     task = LabelTaskRecord(
         id=new_id(),
         name=spec.name,
+        project=workspace.project,
         dataset_version_id=version.id,
         dataset_ref=version.ref,
         label_schema=spec.label_schema.model_dump(),
@@ -106,7 +115,7 @@ def create_task(workspace: Workspace, spec: TaskSpec) -> LabelTaskRecord:
     )
     try:
         with workspace.store.session() as session:
-            _refuse_taken(session, spec.name)
+            _refuse_taken(session, workspace, spec.name)
             session.add(task)
             session.flush()
             workspace.audit(
@@ -153,19 +162,17 @@ def reorder_task(workspace: Workspace, name: str, change: Reorder) -> LabelTaskR
 
     Raises:
         NotFoundError: no such task or model version.
+        OtherProjectError: the task, its dataset or the model belongs to another project.
         ConfigError: the model answers no probabilities.
     """
-    from forgeml.core.store import DatasetVersion
     from forgeml.data import catalog
 
     with workspace.store.session() as session:
-        version = session.get(DatasetVersion, get_task(session, name).dataset_version_id)
-    if version is None:
-        raise NotFoundError(f"The dataset version of label task '{name}' is gone.")
+        version = task_version(workspace, session, get_own_task(workspace, session, name))
     frame = catalog.read_frame(workspace, version)
     order = _order(workspace, frame, change.strategy, change.model, change.seed)
     with workspace.store.session() as session:
-        task = get_task(session, name)
+        task = get_own_task(workspace, session, name)
         task.item_order, task.strategy, task.model_ref = order, change.strategy, change.model
         workspace.audit(
             session,
@@ -178,9 +185,17 @@ def reorder_task(workspace: Workspace, name: str, change: Reorder) -> LabelTaskR
     return task
 
 
-def _refuse_taken(session: Session, name: str) -> None:
-    if session.scalar(select(LabelTaskRecord.id).where(LabelTaskRecord.name == name)):
-        raise AlreadyExistsError(f"Label task '{name}' already exists.")
+def _refuse_taken(session: Session, workspace: Workspace, name: str) -> None:
+    found = session.scalar(select(LabelTaskRecord.project).where(LabelTaskRecord.name == name))
+    if found is None:
+        return
+    if found != workspace.project:
+        # names stay unique across projects: say whose it is, not just that it is taken
+        raise AlreadyExistsError(
+            f"A label task called {name!r} exists already, in the project {found!r}; "
+            "pick another name."
+        )
+    raise AlreadyExistsError(f"Label task '{name}' already exists.")
 
 
 def get_task(session: Session, name: str) -> LabelTaskRecord:
@@ -194,6 +209,35 @@ def get_task(session: Session, name: str) -> LabelTaskRecord:
     if task is None:
         raise NotFoundError(f"Label task '{name}' does not exist (see `forgeml label list`).")
     return task
+
+
+def get_own_task(workspace: Workspace, session: Session, name: str) -> LabelTaskRecord:
+    """The task called `name`, for a use that acts on it (serve an item, label, import,
+    reorder, export): it must belong to the workspace's project.
+
+    Raises:
+        NotFoundError: no such task.
+        OtherProjectError: the task belongs to another project.
+    """
+    task = get_task(session, name)
+    workspace.check_own("Label task", task.name, task.project)
+    return task
+
+
+def task_version(workspace: Workspace, session: Session, task: LabelTaskRecord) -> DatasetVersion:
+    """The dataset version `task` labels, once its rows are the workspace's to read.
+
+    Raises:
+        NotFoundError: the version is gone.
+        OtherProjectError: its dataset belongs to another project (moved since).
+    """
+    from forgeml.data import catalog
+
+    version = session.get(DatasetVersion, task.dataset_version_id)
+    if version is None:
+        raise NotFoundError(f"The dataset version of label task '{task.name}' is gone.")
+    catalog.check_readable(workspace, version)
+    return version
 
 
 def annotations_of(session: Session, task: LabelTaskRecord) -> list[LabelAnnotationRecord]:
@@ -211,6 +255,7 @@ def task_summary(task: LabelTaskRecord) -> dict[str, Any]:
     """The JSON form of a task that `label list` and the API answer."""
     return {
         "name": task.name,
+        "project": task.project,
         "dataset": task.dataset_ref,
         "schema": task.label_schema,
         "assignees": task.assignees,
@@ -225,9 +270,13 @@ def task_summary(task: LabelTaskRecord) -> dict[str, Any]:
 
 
 def list_tasks(workspace: Workspace) -> list[dict[str, Any]]:
-    """Every task, by name."""
+    """Every task of the workspace's project, by name."""
     with workspace.store.session() as session:
-        tasks = session.scalars(select(LabelTaskRecord).order_by(LabelTaskRecord.name)).all()
+        tasks = session.scalars(
+            select(LabelTaskRecord)
+            .where(LabelTaskRecord.project == workspace.project)
+            .order_by(LabelTaskRecord.name)
+        ).all()
         return [task_summary(task) for task in tasks]
 
 
