@@ -190,10 +190,13 @@ def card(
         Literal["md", "html"], Query(alias="format", description="md or html.")
     ] = "md",
 ) -> dict[str, Any]:
-    """The version's model card from its records, as `models card --json` prints it."""
+    """The version's model card from its records, as `models card --json` prints it; a
+    record of a project the caller may not read is named "in another project" (as lineage)."""
+    from forgeml.api._lineage import may_read
     from forgeml.governance.cards import card_summary
 
-    return card_summary(workspace(request), f"{name}@v{version}", card_format)
+    ref = f"{name}@v{version}"
+    return card_summary(workspace(request), ref, card_format, may_read=may_read(request))
 
 
 @router.put(
