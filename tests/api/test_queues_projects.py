@@ -148,15 +148,17 @@ def test_the_home_page_shows_the_queues_load_to_a_teams_member(teams: Teams) -> 
     assert "secret-job-a" not in page.text
 
 
-def test_the_remote_cli_lists_and_shows_the_queues_in_a_teams_project(
+def test_the_cli_lists_and_shows_the_queues_in_a_teams_project(
     teams: Teams, forgeml: Forgeml
 ) -> None:
     listed = forgeml.remote("queues", "list", "--json", token="bob")
     shown = forgeml.remote("queues", "show", "gpu", "--json", token="bob")
     created = forgeml.remote("queues", "create", "mine", token="bob")
+    local = forgeml("queues", "list", "--json")  # no server: no decision, every queue
 
     assert (listed.code, shown.code) == (0, 0), (listed, shown)
     assert [queue["name"] for queue in json.loads(listed.stdout)] == ["cpu", "default", "gpu"]
+    assert json.loads(local.stdout) == json.loads(listed.stdout)
     assert json.loads(shown.stdout)["jobs"] == {"PENDING": 1}
     assert created.code == 1 and created.stderr.count("\n") == 1, created
     assert "queues:manage in the project 'default'" in created.stderr
