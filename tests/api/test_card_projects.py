@@ -8,7 +8,8 @@ The records, in a served workspace with accounts (tara: team-a; bob: team-b; pat
 team-b's dataset `iris-b@v1` (uploaded as `secret-b.csv`) is the parent of team-a's
 `iris-a@v1` (a `clean`, written into the store: transforms refuse another project's data),
 which team-a's run `train-a` trains `mlp-a@v1` on; `mlp-a@v1` derives from team-b's
-`mlp-b@v1` and team-b's deployment `web-b` serves it.
+`mlp-b@v1` and team-b's deployment `web-b` serves it. Team-a's `mlp-c@v1` is registered (in
+the store) as trained on `iris-b@v1` itself.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def _records(workspace: Workspace, tmp: Path) -> str:
     _model(workspace, "mlp-b", runs[1], "team-b", dataset_version_id=version_b.id)
     _model(workspace, "mlp-a", runs[0], "team-a", dataset_version_id=version_a.id,
            parent="mlp-b@v1")  # fmt: skip
+    _model(workspace, "mlp-c", runs[0], "team-a", dataset_version_id=version_b.id)
     spec = DeploymentSpec(model="mlp-a@v1", model_ref="mlp-a@v1", replicas=1)
     with workspace.store.session() as session:
         _records._add_record(session, in_b, "web-b", spec, "failed", _records.now())
@@ -178,6 +180,30 @@ def test_another_projects_member_may_not_read_the_card(teams: Teams) -> None:
     assert answer.status_code == 403 and "'team-a'" in answer.json()["error"]
 
 
+def test_a_card_trained_on_another_projects_version_names_no_data(teams: Teams) -> None:
+    answer = teams.get("tara", "/api/v1/models/mlp-c/versions/1/card")
+    card = answer.json()["card"]
+
+    assert answer.status_code == 200, answer.text
+    assert "on a dataset version in another project" in card
+    assert "Trained on a dataset version in another project, target" not in card
+    assert "datasets:" not in card.partition("\n---\n")[0]  # the front matter names none
+    assert _leaks(teams, card) == []
+
+
+def test_a_versions_dataset_and_parent_of_another_project_are_hidden(teams: Teams) -> None:
+    listed = teams.get("tara", "/api/v1/models").json()
+    both = teams.get("pat", "/api/v1/models").json()
+
+    hidden = {(v["ref"], v["dataset"], v["parent"]) for v in listed}
+    assert hidden == {("mlp-a@v1", "iris-a@v1", "in another project"),
+                      ("mlp-c@v1", "in another project", None)}  # fmt: skip
+    assert teams.get("tara", "/api/v1/models/mlp-c").json()["dataset"] == "in another project"
+    assert {(v["ref"], v["dataset"], v["parent"]) for v in both} == {
+        ("mlp-a@v1", "iris-a@v1", "mlp-b@v1"), ("mlp-c@v1", "iris-b@v1", None),
+    }  # fmt: skip
+
+
 def test_the_ui_model_page_embeds_the_card_naming_no_hidden_record(teams: Teams) -> None:
     from forgeml.ui._pages_models import card_body
 
@@ -187,7 +213,7 @@ def test_the_ui_model_page_embeds_the_card_naming_no_hidden_record(teams: Teams)
     assert page.status_code == 200, page.text
     assert card in page.text
     assert "<em>in another project</em>" in card and "iris-a@v1" in card
-    assert _leaks(teams, card) == []
+    assert _leaks(teams, page.text) == []
 
 
 def test_the_remote_cli_prints_no_hidden_record_and_the_local_one_all(
