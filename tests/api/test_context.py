@@ -40,5 +40,9 @@ def test_a_partitioned_route_or_none_recorded_acts_in_the_headers_project(
     assert acting_project(request_as(permission)) == "team-b"
 
 
+def test_reading_the_shared_queues_acts_in_the_headers_project() -> None:
+    assert acting_project(request_as("queues:read")) == "team-b"
+
+
 def test_an_install_wide_route_naming_its_project_acts_there() -> None:
     assert acting_project(request_as("queues:read", {"project": "team-c"})) == "team-c"

@@ -338,10 +338,10 @@ def test_what_lives_install_wide_is_decided_in_default_whatever_project_a_header
     teams: dict,
 ) -> None:
     # bob is a developer of team-b only: naming team-b does not make default's agents' runs,
-    # alerts, queues, keys or cost reports his (they carry no project)
+    # alerts, keys or cost reports his (they carry no project); the shared queues he reads
+    # in team-b (tests/api/test_queues_projects.py)
     install_wide = ("/api/v1/agents/runs/nosuch", "/api/v1/alerts",
-                    "/api/v1/queues", "/api/v1/keys",
-                    "/api/v1/cost/report")  # fmt: skip
+                    "/api/v1/keys", "/api/v1/cost/report")  # fmt: skip
     for url in install_wide:
         status, body = teams["bob"].get(url)
         assert status == 403 and "'default'" in body["error"], (url, body)  # type: ignore[index]

@@ -134,6 +134,13 @@ IN_OTHER_PROJECT: dict[tuple[str, str], set[str]] = {
     ("GET", "/api/v1/runs?project=vision"): {"owner", "viewer"},
     ("GET", "/api/v1/users?project=vision"): {"owner"},
 }
+# acting in the other project by its X-Forgeml-Project header: the shared queues are read
+# in the request's project (its member may), created in default's only
+BY_HEADER: dict[tuple[str, str], set[str]] = {
+    ("GET", "/api/v1/queues"): {"other_project"},
+    ("GET", "/api/v1/queues/x"): {"other_project"},
+    ("POST", "/api/v1/queues"): {"owner"},
+}
 
 
 def _outcome(status: int) -> str:
@@ -200,14 +207,17 @@ def test_the_expected_table_covers_every_declared_route(workspace, tmp_path) -> 
 def test_role_matrix_has_no_unexpected_allow_or_denial(matrix) -> None:
     client, headers = matrix
     table = {**EXPECTED}
-    cases = [(m, re.sub(r"\{project\}", "default", p), a) for (m, p), a in table.items()]
-    cases += [(m, p, a) for (m, p), a in IN_OTHER_PROJECT.items()]
+    cases = [(m, re.sub(r"\{project\}", "default", p), a, {}) for (m, p), a in table.items()]
+    cases += [(m, p, a, {}) for (m, p), a in IN_OTHER_PROJECT.items()]
+    cases += [(m, p, a, {"X-Forgeml-Project": "vision"}) for (m, p), a in BY_HEADER.items()]
     unexpected = []
-    for method, path, allowed in cases:
+    for method, path, allowed, project in cases:
         url = re.sub(r"\{[^}]+\}", "x", path)
         for identity in IDENTITIES:
-            got = _outcome(_ask(client, method, url, headers[identity]))
+            got = _outcome(_ask(client, method, url, headers[identity] | project))
             if got != _expected(allowed, identity):
-                unexpected.append((method, url, identity, got))
-    assert len(cases) * len(IDENTITIES) == 6 * (len(EXPECTED) + len(IN_OTHER_PROJECT))
+                unexpected.append((method, url, project, identity, got))
+    assert len(cases) * len(IDENTITIES) == 6 * (
+        len(EXPECTED) + len(IN_OTHER_PROJECT) + len(BY_HEADER)
+    )
     assert unexpected == []

@@ -4,7 +4,8 @@ in the request's project, cut to the token's scope, decides the permission.
 `Authorization: Bearer fmlt_...` is read first, then the `forgeml_session` cookie a password
 sign-in sets (HttpOnly, SameSite=Strict, signed with this install's key). The project is the
 resource's own on an item route, else the request's (`_projects.request_project`) for a
-partitioned resource's permission, else `default` (`_projects.decision_project`). The
+partitioned resource's permission or a shared one's read (the queues), else `default`
+(`_projects.decision_project`). The
 token, the membership and the resource's project are read in one read session. No credential, or
 an unknown, malformed, expired or revoked one, or a disabled account: 401. A permission the
 caller does not hold there: 403. A change from another origin is refused before any of

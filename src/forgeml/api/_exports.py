@@ -43,8 +43,10 @@ def export_model(
     ] = "auto",
 ) -> StreamingResponse:
     """The version as `forgeml models export` writes it (the edge bundle, its manifest.json
-    and its model card as README.md), as one tar of the folder's files; the header
-    `X-Forgeml-Summary` holds what `models export --json` prints (`folder` the server's)."""
+    and its model card as README.md, naming only records the caller may read), as one tar
+    of the folder's files; the header `X-Forgeml-Summary` holds what `models export --json`
+    prints (`folder` the server's)."""
+    from forgeml.api._lineage import may_read
     from forgeml.core.atomic import atomic_write_text
     from forgeml.governance.cards import model_card
     from forgeml.optimize.edge import export_edge
@@ -53,7 +55,8 @@ def export_model(
     scratch = Path(tempfile.mkdtemp(prefix="forgeml-export-"))
     try:
         bundle = export_edge(home, f"{name}@v{version}", scratch / "bundle", precision)
-        atomic_write_text(bundle.folder / "README.md", model_card(home, bundle.source))
+        card = model_card(home, bundle.source, may_read=may_read(request))
+        atomic_write_text(bundle.folder / "README.md", card)
         pack_folder(bundle.folder, scratch / "bundle.tar")
         summary = orjson.dumps(bundle.as_dict() | {"card": "README.md"}).decode()
         size = (scratch / "bundle.tar").stat().st_size

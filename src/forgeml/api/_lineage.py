@@ -25,10 +25,10 @@ from forgeml.api._authz import _MARK, Authorizer, Principal
 from forgeml.api._context import workspace
 from forgeml.api._json import CliRouter
 from forgeml.core.ids import REF_PATTERN
-from forgeml.governance.lineage import ReadCheck, lineage
+from forgeml.governance.lineage import lineage
 from forgeml.governance.lineage_draw import to_image
 from forgeml.governance.lineage_options import Direction, LineageOptions
-from forgeml.governance.lineage_refs import REF_KINDS, RefKind, ref_kinds
+from forgeml.governance.lineage_refs import REF_KINDS, ReadCheck, RefKind, ref_kinds
 
 router = CliRouter(prefix="/api/v1/lineage")
 

@@ -3,7 +3,8 @@
 Answers are what `forgeml models list|show|promote|card --json` print. A promotion goes
 through the same metric gate as `models promote` (409 when the candidate does not win, or
 breaks its fairness bounds `max_dp_diff` / `max_eo_diff`, unless `force`), and is audited as
-the caller.
+the caller. A version's training `dataset` or `parent` of a project the caller may not read
+is answered as "in another project" (lineage's check), as its card names it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from forgeml.api._context import acting, workspace
 from forgeml.api._json import CliRouter
 from forgeml.api._pages import Page, in_memory, link, pages
 from forgeml.core.store import ModelVersionRecord
+from forgeml.core.workspace import Workspace
 from forgeml.tracking import (
     FairnessBounds,
     get_model_version,
@@ -89,7 +91,7 @@ def models(
     kept, cursor = in_memory(found, page, _position)
     aliases = {model: model_aliases(home, model) for model in {r.name for r in kept}}
     link(request, response, cursor)
-    return [version_summary(record, aliases[record.name]) for record in kept]
+    return _readable(request, home, kept, aliases)
 
 
 @router.get("/{ref}", dependencies=[require("models:read", resource="model")])
@@ -97,7 +99,41 @@ def show(request: Request, ref: str) -> dict[str, Any]:
     """A version (`NAME`, `NAME@vN`, `NAME@ALIAS`) as `models show --json` prints it."""
     home = workspace(request)
     record = get_model_version(home, ref)
-    return version_summary(record, model_aliases(home, record.name))
+    return _readable(request, home, [record], {record.name: model_aliases(home, record.name)})[0]
+
+
+def _readable(
+    request: Request,
+    home: Workspace,
+    records: list[ModelVersionRecord],
+    aliases: dict[str, dict[str, int]],
+) -> list[dict[str, Any]]:
+    """The versions' summaries, a training dataset version or a parent model of a project
+    the caller may not read named `HIDDEN_LABEL` instead."""
+    from sqlalchemy import select
+
+    from forgeml.api._lineage import may_read
+    from forgeml.governance.lineage_refs import HIDDEN_LABEL
+
+    decide = may_read(request)
+    names = {r.parent.partition("@")[0] for r in records if r.parent and ":" not in r.parent}
+    parents: dict[str, str] = {}
+    if names:  # most versions have no parent: no query
+        query = select(ModelVersionRecord.name, ModelVersionRecord.project).distinct()
+        with home.store.read_session() as session:
+            rows = session.execute(query.where(ModelVersionRecord.name.in_(names))).all()
+        parents = {name: project for name, project in rows}
+    found = []
+    for record in records:
+        summary = version_summary(record, aliases[record.name])
+        data = record.dataset_version
+        if data is not None and not decide("dataset", data.dataset.project):
+            summary["dataset"] = HIDDEN_LABEL
+        parent = parents.get((record.parent or "").partition("@")[0])
+        if parent is not None and not decide("model", parent):
+            summary["parent"] = HIDDEN_LABEL
+        found.append(summary)
+    return found
 
 
 @router.post("/{ref}/mitigate", dependencies=[require("models:write", resource="model")])
@@ -190,10 +226,13 @@ def card(
         Literal["md", "html"], Query(alias="format", description="md or html.")
     ] = "md",
 ) -> dict[str, Any]:
-    """The version's model card from its records, as `models card --json` prints it."""
+    """The version's model card from its records, as `models card --json` prints it; a
+    record of a project the caller may not read is named "in another project" (as lineage)."""
+    from forgeml.api._lineage import may_read
     from forgeml.governance.cards import card_summary
 
-    return card_summary(workspace(request), f"{name}@v{version}", card_format)
+    ref = f"{name}@v{version}"
+    return card_summary(workspace(request), ref, card_format, may_read=may_read(request))
 
 
 @router.put(

@@ -55,15 +55,22 @@ PERMISSION = "asked_permission"
 PARTITIONED = frozenset(
     {"datasets", "runs", "models", "jobs", "deployments", "prompts", "rag", "pipelines", "labels"}
 )
+# install-wide resources every project uses, read where the request acts: the queues are
+# shared capacity (as Volcano's queues, Kueue's ClusterQueues), so whoever may read queues in
+# a project may list and show them there to submit its jobs to one; changing them
+# (`queues:manage`) stays with default's maintainers
+SHARED_READS = frozenset({"queues:read"})
 
 
 def decision_project(request: Request, permission: str) -> str:
     """The project `permission` is decided in for this request (before an item route's
-    resource lookup): `request_project` for a partitioned resource's permission; else the
-    route's `{project}` or declared `?project=`, else `default` (a header or a page's chosen
-    project naming a project would otherwise let its members act on `default`'s
-    agents, alerts or keys)."""
+    resource lookup): `request_project` for a partitioned resource's permission or a read of
+    a shared one (`SHARED_READS`); else the route's `{project}` or declared `?project=`, else
+    `default` (a header or a page's chosen project naming a project would otherwise let its
+    members act on `default`'s agents, alerts or keys)."""
     if permission.partition(":")[0] in (*PARTITIONED, "account"):  # one's own account: anywhere
+        return request_project(request)
+    if permission in SHARED_READS:
         return request_project(request)
     return _named_project(request) or DEFAULT_PROJECT
 

@@ -1,4 +1,8 @@
-"""Queue routes: list, show, create, answering what `forgeml queues ... --json` print."""
+"""Queue routes: list, show, create, answering what `forgeml queues ... --json` print.
+
+Queues are shared by every project: a list or show is decided in the request's project
+(`queues:read`, `_projects.SHARED_READS`), so a team's member sees them all; a create is
+decided in `default` (`queues:manage`, install maintainers)."""
 
 from __future__ import annotations
 
@@ -57,7 +61,7 @@ def queues(
 
 @router.get("/{name}", dependencies=[require("queues:read")])
 def show(request: Request, name: str) -> dict[str, Any]:
-    """A queue and its jobs counted by state (as `queues show --json`)."""
+    """A queue and its jobs counted by state, every project's (as `queues show --json`)."""
     return queue_detail(workspace(request), name)
 
 

@@ -12,6 +12,7 @@ answers says "not recorded": a card never guesses.
 from __future__ import annotations
 
 from forgeml.governance._card_facts import CardFacts
+from forgeml.governance.lineage_refs import HIDDEN_LABEL
 
 NOT_RECORDED = "not recorded"
 
@@ -53,18 +54,28 @@ def _development(facts: CardFacts) -> str:
         f"Training: {length}, batch size {config.get('batch_size')}, optimizer "
         f"`{optimizer.get('name')}` (learning rate {optimizer.get('lr')}), precision "
         f"{config.get('precision')}, seed {config.get('seed')}.",
-        f"Derived from: `{facts.parent}`." if facts.parent else "Derived from: no parent model.",
+        _derived_from(facts),
         f"Training run: `{facts.run_id}`; code version (git commit): "
         f"{'`' + facts.code_version + '`' if facts.code_version else NOT_RECORDED}.",
     ]
     return _bullets(items)
 
 
+def _derived_from(facts: CardFacts) -> str:
+    if facts.parent_hidden:
+        return f"Derived from: a model {HIDDEN_LABEL}."
+    return f"Derived from: `{facts.parent}`." if facts.parent else "Derived from: no parent model."
+
+
 def _data(facts: CardFacts) -> str:
     if not facts.dataset:
         return NOT_RECORDED
-    steps = " <- ".join(f"`{step.ref}` ({step.op})" for step in facts.dataset)
+    steps = " <- ".join(
+        step.named if step.hidden else f"{step.named} ({step.op})" for step in facts.dataset
+    )
     source = f"`{facts.source}`" if facts.source else NOT_RECORDED
+    if facts.dataset[-1].hidden:
+        source = f"a dataset version {HIDDEN_LABEL}"
     return _bullets([f"Training data lineage: {steps}.", f"Collected from: {source}."])
 
 
@@ -73,6 +84,9 @@ def _monitoring(facts: CardFacts) -> str:
         return NOT_RECORDED
     items = []
     for serving in facts.serving:
+        if serving.hidden:
+            items.append(f"Served by a deployment {HIDDEN_LABEL}.")
+            continue
         objective = serving.latency_objective_ms
         sampled = serving.log_sample_rate
         items.append(

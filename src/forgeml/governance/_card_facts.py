@@ -3,15 +3,24 @@
 Everything here is read, never inferred: the version's lineage row and metrics, its run's
 config and tags, the dataset version chain down to the ingested source, the scheduler
 job's measured attempts and their price, and the notes the owner wrote on the version.
+
+Records belong to projects. Given `may_read(kind, project)` (the API's authorizer, as for
+lineage), a record of a project the caller may not read is named by no ref, digest, file
+or setting: a dataset version of the chain becomes one hidden step and the chain stops
+there (its parents and source unread), a deployment serving the version a hidden one, a
+parent model of the workspace a hidden parent. Without `may_read` (the local CLI) every
+record is shown.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from forgeml.core.store import DatasetVersion, ModelVersionRecord
 from forgeml.core.workspace import Workspace
+from forgeml.governance.lineage_refs import HIDDEN_LABEL, ReadCheck, RefKind
 
 FAIRNESS_PREFIX = "fairness/"
 GIT_COMMIT_TAG = "mlflow.source.git.commit"
@@ -20,12 +29,19 @@ TEST_PREFIX = "test_"  # the recorder's prefix for the test split's metrics
 
 @dataclass(frozen=True)
 class DatasetStep:
-    """One version in the chain that made the training data (`op`: ingest, clean, ...)."""
+    """One version in the chain that made the training data (`op`: ingest, clean, ...);
+    a `hidden` one, of a project the caller may not read, names nothing (the chain's last)."""
 
     ref: str
     op: str
     digest: str
     rows: int
+    hidden: bool = False
+
+    @property
+    def named(self) -> str:
+        """How a card names the version: its ref, or that it is of another project."""
+        return f"a dataset version {HIDDEN_LABEL}" if self.hidden else f"`{self.ref}`"
 
 
 @dataclass(frozen=True)
@@ -73,6 +89,7 @@ class Serving:
     role: str  # primary, canary or shadow
     latency_objective_ms: float | None
     log_sample_rate: float | None
+    hidden: bool = False  # of a project the caller may not read: nothing above is its own
 
 
 @dataclass(frozen=True)
@@ -100,18 +117,28 @@ class CardFacts:
     compute: Compute | None
     aliases: list[str] = field(default_factory=list)
     serving: list[Serving] = field(default_factory=list)
+    parent_hidden: bool = False  # `parent` is None: a model of a project the caller may not read
 
 
-def gather(workspace: Workspace, record: ModelVersionRecord) -> CardFacts:
-    """Read every record the card of `record` cites."""
+HIDDEN_STEP = DatasetStep("", "", "", 0, hidden=True)
+
+
+def gather(
+    workspace: Workspace, record: ModelVersionRecord, may_read: ReadCheck | None = None
+) -> CardFacts:
+    """Read every record the card of `record` cites; `may_read`: whether the caller may
+    read a record of a kind in a project (None: every record)."""
     from forgeml.tracking import model_aliases
     from forgeml.tracking.card_notes import run_tags, version_notes
     from forgeml.tracking.runs import JOB_TAG
 
+    def visible(kind: RefKind, project: str) -> bool:
+        return may_read is None or may_read(kind, project)
+
     run = record.run
     tags = run_tags(workspace, run.id)
-    chain = _chain(workspace, record.dataset_version_id)
-    source = chain[-1].recipe.get("params", {}) if chain else {}
+    chain, source = _chain(workspace, record.dataset_version_id, visible)
+    parent = _parent(workspace, record.parent, visible)
     config = run.config or {}
     eval_split = str(config.get("data", {}).get("eval_split") or "validation")
     metrics, slices, fairness = split_metrics(record.metrics or {}, eval_split)
@@ -124,12 +151,12 @@ def gather(workspace: Workspace, record: ModelVersionRecord) -> CardFacts:
         created_at=record.created_at.strftime("%Y-%m-%d %H:%M UTC"),
         created_by=record.created_by,
         digest=record.artifact_digest,
-        parent=record.parent,
+        parent=parent,
         run_id=run.id,
         run_seconds=seconds,
         config=config,
         code_version=tags.get(GIT_COMMIT_TAG),
-        dataset=[DatasetStep(v.ref, str(v.recipe.get("op")), v.digest, v.rows) for v in chain],
+        dataset=chain,
         source=source.get("source"),
         source_digest=source.get("source_digest"),
         metrics=metrics,
@@ -138,19 +165,47 @@ def gather(workspace: Workspace, record: ModelVersionRecord) -> CardFacts:
         notes=version_notes(workspace, record),
         compute=_compute(workspace, tags.get(JOB_TAG)),
         aliases=sorted(a for a, v in aliases.items() if v == record.version),
-        serving=_serving(workspace, record.ref),
+        serving=_serving(workspace, record.ref, visible),
+        parent_hidden=record.parent is not None and parent is None,
     )
 
 
-def _chain(workspace: Workspace, version_id: str | None) -> list[DatasetVersion]:
-    """The version and its first parents down to the ingested one, read in one session."""
-    chain: list[DatasetVersion] = []
+Visible = Callable[[RefKind, str], bool]
+
+
+def _chain(
+    workspace: Workspace, version_id: str | None, visible: Visible
+) -> tuple[list[DatasetStep], dict[str, Any]]:
+    """The version and its first parents down to the ingested one, read in one session,
+    and the ingest's recipe parameters (its source); a version the caller may not read is
+    the hidden last step, and then the source is unread (empty)."""
+    chain: list[DatasetStep] = []
+    source: dict[str, Any] = {}
     with workspace.store.session() as session:
         version = session.get(DatasetVersion, version_id) if version_id else None
         while version is not None and len(chain) < 100:  # a bound; lineage has no cycles
-            chain.append(version)
+            if not visible("dataset", version.dataset.project):
+                return [*chain, HIDDEN_STEP], {}
+            chain.append(DatasetStep(version.ref, str(version.recipe.get("op")),
+                                     version.digest, version.rows))  # fmt: skip
+            source = version.recipe.get("params", {})
             version = version.parent_edges[0].parent if version.parent_edges else None
-    return chain
+    return chain, source
+
+
+def _parent(workspace: Workspace, parent: str | None, visible: Visible) -> str | None:
+    """`parent` unless it is a model version of a project the caller may not read (an
+    external parent, `hf:...`, is no record of the workspace: always shown)."""
+    from sqlalchemy import select
+
+    if parent is None or ":" in parent:
+        return parent
+    query = select(ModelVersionRecord.project).where(
+        ModelVersionRecord.name == parent.partition("@")[0]
+    )
+    with workspace.store.session() as session:
+        project = session.scalar(query.limit(1))
+    return parent if project is None or visible("model", project) else None
 
 
 def split_metrics(
@@ -180,22 +235,27 @@ def split_metrics(
     return overall, rows, fairness
 
 
-def _serving(workspace: Workspace, ref: str) -> list[Serving]:
-    """The live deployments whose replicas run `ref`, by name."""
+def _serving(workspace: Workspace, ref: str, visible: Visible) -> list[Serving]:
+    """The live deployments whose replicas run `ref`, by name (one the caller may not read
+    hidden, after them)."""
     from sqlalchemy import select
 
     from forgeml.core.store import DeploymentRecord
     from forgeml.serve.deployments import DeploymentSpec
 
-    found = []
+    found, hidden = [], []
     query = select(DeploymentRecord).where(DeploymentRecord.status != "deleted")
     with workspace.store.session() as session:
         for record in session.scalars(query.order_by(DeploymentRecord.name)):
             spec = DeploymentSpec.model_validate(record.spec)
-            for role in dict.fromkeys(role for role, model in spec.plan() if model == ref):
+            roles = list(dict.fromkeys(role for role, model in spec.plan() if model == ref))
+            if roles and not visible("deployment", record.project):
+                hidden.append(Serving("", "", "", None, None, hidden=True))
+                continue
+            for role in roles:
                 found.append(Serving(record.name, record.status, role,
                                      spec.latency_objective_ms, spec.log_sample_rate))  # fmt: skip
-    return found
+    return found + hidden
 
 
 def _split_of(key: str, eval_split: str) -> tuple[str, str]:

@@ -9,6 +9,10 @@ slice, fairness measures, the scheduler job's compute and cost, and the headings
 AI Act's Annex IV those records can fill. HTML is the same Markdown rendered by
 markdown-it-py with raw HTML off (so a note cannot inject markup), in a Jinja2 page with
 autoescape on.
+
+Through the API the card names only records of projects its caller may read (`may_read`,
+the lineage's check): a record of another project is written "in another project" and
+named by no ref, digest or file. The local CLI's card (no `may_read`) shows every record.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from forgeml.core.errors import UsageError
 from forgeml.core.workspace import Workspace
 from forgeml.governance._card_facts import CardFacts, Compute, Metric, SliceRow, gather
+from forgeml.governance.lineage_refs import HIDDEN_LABEL, ReadCheck
 
 if TYPE_CHECKING:
     from huggingface_hub import ModelCard
@@ -30,8 +35,12 @@ NOT_RECORDED = "not recorded"
 TEMPLATES = Path(__file__).parent / "templates"
 
 
-def model_card(workspace: Workspace, ref: str, card_format: str = "md") -> str:
-    """The card of model version `ref` (`NAME`, `NAME@vN`, `NAME@ALIAS`) as Markdown or HTML.
+def model_card(
+    workspace: Workspace, ref: str, card_format: str = "md", *, may_read: ReadCheck | None = None
+) -> str:
+    """The card of model version `ref` (`NAME`, `NAME@vN`, `NAME@ALIAS`) as Markdown or HTML;
+    `may_read(kind, project)`: whether the caller may read a record there (None: every
+    record; one it may not read is named by nothing of its own).
 
     Raises:
         UsageError: an unknown format or a malformed reference.
@@ -40,17 +49,20 @@ def model_card(workspace: Workspace, ref: str, card_format: str = "md") -> str:
     from forgeml.tracking import get_model_version
 
     check_format(card_format)
-    card = build_card(gather(workspace, get_model_version(workspace, ref)))
+    card = build_card(gather(workspace, get_model_version(workspace, ref), may_read))
     return card_html(card) if card_format == "html" else str(card)
 
 
-def card_summary(workspace: Workspace, ref: str, card_format: str = "md") -> dict[str, Any]:
-    """What `models card --json` prints and the API answers: the ref, format and card."""
+def card_summary(
+    workspace: Workspace, ref: str, card_format: str = "md", *, may_read: ReadCheck | None = None
+) -> dict[str, Any]:
+    """What `models card --json` prints and the API answers: the ref, format and card
+    (`may_read` as `model_card`'s)."""
     from forgeml.tracking import get_model_version
 
     record = get_model_version(workspace, ref)
-    return {"ref": record.ref, "format": card_format,
-            "card": model_card(workspace, record.ref, card_format)}  # fmt: skip
+    card = model_card(workspace, record.ref, card_format, may_read=may_read)
+    return {"ref": record.ref, "format": card_format, "card": card}
 
 
 def set_card_notes(
@@ -85,7 +97,7 @@ def card_data(facts: CardFacts) -> Any:
     """The front matter: nothing records a licence, so `unknown` (the Hub's own word)."""
     from huggingface_hub import EvalResult, ModelCardData
 
-    dataset = facts.dataset[0].ref if facts.dataset else None
+    dataset = facts.dataset[0].ref if facts.dataset and not facts.dataset[0].hidden else None
     task = _pipeline_tag(facts)
     results = [
         EvalResult(task_type=task, dataset_type=dataset.partition("@")[0], dataset_name=dataset,
@@ -136,7 +148,7 @@ def _sections(facts: CardFacts) -> dict[str, Any]:
 def _summary(facts: CardFacts) -> str:
     model = facts.config.get("model", {})
     family = f"a model of family `{model['name']}`" if model.get("name") else "a model"
-    dataset = f" on `{facts.dataset[0].ref}`" if facts.dataset else ""
+    dataset = f" on {facts.dataset[0].named}" if facts.dataset else ""
     aliases = f" Aliases: {', '.join('@' + a for a in facts.aliases)}." if facts.aliases else ""
     return (
         f"`{facts.ref}` is {family} trained by run `{facts.run_id}`{dataset}, registered "
@@ -148,9 +160,13 @@ def _data_summary(facts: CardFacts) -> str:
     if not facts.dataset:
         return f"Training data: {NOT_RECORDED} (the run names no dataset version)."
     data = facts.config.get("data", {})
-    lines = [f"Trained on `{facts.dataset[0].ref}` ({facts.dataset[0].rows} rows)"
+    first = facts.dataset[0]
+    rows = "" if first.hidden else f" ({first.rows} rows)"
+    lines = [f"Trained on {first.named}{rows}"
              + (f", target column `{data['target']}`." if data.get("target") else ".")]  # fmt: skip
-    if facts.source:
+    if facts.dataset[-1].hidden:
+        lines.append(f"Source: a dataset version {HIDDEN_LABEL}.")
+    elif facts.source:
         lines.append(f"Source: `{facts.source}` (SHA-256 `{facts.source_digest}`).")
     if data.get("feature_spec"):
         lines.append(f"Features: the feature spec `{data['feature_spec']}`.")
@@ -159,7 +175,11 @@ def _data_summary(facts: CardFacts) -> str:
 
 
 def _data_table(facts: CardFacts) -> str:
-    rows = [(f"`{s.ref}`", s.op, str(s.rows), f"`{s.digest}`") for s in facts.dataset]
+    rows = [
+        (f"*{HIDDEN_LABEL}*", "", "", "") if s.hidden
+        else (f"`{s.ref}`", s.op, str(s.rows), f"`{s.digest}`")
+        for s in facts.dataset
+    ]  # fmt: skip
     return table(["version", "made by", "rows", "digest"], rows) if rows else ""
 
 

@@ -29,7 +29,12 @@ from sqlalchemy import select
 from forgeml.core.errors import UsageError
 from forgeml.core.store import DatasetVersion, LineageEdge, ModelVersionRecord, RunRecord
 from forgeml.governance.lineage_options import DIRECTIONS, Direction
-from forgeml.governance.lineage_refs import RefKind, node_key, resolve_root
+from forgeml.governance.lineage_refs import (
+    HIDDEN_LABEL,
+    ReadCheck,
+    node_key,
+    resolve_root,
+)
 
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
@@ -39,9 +44,6 @@ NodeKind = Literal["source", "dataset", "run", "model", "deployment"]
 Relation = Literal["ingested", "derived", "trained", "registered", "served"]
 # left to right in a drawing, top to bottom in the table
 KIND_ORDER: tuple[NodeKind, ...] = get_args(NodeKind)
-# may_read(kind, project): whether the caller may read a record of `kind` in `project`
-ReadCheck = Callable[[RefKind, str], bool]
-HIDDEN_LABEL = "in another project"
 
 
 @dataclass(frozen=True)

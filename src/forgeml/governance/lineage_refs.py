@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 RefKind = Literal["dataset", "model", "run", "deployment"]
 REF_KINDS: tuple[RefKind, ...] = get_args(RefKind)
+# may_read(kind, project): whether the caller may read a record of `kind` in `project` (the
+# API's authorizer); what lineage and model cards show of a record it may not read
+ReadCheck = Callable[[RefKind, str], bool]
+HIDDEN_LABEL = "in another project"
 
 
 def node_key(kind: str, ref: str) -> str:

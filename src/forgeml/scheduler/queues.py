@@ -1,4 +1,11 @@
-"""Queues: create, list, show. A `default` queue (weight 1, reclaimable) exists from first use."""
+"""Queues: create, list, show. A `default` queue (weight 1, reclaimable) exists from first use.
+
+Queues are install-wide, shared capacity every project submits to (as Volcano's queues or
+Kueue's ClusterQueues): they carry no project, any project's reader may list and show them,
+and only default's maintainers create them. What a show says of the jobs in a queue is its
+load, counted by state over every project; it names no job, so no project learns another's
+job names, owners or ids from it.
+"""
 
 from __future__ import annotations
 
@@ -148,7 +155,8 @@ def queue_summary(record: QueueRecord) -> dict[str, Any]:
 
 
 def queue_detail(workspace: Workspace, name: str) -> dict[str, Any]:
-    """What `queues show` answers: the queue's summary and its jobs counted by state."""
+    """What `queues show` answers: the queue's summary and its jobs counted by state, the
+    jobs of every project (the shared queue's load: counts only, no job named)."""
     from forgeml.core.store import JobRecord
 
     # `default` is created on first use: a write even when a read asked
