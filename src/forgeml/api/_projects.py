@@ -49,11 +49,15 @@ PAGE_PROJECT = "page_project"
 PERMISSION = "asked_permission"
 # the resources a project holds (a `project` column, migrations 0019, 0021, 0022, 0023 and 0024):
 # their permissions are decided in the request's project; every other resource (agents,
-# alerts, labels, queues, keys, cost, audit, accounts) lives install-wide, in `default`, so
-# its permissions are decided there, whatever project a header names
+# labels, queues, keys, cost, audit, accounts) lives install-wide, in `default`, so its
+# permissions are decided there, whatever project a header names
 PARTITIONED = frozenset(
-    {"datasets", "runs", "models", "jobs", "deployments", "prompts", "rag", "pipelines"}
+    {"datasets", "runs", "models", "jobs", "deployments", "prompts", "rag", "pipelines", "alerts"}
 )
+# a partitioned kind's permissions that still serve the whole install, decided in `default`:
+# Alertmanager's webhook is one URL for every project, and files each alert it receives in
+# its subject's project itself (`forgeml.monitor.alerts.receive`)
+INSTALL_WIDE = frozenset({"alerts:receive"})
 
 
 def decision_project(request: Request, permission: str) -> str:
@@ -61,8 +65,9 @@ def decision_project(request: Request, permission: str) -> str:
     resource lookup): `request_project` for a partitioned resource's permission; else the
     route's `{project}` or declared `?project=`, else `default` (a header or a page's chosen
     project naming a project would otherwise let its members act on `default`'s
-    agents, alerts or keys)."""
-    if permission.partition(":")[0] in (*PARTITIONED, "account"):  # one's own account: anywhere
+    agents, labels or keys, or receive Alertmanager's webhook: `INSTALL_WIDE`)."""
+    kind = permission.partition(":")[0]
+    if kind in (*PARTITIONED, "account") and permission not in INSTALL_WIDE:  # account: anywhere
         return request_project(request)
     return _named_project(request) or DEFAULT_PROJECT
 
@@ -150,6 +155,13 @@ def _pipeline(session: Session, params: Mapping[str, str], project: str) -> str 
     return get_run(session, params["ref"], project).project
 
 
+def _alert(session: Session, params: Mapping[str, str], project: str) -> str | None:
+    """An alert's id, or a prefix of it (the request project's alerts first)."""
+    from forgeml.monitor.alerts import find_alert
+
+    return find_alert(session, params["alert_id"], project).project
+
+
 def _served(session: Session, params: Mapping[str, str], project: str) -> str | None:
     """A monitoring read's `deployment` (else its `model`) query parameter."""
     if "deployment" in params:
@@ -182,6 +194,7 @@ RESOURCE_PROJECT: dict[str, ResourceProject] = {
     "prompt": _prompt,
     "rag_index": _rag_index,
     "pipeline": _pipeline,
+    "alert": _alert,
     "served": _served,
     "record": _record,
 }
