@@ -4,8 +4,12 @@ and an acknowledgement acts in the alert's project."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
+from forgeml.core.config import Settings
 from forgeml.core.errors import InvalidRequestError, NotFoundError, OtherProjectError
 from forgeml.core.ids import new_id
 from forgeml.core.store import AlertRecord, Dataset, ModelVersionRecord
@@ -34,6 +38,17 @@ groups:
         expr: max by (model) (queue_depth) > 3
         labels: {severity: warning}
 """
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workspace]:
+    """On both stores (PostgreSQL when one answers), as the state machine's tests."""
+    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester", db_url=url))
+    try:
+        yield workspace
+    finally:
+        workspace.close()
 
 
 def _deployment(workspace: Workspace, name: str, project: str) -> None:
