@@ -326,8 +326,9 @@ def test_projects_isolate_their_members(api) -> None:
     assert added.status_code == 200
     members = client.get("/api/v1/projects/vision/members", headers=dan).json()["members"]
     assert {m["user"]: m["role"] for m in members} == {"alice": "owner", "dan": "viewer"}
-    # resources all live in `default`: naming vision changes nothing, dan acts as default's
-    # developer there (who may ack: the alert is unknown), not as vision's viewer
+    # a `?project=` the route does not declare names no project: dan acts in `default`, as
+    # its developer (who may ack: the alert is unknown), not as vision's viewer (a request
+    # picks its project with the X-Forgeml-Project header)
     assert client.get("/api/v1/alerts?project=vision", headers=dan).status_code == 200
     assert client.post("/api/v1/alerts/x/ack?project=vision", headers=dan).status_code == 404
 

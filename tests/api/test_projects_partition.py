@@ -236,7 +236,7 @@ def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project
     kinds = {"datasets": "dataset", "runs": "run", "models": "model", "jobs": "job",
              "deployments": "deployment", "prompts": "prompt",
              "rag/indexes": "rag_index", "pipelines/runs": "pipeline",
-             "labels": "label"}  # fmt: skip
+             "labels": "label", "alerts": "alert"}  # fmt: skip
     items = {
         (route.path, kind): route_resource(route)
         for route in api_routes(create_app(workspace).routes)
@@ -244,7 +244,7 @@ def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project
         if route.path.startswith(f"/api/v1/{plural}/{{")
     }
 
-    assert len(items) >= 38  # every item route of the nine kinds, from here on too
+    assert len(items) >= 40  # every item route of the ten kinds, from here on too
     assert {path: found for (path, kind), found in items.items() if found != kind} == {}
 
 
@@ -338,20 +338,21 @@ def test_what_lives_install_wide_is_decided_in_default_whatever_project_a_header
     teams: dict,
 ) -> None:
     # bob is a developer of team-b only: naming team-b does not make default's agents' runs,
-    # alerts, keys or cost reports his (they carry no project); the shared queues he reads
-    # in team-b (tests/api/test_queues_projects.py)
-    install_wide = ("/api/v1/agents/runs/nosuch", "/api/v1/alerts",
+    # keys or cost reports his (they carry no project); the shared queues he reads in
+    # team-b (tests/api/test_queues_projects.py)
+    install_wide = ("/api/v1/agents/runs/nosuch",
                     "/api/v1/keys", "/api/v1/cost/report")  # fmt: skip
     for url in install_wide:
         status, body = teams["bob"].get(url)
         assert status == 403 and "'default'" in body["error"], (url, body)  # type: ignore[index]
         assert teams["alice_in_a"].get(url)[0] != 403, url  # default's owner, from anywhere
     # a partitioned resource is still decided in the named project: RAG indexes,
-    # pipelines and labelling tasks too
+    # pipelines, labelling tasks and alerts too
     assert teams["bob"].get("/api/v1/runs")[0] == 200
     assert teams["bob"].get("/api/v1/labels") == (200, [])
     assert teams["bob"].get("/api/v1/rag/indexes") == (200, [])
     assert teams["bob"].get("/api/v1/pipelines/runs") == (200, [])
+    assert teams["bob"].get("/api/v1/alerts") == (200, {"alerts": []})
 
 
 def test_a_teams_pipeline_runs_are_listed_and_read_in_its_project_only(
@@ -379,6 +380,68 @@ def test_a_teams_pipeline_runs_are_listed_and_read_in_its_project_only(
         status, body = teams["tara_no_header"].get(url)
         assert status == 200 and body["project"] == "team-a", (url, body)  # type: ignore[index]
     assert teams["bob"].get("/api/v1/pipelines/runs/nosuch")[0] == 404
+
+
+def _alertmanager(*labels: dict[str, str]) -> dict:
+    """Alertmanager's webhook message (version 4) firing one alert per label set."""
+    alerts = [
+        {"status": "firing", "labels": {"alertname": "Backlog", **these}, "annotations": {},
+         "startsAt": "2026-12-03T10:00:00Z", "fingerprint": f"f{index}"}
+        for index, these in enumerate(labels)
+    ]  # fmt: skip
+    return {"version": "4", "status": "firing", "receiver": "r", "alerts": alerts}
+
+
+def _alert_labels(caller: Caller) -> list[dict[str, str]]:
+    status, body = caller.get("/api/v1/alerts")
+    assert status == 200, body
+    return [alert["labels"] for alert in body["alerts"]]  # type: ignore[index]
+
+
+def test_a_teams_alerts_are_listed_read_and_acknowledged_in_its_project_only(
+    teams: dict,
+) -> None:
+    tara, bob, alice = teams["tara"], teams["bob"], teams["alice"]
+    _deployment_in_a(teams["workspace"])
+    # the webhook serves the whole install: default's owner posts it, whatever the header
+    message = _alertmanager({"deployment": "web"}, {"model": "lonely"})
+    assert _post(teams["alice_in_a"], "/api/v1/alertmanager", message)[0] == 200
+
+    # tara, a developer of team-a only, sees and acknowledges team-a's alerts
+    assert [labels.get("deployment") for labels in _alert_labels(tara)] == ["web"]
+    assert bob.get("/api/v1/alerts") == (200, {"alerts": []})
+    assert [labels.get("model") for labels in _alert_labels(alice)] == ["lonely"]
+    alert_id = tara.get("/api/v1/alerts")[1]["alerts"][0]["id"]  # type: ignore[index]
+    for url in (f"/api/v1/alerts/{alert_id}", f"/api/v1/alerts/{alert_id[:8]}"):
+        status, body = bob.get(url)
+        assert status == 403 and "'team-a'" in body["error"], (url, body)  # type: ignore[index]
+        assert alice.get(url)[0] == 403, url
+        status, body = teams["tara_no_header"].get(url)
+        assert status == 200 and body["project"] == "team-a", (url, body)  # type: ignore[index]
+    assert bob.get("/api/v1/alerts/nosuch")[0] == 404
+    ack = f"/api/v1/alerts/{alert_id[:8]}/ack"
+    assert _post(bob, ack, None)[0] == 403
+    # a member of both acting in team-b acknowledges nothing of team-a's
+    status, body = _post(teams["pat_in_b"], ack, None)
+    assert status == 403 and "belongs to the project 'team-a'" in body["error"], body
+    assert tara.get(f"/api/v1/alerts/{alert_id}")[1]["acked_by"] is None  # type: ignore[index]
+    status, body = _post(tara, ack, None)
+    assert (status, body["acked_by"]) == (200, "tara"), body
+
+
+def test_the_alertmanager_webhook_is_decided_in_default_whatever_the_header(
+    teams: dict, tmp_path: Path
+) -> None:
+    from tests.auth._accounts import fast_settings, person
+
+    workspace: Workspace = teams["workspace"]
+    person(workspace, fast_settings(tmp_path), "mona", "maintainer", "team-b")
+    mona = Caller(teams["bob"].client, issue_token(workspace, "mona", "am", actor="t")[1], "team-b")
+
+    status, body = _post(mona, "/api/v1/alertmanager", _alertmanager({"model": "x"}))
+
+    assert status == 403 and "may not alerts:receive in the project 'default'" in body["error"]
+    assert _alert_labels(teams["alice"]) == []
 
 
 PROMPT = {"template": "Q: {{ question }}", "variables": [{"name": "question"}]}

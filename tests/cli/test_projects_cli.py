@@ -218,3 +218,45 @@ def test_each_project_lists_and_uses_its_own_label_tasks(
     for command in uses:
         assert_ok(cli("label", *command))
     assert "small-a-labelled" in _datasets(cli)
+
+
+def _alerted(cli: Cli) -> list[str]:
+    listed = json_out(cli("alerts", "list", "--json"))
+    return [alert["labels"].get("deployment", alert["labels"].get("model")) for alert in listed]
+
+
+def test_each_project_lists_and_acknowledges_its_own_alerts(
+    cli: Cli, home_workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forgeml.monitor.alerts import parse_message, receive
+    from forgeml.serve.deployments import DeploymentSpec, _records
+
+    spec = DeploymentSpec(model="adult-mlp@v2", model_ref="adult-mlp@v2", replicas=1)
+    with home_workspace.store.session() as session:
+        _records._add_record(
+            session, home_workspace.in_project("team-a"), "web", spec, "failed", _records.now()
+        )
+    alerts = [
+        {
+            "status": "firing",
+            "labels": {"alertname": "Backlog", **labels},
+            "annotations": {},
+            "startsAt": "2026-12-03T10:00:00Z",
+            "fingerprint": key,
+        }
+        for key, labels in (("f1", {"deployment": "web"}), ("f2", {"model": "lonely"}))
+    ]
+    receive(home_workspace, parse_message({"version": "4", "status": "firing", "receiver": "r",
+                                           "alerts": alerts}))  # fmt: skip
+
+    _in(monkeypatch, None)
+    assert _alerted(cli) == ["lonely"]
+    _in(monkeypatch, "team-a")
+    [alert] = json_out(cli("alerts", "list", "--json"))
+    assert (alert["labels"]["deployment"], alert["project"]) == ("web", "team-a")
+    _in(monkeypatch, "team-b")
+    assert _alerted(cli) == []
+    assert_cli_error(cli("alerts", "ack", alert["id"][:8]), "belongs to the project 'team-a'")
+    _in(monkeypatch, "team-a")
+    assert_ok(cli("alerts", "ack", alert["id"][:8]))
+    assert json_out(cli("alerts", "show", alert["id"], "--json"))["acked_by"] == "tester"

@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import closing
+from pathlib import Path
 
 import pytest
 
+from forgeml.auth import issue_token
 from forgeml.cli._remote import LOCAL_COMMANDS, LOCAL_ONLY, REMOTE_COMMANDS
 from forgeml.client._commands import job_command
 from forgeml.core.config import Settings
@@ -127,6 +129,53 @@ def test_a_viewer_cannot_acknowledge_an_alert(forgeml: Forgeml, names: dict[str,
     refused = forgeml.remote("alerts", "ack", names["alert"], token="victor")
 
     assert refused.code == 1 and refused.stderr.startswith("error: ")
+
+
+def test_a_teams_alerts_are_listed_and_acknowledged_remotely_in_its_project_only(
+    forgeml: Forgeml, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from sqlalchemy import delete
+
+    from forgeml.core.store import AlertRecord, DeploymentRecord
+    from forgeml.monitor.alerts import parse_message, receive
+    from forgeml.serve.deployments import DeploymentSpec, _records
+    from tests.auth._accounts import fast_settings, person
+
+    spec = DeploymentSpec(model="adult-mlp@v1", model_ref="adult-mlp@v1", replicas=1)
+    alert = {
+        "status": "firing",
+        "labels": {"alertname": "Backlog", "deployment": "web-a"},
+        "annotations": {},
+        "startsAt": "2026-12-03T10:00:00Z",
+        "fingerprint": "team-a",
+    }
+    with closing(_workspace(forgeml)) as workspace:
+        person(workspace, fast_settings(tmp_path), "tara", "developer", "team-a")
+        forgeml.served.tokens["tara"] = issue_token(workspace, "tara", "cli", actor="t")[1]
+        with workspace.store.session() as session:
+            in_a = workspace.in_project("team-a")
+            _records._add_record(session, in_a, "web-a", spec, "failed", _records.now())
+        receive(workspace, parse_message({"version": "4", "status": "firing", "receiver": "r",
+                                          "alerts": [alert]}))  # fmt: skip
+        try:
+            monkeypatch.setenv("FORGEML_PROJECT", "team-a")
+            listed = forgeml.remote("alerts", "list", "--json", token="tara")
+            [found] = json.loads(listed.stdout)
+            assert (found["labels"]["deployment"], found["project"]) == ("web-a", "team-a")
+            monkeypatch.delenv("FORGEML_PROJECT")
+            in_default = json.loads(forgeml.remote("alerts", "list", "--json").stdout)
+            assert "team-a" not in {alert["project"] for alert in in_default}
+            # tara's role holds in team-a, but an acknowledgement acts in the alert's project
+            refused = forgeml.remote("alerts", "ack", found["id"][:8], token="tara")
+            assert refused.code == 1
+            assert "belongs to the project 'team-a'" in refused.stderr, refused.stderr
+            monkeypatch.setenv("FORGEML_PROJECT", "team-a")
+            acked = forgeml.remote("alerts", "ack", found["id"][:8], token="tara")
+            assert acked.code == 0 and "acknowledged by tara" in acked.stdout, acked
+        finally:
+            with workspace.store.session() as session:
+                session.execute(delete(AlertRecord).where(AlertRecord.project == "team-a"))
+                session.execute(delete(DeploymentRecord).where(DeploymentRecord.name == "web-a"))
 
 
 # every command of the groups this module covers, as `forgeml GROUP --help` lists them

@@ -116,7 +116,7 @@ def test_calm_rows_raise_nothing_and_a_shifted_feature_fires_the_rule(
             assert {"model": "adult-mlp", "version": VERSION}.items() <= record.labels.items()
             # what a policy's `on_alerts: [ForgemlOnlineDriftAlarm]` trigger picks up
             subject = "ForgemlOnlineDriftAlarm{model=adult-mlp}"
-            (event,) = AlertSource().due(session, subject, "0", datetime.now(UTC), 10)
+            (event,) = AlertSource().due(session, subject, "0", datetime.now(UTC), 10, "default")
             assert event.key == f"alert:{fired.alert_id}"
     finally:
         evaluator.close()

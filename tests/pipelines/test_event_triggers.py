@@ -64,6 +64,37 @@ def test_an_alert_trigger_fires_once_per_matching_alert_that_starts_firing(
     ]
 
 
+def test_an_alert_trigger_fires_on_its_own_projects_alerts_only(
+    pipe_workspace: Workspace, tmp_path: Path
+) -> None:
+    from forgeml.serve.deployments import DeploymentSpec, _records
+
+    spec = DeploymentSpec(model="m@v1", model_ref="m@v1", replicas=1)
+    in_a = pipe_workspace.in_project("team-a")
+    with pipe_workspace.store.session() as session:
+        _records._add_record(session, in_a, "adult-a", spec, "failed", _records.now())
+    hello = write_pipeline(tmp_path, HELLO)
+    add_trigger(in_a, "retrain-a", hello, alert="ForgemlDriftDetected", now=T0)
+    add_trigger(pipe_workspace, "retrain", hello, alert="ForgemlDriftDetected", now=T0)
+
+    _send(
+        pipe_workspace,
+        _alert("ForgemlDriftDetected", deployment="adult-a"),  # team-a's deployment
+        _alert("ForgemlDriftDetected", deployment="elsewhere"),  # names nothing: default
+    )
+    evaluate_triggers(pipe_workspace, T0, submit=Recorder())
+
+    def labels(workspace: Workspace, trigger: str) -> list[str]:
+        from forgeml.monitor.alerts import get_alert
+
+        events = [f.event for f in list_firings(workspace, trigger)]
+        alerts = [get_alert(workspace, e.removeprefix("alert:")) for e in events]
+        return [alert.labels["deployment"] for alert in alerts]
+
+    assert labels(in_a, "retrain-a") == ["adult-a"]
+    assert labels(pipe_workspace, "retrain") == ["elsewhere"]
+
+
 def test_a_promotion_trigger_fires_once_per_promotion_of_its_model(
     pipe_workspace: Workspace, tmp_path: Path
 ) -> None:

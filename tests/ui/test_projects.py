@@ -185,3 +185,58 @@ def test_switching_the_project_in_the_nav_changes_the_runs_table(
         assert browser.errors == []
     finally:
         context.close()
+
+
+def test_the_monitoring_page_shows_and_acknowledges_the_chosen_projects_alerts(
+    tmp_path: Path,
+) -> None:
+    from forgeml.api._accounts import AccountsAuthorizer
+    from forgeml.monitor.alerts import list_alerts, parse_message, receive
+    from forgeml.serve.deployments import DeploymentSpec, _records
+    from tests.auth._accounts import fast_settings
+
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
+    try:
+        settings = fast_settings(tmp_path)
+        person(workspace, settings, "tara", "developer", "team-a")
+        person(workspace, settings, "bob", "developer", "team-b")
+        spec = DeploymentSpec(model="m@v1", model_ref="m@v1", replicas=1)
+        with workspace.store.session() as session:
+            in_a = workspace.in_project("team-a")
+            _records._add_record(session, in_a, "web-a", spec, "failed", _records.now())
+        alerts = [
+            {
+                "status": "firing",
+                "labels": {"alertname": "Backlog", **labels},
+                "annotations": {},
+                "startsAt": "2026-12-03T10:00:00Z",
+                "fingerprint": key,
+            }
+            for key, labels in (("f1", {"deployment": "web-a"}), ("f2", {"model": "x"}))
+        ]
+        receive(workspace, parse_message({"version": "4", "status": "firing", "receiver": "r",
+                                          "alerts": alerts}))  # fmt: skip
+        [alert] = list_alerts(workspace.in_project("team-a"))
+        app = create_app(workspace, AccountsAuthorizer(workspace, settings))
+        pages = {}
+        for name, project in (("tara", "team-a"), ("bob", "team-b")):
+            client = TestClient(app, base_url="http://localhost")
+            client.get("/login")
+            fields = {"name": name, "password": PASSWORD, "next": "/",
+                      "csrf_token": client.cookies["forgeml_csrf"]}  # fmt: skip
+            assert client.post("/login", data=fields, follow_redirects=False).status_code == 303
+            assert _switch(client, project).status_code == 303  # type: ignore[arg-type]
+            pages[name] = client
+
+        shown = pages["tara"].get("/monitoring").text
+        assert f'id="alert-{alert.id}"' in shown and "deployment=web-a" in shown
+        assert "model=x" not in shown and "Acknowledge</button>" in shown
+        assert "web-a" not in pages["bob"].get("/monitoring").text
+        csrf = {"X-CSRF-Token": pages["bob"].cookies["forgeml_csrf"]}
+        refused = pages["bob"].post(f"/monitoring/{alert.id}/ack", headers=csrf)
+        assert refused.status_code == 403 and "belongs to the project" in refused.text
+        csrf = {"X-CSRF-Token": pages["tara"].cookies["forgeml_csrf"]}
+        acked = pages["tara"].post(f"/monitoring/{alert.id}/ack", headers=csrf)
+        assert acked.status_code == 200 and "acknowledged by tara" in acked.text
+    finally:
+        workspace.close()

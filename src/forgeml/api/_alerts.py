@@ -1,4 +1,10 @@
-"""Alert routes: list, show, acknowledge, and Alertmanager's webhook receiver."""
+"""Alert routes: list, show, acknowledge, and Alertmanager's webhook receiver.
+
+A list shows the request's project's alerts; an alert's route is authorized in the alert's
+project, and an acknowledgement must act in it. The webhook serves the whole install
+(`alerts:receive` is decided in `default`) and files each alert in the project of the
+subject its labels name.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import orjson
 from fastapi import APIRouter, Query, Request
 
 from forgeml.api._authz import require
-from forgeml.api._context import acting
+from forgeml.api._context import acting, workspace
 from forgeml.core.errors import InvalidDataError
 from forgeml.monitor.alerts import (
     ack_alert,
@@ -28,18 +34,18 @@ def alerts(
     request: Request,
     state: Annotated[str, Query(pattern="^(pending|firing|resolved|all)$")] = "all",
 ) -> dict[str, Any]:
-    """Recorded alerts in `state`, newest first."""
+    """The request project's recorded alerts in `state`, newest first."""
     records = list_alerts(acting(request), state)
     return {"alerts": [alert_summary(record) for record in records]}
 
 
-@router.get("/alerts/{alert_id}", dependencies=[require("alerts:read")])
+@router.get("/alerts/{alert_id}", dependencies=[require("alerts:read", resource="alert")])
 def alert(request: Request, alert_id: str) -> dict[str, Any]:
     """One alert (404 when unknown)."""
-    return alert_summary(get_alert(acting(request), alert_id))
+    return alert_summary(get_alert(workspace(request), alert_id))
 
 
-@router.post("/alerts/{alert_id}/ack", dependencies=[require("alerts:ack")])
+@router.post("/alerts/{alert_id}/ack", dependencies=[require("alerts:ack", resource="alert")])
 def ack(request: Request, alert_id: str) -> dict[str, Any]:
     """Acknowledge an alert (idempotent: the first acknowledgement stays)."""
     return alert_summary(ack_alert(acting(request), alert_id))

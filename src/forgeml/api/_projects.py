@@ -50,16 +50,23 @@ PAGE_PROJECT = "page_project"
 PERMISSION = "asked_permission"
 # the resources a project holds (a `project` column, migrations 0019, 0021, 0022, 0023 and 0024):
 # their permissions are decided in the request's project; every other resource (agents,
-# alerts, queues, keys, cost, audit, accounts) lives install-wide, in `default`, so
-# its permissions are decided there, whatever project a header names
+# queues, keys, cost, audit, accounts) lives install-wide, in `default`, so its
+# permissions are decided there, whatever project a header names
 PARTITIONED = frozenset(
-    {"datasets", "runs", "models", "jobs", "deployments", "prompts", "rag", "pipelines", "labels"}
-)
+    {
+        "datasets", "runs", "models", "jobs", "deployments", "prompts", "rag", "pipelines",
+        "labels", "alerts",
+    }
+)  # fmt: skip
 # install-wide resources every project uses, read where the request acts: the queues are
 # shared capacity (as Volcano's queues, Kueue's ClusterQueues), so whoever may read queues in
 # a project may list and show them there to submit its jobs to one; changing them
 # (`queues:manage`) stays with default's maintainers
 SHARED_READS = frozenset({"queues:read"})
+# a partitioned kind's permissions that still serve the whole install, decided in `default`:
+# Alertmanager's webhook is one URL for every project, and files each alert it receives in
+# its subject's project itself (`forgeml.monitor.alerts.receive`)
+INSTALL_WIDE = frozenset({"alerts:receive"})
 
 
 def decision_project(request: Request, permission: str) -> str:
@@ -67,8 +74,10 @@ def decision_project(request: Request, permission: str) -> str:
     resource lookup): `request_project` for a partitioned resource's permission or a read of
     a shared one (`SHARED_READS`); else the route's `{project}` or declared `?project=`, else
     `default` (a header or a page's chosen project naming a project would otherwise let its
-    members act on `default`'s agents, alerts or keys)."""
-    if permission.partition(":")[0] in (*PARTITIONED, "account"):  # one's own account: anywhere
+    members act on `default`'s agents or keys, or receive Alertmanager's webhook:
+    `INSTALL_WIDE`)."""
+    kind = permission.partition(":")[0]
+    if kind in (*PARTITIONED, "account") and permission not in INSTALL_WIDE:  # account: anywhere
         return request_project(request)
     if permission in SHARED_READS:
         return request_project(request)
@@ -164,6 +173,13 @@ def _label_task(session: Session, params: Mapping[str, str], _: str) -> str | No
     )
 
 
+def _alert(session: Session, params: Mapping[str, str], project: str) -> str | None:
+    """An alert's id, or a prefix of it (the request project's alerts first)."""
+    from forgeml.monitor.alerts import find_alert
+
+    return find_alert(session, params["alert_id"], project).project
+
+
 def _served(session: Session, params: Mapping[str, str], project: str) -> str | None:
     """A monitoring read's `deployment` (else its `model`) query parameter."""
     if "deployment" in params:
@@ -197,6 +213,7 @@ RESOURCE_PROJECT: dict[str, ResourceProject] = {
     "rag_index": _rag_index,
     "pipeline": _pipeline,
     "label": _label_task,
+    "alert": _alert,
     "served": _served,
     "record": _record,
 }

@@ -1,5 +1,6 @@
 """`forgeml alerts ...`: alerts fired by `forgeml server`'s rules or received from
-Alertmanager: list, show, acknowledge."""
+Alertmanager: list, show, acknowledge, in FORGEML_PROJECT (an alert belongs to the project of
+the deployment, model or dataset its labels name, else to `default`)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def list_(
     state: Annotated[str, typer.Option(help="pending, firing, resolved or all.")] = "firing",
     json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
-    """List alerts in a state (firing by default), newest first."""
+    """List the project's alerts in a state (firing by default), newest first."""
     from forgeml.monitor.alerts import STATES
 
     if state != "all" and state not in STATES:  # refused here: the same exit code remotely
@@ -84,6 +85,6 @@ def _text(value: Any) -> str:
 def ack(
     alert_id: Annotated[str, typer.Argument(help="The alert's id (or a unique prefix).")],
 ) -> None:
-    """Acknowledge an alert (the first acknowledgement is kept)."""
+    """Acknowledge an alert of the project (the first acknowledgement is kept)."""
     alert = _alerts().ack(alert_id)
     say(f"Alert {alert['id']} ({alert['rule']}) acknowledged by {alert['acked_by']}.")

@@ -4,7 +4,8 @@ A kind turns its trigger's subject (a cron expression, a dataset's name) and cur
 last event handled) into the events due now, oldest first. Each event has a key, unique
 for the trigger (what `pipeline_firings` records once), and the cursor that follows it.
 An alert trigger follows the alerts' `fire_seq` (every alert that starts firing gets the
-next number, whether forgeml's evaluator or a real Alertmanager raised it); a promotion
+next number, whether forgeml's evaluator or a real Alertmanager raised it) and fires on its
+own project's alerts only; a promotion
 trigger follows the audit log's sequence of `model.promote` events.
 """
 
@@ -52,9 +53,11 @@ class EventSource(Protocol):
         ...
 
     def due(
-        self, session: Session, subject: str, cursor: str, now: datetime, limit: int
+        self, session: Session, subject: str, cursor: str, now: datetime, limit: int, project: str
     ) -> list[Event]:
-        """At most `limit` events after `cursor` up to `now`, oldest first."""
+        """At most `limit` events after `cursor` up to `now`, oldest first, for a trigger of
+        `project` (a kind whose events belong to a project, an alert, finds that project's
+        only)."""
         ...
 
 
@@ -72,7 +75,7 @@ class CronSource:
         return _utc(now).isoformat()
 
     def due(
-        self, session: Session, subject: str, cursor: str, now: datetime, limit: int
+        self, session: Session, subject: str, cursor: str, now: datetime, limit: int, project: str
     ) -> list[Event]:
         from croniter import croniter
 
@@ -96,7 +99,7 @@ class DatasetSource:
         return str(versions[-1].version if versions else 0)
 
     def due(
-        self, session: Session, subject: str, cursor: str, now: datetime, limit: int
+        self, session: Session, subject: str, cursor: str, now: datetime, limit: int, project: str
     ) -> list[Event]:
         # the server asks every cycle: read only the versions past the cursor
         dataset = session.scalar(select(Dataset).where(Dataset.name == subject))
@@ -142,19 +145,24 @@ def parse_alert_subject(subject: str) -> tuple[list[str], dict[str, str]]:
 
 class AlertSource:
     """Every alert of the subject's rules whose labels match that starts firing after the
-    cursor (the last `fire_seq` handled)."""
+    cursor (the last `fire_seq` handled), of the trigger's project (an alert belongs to the
+    project of the deployment, model or dataset its labels name, else to `default`)."""
 
     def start(self, session: Session, subject: str, now: datetime) -> str:
         parse_alert_subject(subject)
         return str(session.scalar(select(func.max(AlertRecord.fire_seq))) or 0)
 
     def due(
-        self, session: Session, subject: str, cursor: str, now: datetime, limit: int
+        self, session: Session, subject: str, cursor: str, now: datetime, limit: int, project: str
     ) -> list[Event]:
         rules, labels = parse_alert_subject(subject)
         found = session.scalars(
             select(AlertRecord)
-            .where(AlertRecord.fire_seq > int(cursor), AlertRecord.rule.in_(rules))
+            .where(
+                AlertRecord.fire_seq > int(cursor),
+                AlertRecord.rule.in_(rules),
+                AlertRecord.project == project,
+            )
             .order_by(AlertRecord.fire_seq)
         )
         events = []
@@ -180,7 +188,7 @@ class PromotedSource:
         return str(session.scalar(select(func.max(AuditEvent.seq))) or 0)
 
     def due(
-        self, session: Session, subject: str, cursor: str, now: datetime, limit: int
+        self, session: Session, subject: str, cursor: str, now: datetime, limit: int, project: str
     ) -> list[Event]:
         name, _, alias = subject.partition("@")
         found = session.scalars(

@@ -11,7 +11,8 @@ no job of its name exists already, so a restart neither repeats nor loses an eve
 A trigger belongs to the project it was added in (the workspace's); its firings' jobs are
 submitted in that project, so the pipeline and every step of it run there
 (FORGEML_PROJECT of the job). A dataset or promotion trigger watches a dataset or model of
-its own project only. Lists show the workspace project's triggers and firings.
+its own project only, an alert trigger its own project's alerts. Lists show the workspace
+project's triggers and firings.
 """
 
 from __future__ import annotations
@@ -295,7 +296,12 @@ def _record_due(workspace: Workspace, trigger_id: str, now: datetime) -> None:
                 return
             source = SOURCES[TriggerKind(trigger.kind)]
             events = source.due(
-                session, trigger.subject, trigger.cursor, now, MAX_EVENTS_PER_EVALUATION
+                session,
+                trigger.subject,
+                trigger.cursor,
+                now,
+                MAX_EVENTS_PER_EVALUATION,
+                trigger.project,
             )
             for event in events:
                 known = session.scalar(

@@ -3,7 +3,8 @@
 The shipped rule file (and a user's, same format) is compiled by `load_rules` into a PromQL
 subset (`_promql`) evaluated over a bounded store of recent samples (`_samples`) that
 `_collect` fills from in-process registries and replica scrapes. `_state` keeps Prometheus'
-alert state machine in the store, `_channels` sends notifications (log, webhook with
+alert state machine in the store (each alert in the project of the subject its labels name,
+`_subjects`), `_channels` sends notifications (log, webhook with
 Alertmanager's v4 payload, e-mail), `_receiver` records alerts a real Alertmanager sends,
 and `fired_since` is the cursor the pipeline triggers follow.
 """
@@ -23,6 +24,7 @@ from forgeml.monitor.alerts._receiver import Received, parse_message, receive
 from forgeml.monitor.alerts._records import (
     ack_alert,
     alert_summary,
+    find_alert,
     fired_since,
     get_alert,
     list_alerts,
@@ -49,6 +51,7 @@ __all__ = [
     "compile_expr",
     "deliver",
     "evaluate",
+    "find_alert",
     "fired_since",
     "get_alert",
     "labels_of",

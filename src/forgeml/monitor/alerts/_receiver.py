@@ -4,6 +4,10 @@ A firing alert opens (or refreshes) an active row with source `alertmanager`, ke
 Alertmanager's fingerprint, so Alertmanager's repeats (`repeat_interval`, a resend after
 a restart) refresh one row instead of adding another; a resolved alert resolves it. The
 whole message is validated before anything is written and recorded in one transaction.
+
+The receiver serves the whole install (Alertmanager's webhook is one URL): whatever project
+its caller acts in, each new alert is filed in the project of the subject its labels name
+(`_subjects.alert_project`: a deployment, a served model, a dataset; else `default`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from forgeml.core.store import AlertRecord
 from forgeml.core.workspace import Workspace
 from forgeml.monitor.alerts._payload import WebhookAlert, WebhookMessage
 from forgeml.monitor.alerts._state import ALERTMANAGER, PENDING, fingerprint, fire, resolve
+from forgeml.monitor.alerts._subjects import alert_project
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,7 @@ def receive(workspace: Workspace, message: WebhookMessage, now: datetime | None 
                 )
                 continue
             if record is None:
-                record = _opened(alert, key, moment)
+                record = _opened(alert, key, moment, alert_project(session, alert.labels))
                 session.add(record)
                 fire(session, record, moment)
                 session.flush()
@@ -87,9 +92,10 @@ def receive(workspace: Workspace, message: WebhookMessage, now: datetime | None 
     return Received(**counts)
 
 
-def _opened(alert: WebhookAlert, key: str, moment: datetime) -> AlertRecord:
+def _opened(alert: WebhookAlert, key: str, moment: datetime, project: str) -> AlertRecord:
     return AlertRecord(
         id=new_id(),
+        project=project,
         fingerprint=key,
         active_key=f"{ALERTMANAGER}:{key}",
         rule=alert.labels.get("alertname", "(unnamed)"),

@@ -1,11 +1,19 @@
-"""Reading and acknowledging recorded alerts, and the cursor pipeline triggers follow."""
+"""Reading and acknowledging recorded alerts, and the cursor pipeline triggers follow.
+
+An alert belongs to the project of the subject its labels name (`_subjects`). A list shows
+the workspace's project's alerts only; an alert is found by its id (or a prefix of it: the
+workspace's project's alerts first) in whichever project, as an item read (the API
+authorizes it in the alert's own project); an acknowledgement must act in the alert's
+project.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, true
+from sqlalchemy.orm import Session
 
 from forgeml.core.errors import InvalidRequestError, NotFoundError, UsageError
 from forgeml.core.store import AlertRecord
@@ -14,14 +22,15 @@ from forgeml.monitor.alerts._state import STATES
 
 
 def list_alerts(workspace: Workspace, state: str = "all", limit: int = 500) -> list[AlertRecord]:
-    """Alerts in `state` (pending, firing, resolved or all), newest first.
+    """The workspace's project's alerts in `state` (pending, firing, resolved or all), newest
+    first.
 
     Raises:
         UsageError: an unknown state.
     """
     if state != "all" and state not in STATES:
         raise UsageError(f"Unknown alert state {state!r}: use {', '.join(STATES)} or all.")
-    query = select(AlertRecord)
+    query = select(AlertRecord).where(AlertRecord.project == workspace.project)
     if state != "all":
         query = query.where(AlertRecord.state == state)
     with workspace.store.session() as session:
@@ -33,38 +42,39 @@ def list_alerts(workspace: Workspace, state: str = "all", limit: int = 500) -> l
 
 
 def get_alert(workspace: Workspace, alert_id: str) -> AlertRecord:
-    """The alert `alert_id` (or the one whose id starts with it).
+    """The alert `alert_id` (or the one whose id starts with it), in whichever project.
 
     Raises:
         NotFoundError: no such alert.
+        InvalidRequestError: the prefix matches several alerts.
     """
     with workspace.store.session() as session:
-        record = session.get(AlertRecord, _alert_id(session, alert_id))
-    if record is None:
-        raise NotFoundError(f"No alert has the id {alert_id!r}.")
-    return record
+        return find_alert(session, alert_id, workspace.project)
 
 
-def _alert_id(session: Any, alert_id: str) -> str:
-    """The id of the one alert whose id is `alert_id` or starts with it (as `alerts list`
-    prints them, shortened).
+def find_alert(session: Session, alert_id: str, project: str) -> AlertRecord:
+    """The alert whose id is `alert_id`, else the one whose id starts with it (as `alerts
+    list` prints them, shortened): `project`'s first, then any project's.
 
     Raises:
         NotFoundError: none does.
         InvalidRequestError: several do.
     """
-    query = select(AlertRecord.id).where(AlertRecord.id.startswith(alert_id, autoescape=True))
-    ids = list(session.scalars(query.limit(2)))
-    if not alert_id or not ids:
-        raise NotFoundError(f"No alert has the id {alert_id!r}.")
-    if alert_id in ids:
-        return alert_id
-    if len(ids) > 1:
-        raise InvalidRequestError(
-            f"The id prefix {alert_id!r} matches more than one alert: give more of it."
-        )
-    found: str = ids[0]
-    return found
+    if not alert_id:
+        raise NotFoundError("No alert has the id ''.")
+    record = session.get(AlertRecord, alert_id)
+    if record is not None:
+        return record
+    prefix = AlertRecord.id.startswith(alert_id, autoescape=True)
+    for scope in (AlertRecord.project == project, true()):
+        found = list(session.scalars(select(AlertRecord).where(prefix, scope).limit(2)))
+        if len(found) > 1:
+            raise InvalidRequestError(
+                f"The id prefix {alert_id!r} matches more than one alert: give more of it."
+            )
+        if found:
+            return found[0]
+    raise NotFoundError(f"No alert has the id {alert_id!r}.")
 
 
 def ack_alert(workspace: Workspace, alert_id: str, now: datetime | None = None) -> AlertRecord:
@@ -72,11 +82,12 @@ def ack_alert(workspace: Workspace, alert_id: str, now: datetime | None = None) 
 
     Raises:
         NotFoundError: no such alert.
+        InvalidRequestError: the prefix matches several alerts.
+        OtherProjectError: the alert belongs to another project than the workspace's.
     """
     with workspace.store.session() as session:
-        record = session.get(AlertRecord, _alert_id(session, alert_id))
-        if record is None:
-            raise NotFoundError(f"No alert has the id {alert_id!r}.")
+        record = find_alert(session, alert_id, workspace.project)
+        workspace.check_own("Alert", record.id, record.project)
         if record.acked_at is None:
             record.acked_at = now or datetime.now(UTC)
             record.acked_by = workspace.actor
@@ -85,7 +96,8 @@ def ack_alert(workspace: Workspace, alert_id: str, now: datetime | None = None) 
 
 
 def fired_since(workspace: Workspace, cursor: int = 0, limit: int = 100) -> list[AlertRecord]:
-    """Alerts that started firing after `cursor`, in the order they fired.
+    """Alerts that started firing after `cursor`, in the order they fired, of every
+    project.
 
     The cursor is an alert's `fire_seq`: a number given to each alert when it starts
     firing (forgeml's own or received from Alertmanager), increasing in commit order, never
@@ -115,6 +127,7 @@ def alert_summary(record: AlertRecord) -> dict[str, Any]:
 
     return {
         "id": record.id,
+        "project": record.project,
         "rule": record.rule,
         "state": record.state,
         "severity": record.severity,

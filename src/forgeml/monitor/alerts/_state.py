@@ -7,7 +7,8 @@ rule's `for` (at once when that is 0); a pending alert whose expression stops ho
 dropped, a firing one is resolved. No state lives in memory: every evaluation reads the
 active alerts from the store and writes the transitions in one transaction per rule, so
 a restarted server (or a second one on the same store) continues the same alerts instead
-of starting them anew, and the unique `active_key` keeps one active row per alert.
+of starting them anew, and the unique `active_key` keeps one active row per alert. A new
+alert is filed in the project of the subject its labels name (`_subjects.alert_project`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from forgeml.monitor.alerts._promql import PromQLError
 from forgeml.monitor.alerts._query import evaluate
 from forgeml.monitor.alerts._rules import AlertRule
 from forgeml.monitor.alerts._samples import SampleStore
+from forgeml.monitor.alerts._subjects import alert_project
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +162,7 @@ def _apply_rule(
     for instance in found:
         record = active.pop(instance.fingerprint, None)
         if record is None:
-            record = _new_record(instance, rule, moment)
+            record = _new_record(session, instance, rule, moment)
             session.add(record)
         record.value = instance.value
         record.annotations = instance.annotations
@@ -193,9 +195,12 @@ def _end_missing(
     return transitions
 
 
-def _new_record(instance: Instance, rule: AlertRule, moment: datetime) -> AlertRecord:
+def _new_record(
+    session: Session, instance: Instance, rule: AlertRule, moment: datetime
+) -> AlertRecord:
     return AlertRecord(
         id=new_id(),
+        project=alert_project(session, instance.labels),
         fingerprint=instance.fingerprint,
         active_key=f"{FORGEML}:{instance.fingerprint}",
         rule=rule.name,
