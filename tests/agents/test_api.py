@@ -201,13 +201,13 @@ def test_a_denied_call_never_runs_and_the_model_is_told(
     )
 
 
-def test_an_approval_naming_another_project_resumes_the_runs_tools_in_default(
+def test_a_run_started_in_a_project_reads_its_datasets_and_is_approved_there_only(
     api: httpx.Client, chat_server: ChatServer, workspace: Workspace, tmp_path: Path
 ) -> None:
     add(workspace, "people", write_table_csv(tmp_path / "people.csv", rows=30))
     held = {"name": "sql_query", "requires_approval": True}
     chat_server.call("sql_query", {"sql": "SELECT count(*) AS n FROM people"})
-    chat_server.say("30 people.")
+    chat_server.say("Cannot count them.")
     team_b = {"X-Forgeml-Project": "team-b"}
     body = {"spec": spec(chat_server.url, held), "task": "How many?"}
     reply = api.post(RUNS, json=body, headers=team_b)
@@ -215,15 +215,20 @@ def test_an_approval_naming_another_project_resumes_the_runs_tools_in_default(
     run_id = reply.json()["run_id"]
     assert stopped(api, run_id)["stop_reason"] == "awaiting_approval"
 
+    # default's approver cannot resume team-b's run (its tools would read default's data)
+    elsewhere = api.post(f"{RUNS}/{run_id}/approve", json={"approve": ["c1"]})
+    assert (elsewhere.status_code, elsewhere.json()["code"]) == (403, "other_project")
     approved = api.post(f"{RUNS}/{run_id}/approve", json={"approve": ["c1"]}, headers=team_b)
 
     assert approved.status_code == 202, approved.text
     done = stopped(api, run_id)
-    # agents live in `default`: the header's project is not where the run's tools act
-    assert json.loads(done["messages"][3]["content"]) == {
-        "columns": ["n"], "rows": [{"n": 30}], "truncated": False,
-    }  # fmt: skip
-    assert done["answer"] == "30 people."
+    assert done["project"] == "team-b"
+    # the dataset is default's: the run's tool refuses it, and the model is told
+    assert done["messages"][3]["content"] == (
+        "error: data query reads the datasets of the project 'team-b' only; "
+        "'people' belongs to the project 'default'."
+    )
+    assert done["answer"] == "Cannot count them."
 
 
 @pytest.fixture

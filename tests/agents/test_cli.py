@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
+from forgeml.core.config import get_settings
 from tests.agents.conftest import ChatServer
+from tests.cli.conftest import assert_cli_error
 from tests.conftest import CliResult
 
 Cli = Any
@@ -180,3 +182,55 @@ def test_showing_a_run_that_was_never_saved_is_one_sentence_and_exit_1(cli: Cli)
 
     assert (result.code, result.stdout) == (1, "")
     assert result.stderr == "error: There is no saved agent run nosuch.\n"
+
+
+def _in(monkeypatch: pytest.MonkeyPatch, project: str) -> None:
+    monkeypatch.setenv("FORGEML_PROJECT", project)
+    get_settings.cache_clear()
+
+
+def test_a_run_belongs_to_forgeml_project_and_is_approved_there_only(
+    agent_cli: Cli, chat_server: ChatServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = write_spec(
+        tmp_path, chat_server, tools=[{"name": "calculator", "requires_approval": True}]
+    )
+    chat_server.call("calculator", {"expression": "2 ** 10"})
+    _in(monkeypatch, "team-a")
+    waiting = as_json(agent_cli("agent", "run", spec, "2 to the 10th?", "--json"))
+    run_id = waiting["run_id"]
+    assert (waiting["stop_reason"], waiting["project"]) == ("awaiting_approval", "team-a")
+
+    _in(monkeypatch, "team-b")
+    refused = agent_cli("agent", "approve", run_id, "c1")
+
+    assert_cli_error(refused, f"Agent run '{run_id}' belongs to the project 'team-a', not")
+    # read by its id from any project, still waiting, its tool never run
+    shown = as_json(agent_cli("agent", "show", run_id, "--json"))
+    assert (shown["stop_reason"], len(chat_server.requests)) == ("awaiting_approval", 1)
+    _in(monkeypatch, "team-a")
+    chat_server.say("1024")
+    done = agent_cli("agent", "approve", run_id, "c1", "--json")
+    assert (done.code, as_json(done)["answer"]) == (0, "1024")
+
+
+def test_a_runs_tools_reach_forgeml_projects_indexes_only(
+    agent_cli: Cli, chat_server: ChatServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "refunds.md").write_text("# Refunds\n\nRefunds are paid within 14 days.\n")
+    _in(monkeypatch, "team-a")
+    assert agent_cli("rag", "index", "kb-a", docs).code == 0
+    spec = write_spec(
+        tmp_path, chat_server, tools=[{"name": "rag_search", "options": {"index": "kb-a"}}]
+    )
+    _in(monkeypatch, "team-b")
+
+    refused = agent_cli("agent", "run", spec, "Refunds?")
+
+    assert_cli_error(refused, "RAG index 'kb-a' belongs to the project 'team-a', not 'team-b'")
+    assert chat_server.requests == []
+    assert not (tmp_path / "home" / "agents" / "runs").exists() or not list(
+        (tmp_path / "home" / "agents" / "runs").glob("*.json")
+    )

@@ -5,6 +5,9 @@ import json
 import pytest
 
 from forgeml.agents import PredictOptions, ToolRefusedError, predict_tool
+from forgeml.agents.predict import check_deployment_project
+from forgeml.core.errors import OtherProjectError
+from forgeml.core.workspace import Workspace
 from tests.agents.conftest import Web
 
 ROUTE = "/v1/models/adult:predict"
@@ -50,3 +53,20 @@ def test_too_many_instances_are_refused_before_any_request(web: Web) -> None:
     with pytest.raises(ToolRefusedError, match="predict takes 1 to 2 instances"):
         tool.function(instances=[1, 2, 3])
     assert web.posted == []
+
+
+def test_a_deployment_of_another_project_than_the_runs_is_refused(workspace: Workspace) -> None:
+    from forgeml.serve.deployments import DeploymentSpec, _records
+
+    spec = DeploymentSpec(model="adult-mlp@v2", model_ref="adult-mlp@v2", replicas=1)
+    in_a = workspace.in_project("team-a")
+    with workspace.store.session() as session:
+        _records._add_record(session, in_a, "web", spec, "failed", _records.now())
+
+    check_deployment_project(in_a, "web")
+    # a name no deployment has is a model server's own, outside the store
+    check_deployment_project(workspace.in_project("team-b"), "adult")
+    with pytest.raises(
+        OtherProjectError, match=r"^Deployment 'web' belongs to the project 'team-a', not 'team-b'"
+    ):
+        check_deployment_project(workspace.in_project("team-b"), "web")

@@ -236,7 +236,7 @@ def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project
     kinds = {"datasets": "dataset", "runs": "run", "models": "model", "jobs": "job",
              "deployments": "deployment", "prompts": "prompt",
              "rag/indexes": "rag_index", "pipelines/runs": "pipeline",
-             "labels": "label", "alerts": "alert"}  # fmt: skip
+             "labels": "label", "alerts": "alert", "agents/runs": "agent_run"}  # fmt: skip
     items = {
         (route.path, kind): route_resource(route)
         for route in api_routes(create_app(workspace).routes)
@@ -244,7 +244,7 @@ def test_every_item_route_of_a_partitioned_resource_is_authorized_in_its_project
         if route.path.startswith(f"/api/v1/{plural}/{{")
     }
 
-    assert len(items) >= 40  # every item route of the ten kinds, from here on too
+    assert len(items) >= 42  # every item route of the eleven kinds, from here on too
     assert {path: found for (path, kind), found in items.items() if found != kind} == {}
 
 
@@ -337,19 +337,19 @@ def test_monitoring_reads_of_a_model_are_authorized_in_the_models_project(teams:
 def test_what_lives_install_wide_is_decided_in_default_whatever_project_a_header_names(
     teams: dict,
 ) -> None:
-    # bob is a developer of team-b only: naming team-b does not make default's agents' runs,
-    # keys or cost reports his (they carry no project); the shared queues he reads in
-    # team-b (tests/api/test_queues_projects.py)
-    install_wide = ("/api/v1/agents/runs/nosuch",
-                    "/api/v1/keys", "/api/v1/cost/report")  # fmt: skip
+    # bob is a developer of team-b only: naming team-b does not make default's keys or
+    # cost reports his (they carry no project); the shared queues he reads in team-b
+    # (tests/api/test_queues_projects.py)
+    install_wide = ("/api/v1/keys", "/api/v1/cost/report")  # fmt: skip
     for url in install_wide:
         status, body = teams["bob"].get(url)
         assert status == 403 and "'default'" in body["error"], (url, body)  # type: ignore[index]
         assert teams["alice_in_a"].get(url)[0] != 403, url  # default's owner, from anywhere
     # a partitioned resource is still decided in the named project: RAG indexes,
-    # pipelines, labelling tasks and alerts too
+    # pipelines, labelling tasks, alerts and agent runs too
     assert teams["bob"].get("/api/v1/runs")[0] == 200
     assert teams["bob"].get("/api/v1/labels") == (200, [])
+    assert teams["bob"].get("/api/v1/agents/runs/nosuch")[0] == 404
     assert teams["bob"].get("/api/v1/rag/indexes") == (200, [])
     assert teams["bob"].get("/api/v1/pipelines/runs") == (200, [])
     assert teams["bob"].get("/api/v1/alerts") == (200, {"alerts": []})

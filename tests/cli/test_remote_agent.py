@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from forgeml.auth import issue_token
 from tests.agents import conftest as agents
 from tests.agents.conftest import ChatServer
+from tests.auth._accounts import fast_settings, person
 from tests.cli._served import Forgeml, Served, served_on
+from tests.cli.conftest import assert_cli_error
 from tests.conftest import CliResult
 from tests.tracking import conftest as tracking
 
@@ -92,3 +95,30 @@ def test_an_unknown_run_is_refused_alike(forgeml: Forgeml) -> None:
 
     assert (remote.code, remote.stderr) == (local.code, local.stderr)
     assert local.code == 1
+
+
+def test_a_remote_run_lands_in_the_callers_project_and_is_reached_there_only(
+    forgeml: Forgeml, chat_server: ChatServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = forgeml.served
+    person(served.workspace, fast_settings(tmp_path), "tara", "maintainer", "team-a")
+    served.tokens["tara"] = issue_token(served.workspace, "tara", "cli", actor="tester")[1]
+    spec = _spec(tmp_path, chat_server, requires_approval=True)
+    chat_server.call("calculator", {"expression": "2 ** 10"})
+    monkeypatch.setenv("FORGEML_PROJECT", "team-a")
+
+    waiting = forgeml.remote("agent", "run", spec, "2 ** 10?", "--json", token="tara")
+
+    assert waiting.code == 0, waiting
+    run_id = json.loads(waiting.stdout)["run_id"]
+    assert json.loads(waiting.stdout)["project"] == "team-a"
+    # default's owner is no member of team-a: it neither reads nor approves the run
+    monkeypatch.delenv("FORGEML_PROJECT")
+    for command in (("show", run_id), ("approve", run_id, "c1")):
+        refused = forgeml.remote("agent", *command)
+        assert_cli_error(refused, f"olivia may not agents:{command[0].replace('show', 'read')}")
+        assert "'team-a'" in refused.stderr
+    monkeypatch.setenv("FORGEML_PROJECT", "team-a")
+    chat_server.say("1024")
+    done = forgeml.remote("agent", "approve", run_id, "c1", "--json", token="tara")
+    assert (done.code, json.loads(done.stdout)["answer"]) == (0, "1024")

@@ -20,8 +20,10 @@ pydantic); `run_loop` drives a `ChatModel` through tool calls to an answer withi
 built-in tools read `tool_time_left()` for their own timeouts), stopping with a
 `StopReason`; `start_run` / `resume_run` do it from an `AgentSpec` (YAML) and save each
 run under FORGEML_HOME so a call held for approval can be approved later, by one
-approver only (`claim_run`); `prepare_run` / `claim_run` + `drive` split them for callers
-that answer before the run ends (the HTTP API).
+approver only (`claim_run`), in the run's own project (a run belongs to the project it
+started in, FORGEML_PROJECT or the request's, and its tools read that project's only);
+`prepare_run` / `claim_run` + `drive` split them for callers that answer before the run
+ends (the HTTP API).
 """
 
 from forgeml.agents._calls import Approvals
@@ -45,7 +47,14 @@ from forgeml.agents.runner import (
     resume_run,
     start_run,
 )
-from forgeml.agents.runs import WorkspaceAgents, approve, run, show, workspace_agents
+from forgeml.agents.runs import (
+    WorkspaceAgents,
+    approve,
+    run,
+    show,
+    tool_context,
+    workspace_agents,
+)
 from forgeml.agents.spec import AgentSpec, Budgets, build_registry, load_spec, parse_spec
 from forgeml.agents.sql import SqlQueryOptions, sql_query_tool
 from forgeml.agents.state import (
@@ -118,6 +127,7 @@ __all__ = [
     "show",
     "sql_query_tool",
     "start_run",
+    "tool_context",
     "tool_time_left",
     "workspace_agents",
 ]

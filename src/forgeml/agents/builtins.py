@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from forgeml.agents.calculator import calculator_tool
 from forgeml.agents.http import HttpGetOptions, http_get_tool
-from forgeml.agents.predict import PredictOptions, predict_tool
+from forgeml.agents.predict import PredictOptions, check_deployment_project, predict_tool
 from forgeml.agents.rag import RagSearchOptions, Search, rag_search_tool
 from forgeml.agents.sql import SqlQueryOptions, sql_query_tool
 from forgeml.agents.tools import Tool
@@ -57,7 +57,9 @@ def _http_get(options: HttpGetOptions, _: ToolContext, approval: bool) -> Tool:
     return http_get_tool(options, approval)
 
 
-def _predict(options: PredictOptions, _: ToolContext, approval: bool) -> Tool:
+def _predict(options: PredictOptions, context: ToolContext, approval: bool) -> Tool:
+    if context.workspace is not None:
+        check_deployment_project(context.workspace, options.model)
     return predict_tool(options, approval)
 
 

@@ -8,21 +8,25 @@ spec, never from the model, so this tool reaches only the one server it was give
 address still passes `forgeml.core.netguard` (an agent spec can be written over the API, and
 TorchServe CVE-2023-43654 is a model server URL turned on 169.254.169.254): a private,
 loopback or link-local server needs `allow_private`, and a redirect is a refusal, never a
-hop to somewhere unchecked.
+hop to somewhere unchecked. A model that is a deployment of another project than the run's
+is refused before the run starts (`check_deployment_project`).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from forgeml.agents.tools import Tool, ToolRefusedError, make_tool
 from forgeml.core import netguard
-from forgeml.core.errors import UnsafeUrlError
+from forgeml.core.errors import NotFoundError, UnsafeUrlError
 
-__all__ = ["PredictOptions", "predict_tool"]
+if TYPE_CHECKING:
+    from forgeml.core.workspace import Workspace
+
+__all__ = ["PredictOptions", "check_deployment_project", "predict_tool"]
 
 
 class PredictOptions(BaseModel):
@@ -57,6 +61,23 @@ def predict_tool(options: PredictOptions, requires_approval: bool = False) -> To
     tool = make_tool(predict, requires_approval=requires_approval)
     described = f"{tool.description} Model: {options.model}."
     return Tool(tool.name, described, tool.function, tool.arguments, tool.requires_approval)
+
+
+def check_deployment_project(workspace: Workspace, model: str) -> None:
+    """Refuse a `model` that names a deployment of another project than `workspace`'s
+    (deployment names are unique install-wide; a name no deployment has is a model server's
+    own, outside the store, and passes).
+
+    Raises:
+        OtherProjectError: the deployment belongs to another project.
+    """
+    from forgeml.serve.deployments import get_deployment
+
+    try:
+        deployment = get_deployment(workspace, model)
+    except NotFoundError:
+        return
+    workspace.check_own("Deployment", deployment.name, deployment.project)
 
 
 def _post(options: PredictOptions, instances: list[Any]) -> Any:

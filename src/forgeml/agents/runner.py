@@ -5,9 +5,12 @@ stop reason while it is driven, then however it stops, so `resume_run` needs onl
 and the approvals. A spec's registry `system_prompt` is resolved and rendered once, when
 the run starts; the run keeps the version it got (`prompt_ref`, `NAME@vN`) and sends it
 with every model call, resumed parts included (an alias moved meanwhile does not change
-it). Each is two halves, for callers that answer before the run ends (the
-API): `prepare_run` / `claim_run` check everything and save the run as running, raising
-before anything is saved when the request is wrong; `drive` then runs the loop.
+it). A run belongs to the project of the workspace it starts in (`context.workspace`, else
+`default`), and only a workspace acting in that project may resume it: its tools then act
+in the same project from its start to its end. Each is two halves, for callers that answer
+before the run ends (the API): `prepare_run` / `claim_run` check everything and save the
+run as running, raising before anything is saved when the request is wrong; `drive` then
+runs the loop.
 """
 
 from __future__ import annotations
@@ -132,7 +135,11 @@ def prepare_run(
     registry, model = _tools_and_model(spec, context, model)
     messages = [*opening, {"role": "user", "content": task}]
     state = RunState(
-        run_id=new_id(), spec=spec.model_dump(mode="json"), messages=messages, prompt_ref=prompt_ref
+        run_id=new_id(),
+        spec=spec.model_dump(mode="json"),
+        messages=messages,
+        prompt_ref=prompt_ref,
+        project=context.workspace.project if context.workspace is not None else "default",
     )
     save_state(home, state)
     return PreparedRun(spec, state, registry, model, approvals)
@@ -156,6 +163,7 @@ def claim_run(
         ApprovalRequestError: nothing approved or denied, a call both, or an approved tool
             the agent does not have.
         NotFoundError: no such run.
+        OtherProjectError: `context`'s workspace acts in another project than the run's.
         RunNotWaitingError: the run is not waiting for approval (it is running or stopped).
         CallNotWaitingError: an approved or denied call id it does not wait on.
     """
@@ -163,6 +171,9 @@ def claim_run(
     parts: list[tuple[AgentSpec, ToolRegistry, ChatModel]] = []
 
     def check(state: RunState) -> None:
+        if context.workspace is not None:
+            # its tools would otherwise read this project's datasets and indexes mid-run
+            context.workspace.check_own("Agent run", run_id, state.project)
         if state.stop_reason is not StopReason.AWAITING_APPROVAL:
             how = f"it stopped: {state.stop_reason}" if state.stop_reason else "it is running"
             raise RunNotWaitingError(f"Agent run {run_id} is not waiting for approval ({how}).")

@@ -2,8 +2,9 @@
 
 `run`, `approve` and `show` are the SDK: plain functions over FORGEML_HOME (or a given
 workspace), each the same as its command, returning the run's `RunState`. The built-in
-tools are bound to the workspace (its datasets, its RAG indexes) and every run is traced
-into its MLflow store (experiment `forgeml-agents`).
+tools are bound to the workspace in its project (FORGEML_PROJECT's datasets, RAG indexes
+and deployments), a run belongs to that project, and only that project approves it; every
+run is traced into the MLflow store (experiment `forgeml-agents`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from forgeml.prompts.client import ChatModel
 if TYPE_CHECKING:
     from forgeml.core.workspace import Workspace
 
-__all__ = ["WorkspaceAgents", "approve", "run", "show", "workspace_agents"]
+__all__ = ["WorkspaceAgents", "approve", "run", "show", "tool_context", "workspace_agents"]
 
 
 @dataclass(frozen=True)
@@ -40,20 +41,28 @@ class WorkspaceAgents:
     tracer: Tracer
 
 
-def workspace_agents(workspace: Workspace) -> WorkspaceAgents:
-    """Tools bound to `workspace`'s datasets and RAG indexes; traces into its MLflow store.
-
-    Raises:
-        TrackingUnavailableError: the tracking store cannot be opened.
-    """
-    from forgeml.tracking.traces import MlflowTracer
+def tool_context(workspace: Workspace) -> ToolContext:
+    """What the built-in tools of a run in `workspace` reach: its project's datasets, RAG
+    indexes and deployments (another project's are refused: `Workspace.check_own`)."""
 
     def open_index(ref: str) -> Search:
         from forgeml.rag.passages import index_search
 
         return index_search(workspace, ref)
 
-    context = ToolContext(workspace=workspace, open_index=open_index)
+    return ToolContext(workspace=workspace, open_index=open_index)
+
+
+def workspace_agents(workspace: Workspace) -> WorkspaceAgents:
+    """Tools bound to `workspace` in its project (`tool_context`); traces into its MLflow
+    store.
+
+    Raises:
+        TrackingUnavailableError: the tracking store cannot be opened.
+    """
+    from forgeml.tracking.traces import MlflowTracer
+
+    context = tool_context(workspace)
     return WorkspaceAgents(workspace.settings.home, context, MlflowTracer(workspace))
 
 
@@ -137,6 +146,7 @@ def approve(
     Raises:
         ApprovalRequestError: nothing to approve or deny, or a call both.
         NotFoundError: no such run.
+        OtherProjectError: the run belongs to another project than the workspace's.
         RunNotWaitingError: the run is not waiting (running, or stopped).
         CallNotWaitingError: a call id it does not wait on.
     """

@@ -2,9 +2,11 @@
 
 A run that stops for approval is saved under `FORGEML_HOME/agents/runs/RUN_ID.json`
 (atomic write), so `forgeml agent approve RUN_ID CALL_ID` can resume it in another
-process. A run being driven is saved with no stop reason; `claim_state` is the
-compare-and-set that turns a waiting run into a running one, under a lock every process
-shares, so two approvals of one run cannot both resume it. Everything in it is plain
+process. A run belongs to the project it was started in (`project`; a run saved before
+runs had projects belongs to `default`), and only that project resumes it. A run being
+driven is saved with no stop reason; `claim_state` is the compare-and-set that turns a
+waiting run into a running one, under a lock every process shares, so two approvals of
+one run cannot both resume it. Everything in it is plain
 JSON written and read with orjson: a value shaped like a serialised object (LangChain's
 `{"lc": 1, "type": "secret", ...}`, CVE-2025-68664) is read back as the same dict, never
 revived into anything.
@@ -85,6 +87,9 @@ class RunState:
     trace_ids: list[str] = field(default_factory=list)
     # the registry prompt version (`NAME@vN`) the system message came from, if one did
     prompt_ref: str | None = None
+    # the project it was started in, whose datasets, indexes and deployments its tools use;
+    # a run saved before runs had projects has none in its file: `default`
+    project: str = "default"
 
     def awaiting(self) -> list[PendingCall]:
         """The calls that wait for an operator's approval."""
@@ -175,4 +180,5 @@ def run_summary(state: RunState) -> dict[str, Any]:
         ],
         "trace_ids": state.trace_ids,
         "prompt_ref": state.prompt_ref,
+        "project": state.project,
     }

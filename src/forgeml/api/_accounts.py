@@ -150,7 +150,8 @@ class AccountsAuthorizer:
                 raise AuthenticationError("The session cookie holds no session.")
             project = decision_project(request, permission)  # after the caller: 401 before 400
             if kind is not None:
-                found = resource_project(session, kind, resource_params(request), project)
+                params, home = resource_params(request), self.workspace.settings.home
+                found = resource_project(session, kind, params, project, home=home)
                 project = found or project
             held = held_in(session, caller, project)
         every = timedelta(seconds=self.settings.token_last_used_every_s)

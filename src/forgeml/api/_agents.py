@@ -7,6 +7,12 @@ background: `POST` answers 202 with the run's id, and `GET` shows it as
 the run first (one approver wins; the other gets 409), is audited as `agent approve` is,
 and resumes it in the background.
 
+A run belongs to the request's project (`X-Forgeml-Project`), where `agents:run` is
+decided; its tools read that project's datasets, RAG indexes and deployments only (403
+`other_project` for another's). `GET` and approve are authorized in the run's own project
+(`require(..., resource="agent_run")`), and an approval must act in it too: a member of
+both projects acting in another gets 403 `other_project`, as a prompt's alias change does.
+
 The agent comes inline (`spec`) or as a YAML file on the server (`spec_path`); a path is
 read only inside the workspace's home (relative to it, symlinks resolved), so the route
 cannot be made to read any other file on the server: `..` in any spelling, or a path that
@@ -17,7 +23,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
@@ -35,6 +40,7 @@ from forgeml.agents import (
     parse_spec,
     prepare_run,
     run_summary,
+    tool_context,
     workspace_agents,
 )
 from forgeml.agents.background import BackgroundRuns
@@ -137,13 +143,13 @@ class AgentService:
             return self._agents
 
 
-def _run_context(request: Request, agents: WorkspaceAgents) -> ToolContext:
+def _run_context(request: Request) -> ToolContext:
     """The tools' context of a run started or resumed by `request`: the workspace in the
-    project the route's permission was decided in (agents are install-wide: `default`,
-    whatever project a header names), so a run's tools act in one project from its start to
-    its end, and as the caller (an approval is audited as its approver, not as the server's
+    request's project (where `agents:*` is decided), its RAG indexes opened there too, so a
+    run's tools act in its one project from its start to its end (a resume elsewhere is
+    refused), and as the caller (an approval is audited as its approver, not as the server's
     own user)."""
-    return replace(agents.context, workspace=acting(request))
+    return tool_context(acting(request))
 
 
 def _service(request: Request) -> AgentService:
@@ -173,7 +179,7 @@ def start(request: Request, body: StartRun) -> dict[str, Any]:
         spec,
         body.task,
         home=agents.home,
-        context=_run_context(request, agents),
+        context=_run_context(request),
         approvals=Approvals(tools=frozenset(body.approve)),
     )
     # the summary is taken before the run is handed over: its thread changes the state
@@ -182,26 +188,32 @@ def start(request: Request, body: StartRun) -> dict[str, Any]:
     return summary
 
 
-@router.get("/runs/{run_id}", dependencies=[require("agents:read")])
+@router.get("/runs/{run_id}", dependencies=[require("agents:read", resource="agent_run")])
 def show(request: Request, run_id: str) -> dict[str, Any]:
-    """A run as `forgeml agent show --json` prints it (404 when unknown)."""
+    """A run as `forgeml agent show --json` prints it (404 when unknown), to a reader of its
+    project."""
     state = load_state(_service(request).background.home, run_id)
     return run_summary(state) | {"messages": state.messages}
 
 
-@router.post("/runs/{run_id}/approve", status_code=202, dependencies=[require("agents:approve")])
+@router.post(
+    "/runs/{run_id}/approve",
+    status_code=202,
+    dependencies=[require("agents:approve", resource="agent_run")],
+)
 def approve(request: Request, run_id: str, body: Decision) -> dict[str, Any]:
     """Let held calls run or refuse them, and resume the run in the background.
 
-    404 for an unknown run; 409 when it does not wait (running, stopped, or claimed by a
-    concurrent approval) or a call id is not one it waits on; 422 for an empty decision.
+    404 for an unknown run; 403 when the request acts in another project than the run's;
+    409 when it does not wait (running, stopped, or claimed by a concurrent approval) or a
+    call id is not one it waits on; 422 for an empty decision.
     """
     approvals = Approvals(
         tools=frozenset(body.tools), calls=frozenset(body.approve), denied=frozenset(body.deny)
     )
     service = _service(request)
     agents = service.agents()
-    run = claim_run(run_id, approvals, home=agents.home, context=_run_context(request, agents))
+    run = claim_run(run_id, approvals, home=agents.home, context=_run_context(request))
     # the summary is taken before the run is handed over: its thread changes the state
     summary = run_summary(run.state)
     service.background.submit(run, agents.tracer)

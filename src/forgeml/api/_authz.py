@@ -19,7 +19,7 @@ from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
-from forgeml.api._projects import PERMISSION, RESOURCE_PROJECT
+from forgeml.api._projects import PERMISSION, RESOURCE_KINDS
 
 PUBLIC = "public"
 _MARK = "__forgeml_permission__"
@@ -74,15 +74,15 @@ def _local_user() -> str:
 def require(permission: str, *, resource: str | None = None) -> Any:
     """A route dependency: the caller must hold `permission` (`resource:action`).
 
-    `resource`: on an item route, the kind of resource its path names (a key of
-    `forgeml.api._projects.RESOURCE_PROJECT`): the caller is authorized in that resource's
+    `resource`: on an item route, the kind of resource its path names (one of
+    `forgeml.api._projects.RESOURCE_KINDS`): the caller is authorized in that resource's
     project rather than the request's.
     """
     if permission == PUBLIC or ":" not in permission:
         raise ValueError(f"A permission is 'resource:action', not {permission!r}.")
-    if resource is not None and resource not in RESOURCE_PROJECT:
+    if resource is not None and resource not in RESOURCE_KINDS:
         raise ValueError(
-            f"Unknown resource kind {resource!r}: use one of {sorted(RESOURCE_PROJECT)}."
+            f"Unknown resource kind {resource!r}: use one of {sorted(RESOURCE_KINDS)}."
         )
 
     def check(request: Request) -> Principal:

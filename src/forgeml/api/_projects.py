@@ -9,7 +9,9 @@ An item route (`/datasets/{name}`, `/runs/{ref}`, ...) declares the kind of its 
 (`require("datasets:read", resource="dataset")`); its caller is authorized in the project the
 resource belongs to, read by `RESOURCE_PROJECT[kind]` from the route's path parameters (names
 are unique across projects, so a name finds one resource). An unknown resource is
-authorized in the request's project, and its route then answers 404 as before.
+authorized in the request's project, and its route then answers 404 as before. A resource
+saved as a file under FORGEML_HOME rather than as a row (an agent run) is read by
+`SAVED_RESOURCE_PROJECT[kind]` from the server's home instead.
 
 A route that names its resource in the query string (`/monitor/drift?deployment=NAME`)
 declares `resource="served"`, and the lineage route's `{record}` (`KIND:REF` or a bare REF)
@@ -20,6 +22,7 @@ parameters over them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from fastapi import Request
 from sqlalchemy import select
@@ -42,20 +45,23 @@ from forgeml.core.store import (
 # None when none is found; a name that is not unique (runs, jobs) finds the request
 # project's resource first
 ResourceProject = Callable[[Session, Mapping[str, str], str], str | None]
+# kind -> (FORGEML_HOME, path parameters, the request's project) -> the resource's project,
+# None when none is found: the resources saved as files under the home, not in the store
+SavedResourceProject = Callable[[Path, Mapping[str, str], str], str | None]
 # the request state's key for the project a page's browser chose (its `forgeml_project`
 # cookie, validated): set by `forgeml.ui` on its page routes only, never on `/api/`
 PAGE_PROJECT = "page_project"
 # the request state's key for the permission a route's `require` asked: the route acts in
 # the project that permission is decided in (`forgeml.api._context.acting_project`)
 PERMISSION = "asked_permission"
-# the resources a project holds (a `project` column, migrations 0019, 0021, 0022, 0023 and 0024):
-# their permissions are decided in the request's project; every other resource (agents,
-# queues, keys, cost, audit, accounts) lives install-wide, in `default`, so its
-# permissions are decided there, whatever project a header names
+# the resources a project holds (a `project` column, migrations 0019, 0021, 0022, 0023 and 0024;
+# an agent run's saved state): their permissions are decided in the request's project;
+# every other resource (queues, keys, cost, audit, accounts) lives install-wide, in
+# `default`, so its permissions are decided there, whatever project a header names
 PARTITIONED = frozenset(
     {
         "datasets", "runs", "models", "jobs", "deployments", "prompts", "rag", "pipelines",
-        "labels", "alerts",
+        "labels", "alerts", "agents",
     }
 )  # fmt: skip
 # install-wide resources every project uses, read where the request acts: the queues are
@@ -74,7 +80,7 @@ def decision_project(request: Request, permission: str) -> str:
     resource lookup): `request_project` for a partitioned resource's permission or a read of
     a shared one (`SHARED_READS`); else the route's `{project}` or declared `?project=`, else
     `default` (a header or a page's chosen project naming a project would otherwise let its
-    members act on `default`'s agents or keys, or receive Alertmanager's webhook:
+    members act on `default`'s queues or keys, or receive Alertmanager's webhook:
     `INSTALL_WIDE`)."""
     kind = permission.partition(":")[0]
     if kind in (*PARTITIONED, "account") and permission not in INSTALL_WIDE:  # account: anywhere
@@ -203,6 +209,12 @@ def _record(session: Session, params: Mapping[str, str], project: str) -> str | 
     return None
 
 
+def _agent_run(home: Path, params: Mapping[str, str], _: str) -> str | None:
+    from forgeml.agents.state import load_state
+
+    return load_state(home, params["run_id"]).project
+
+
 RESOURCE_PROJECT: dict[str, ResourceProject] = {
     "dataset": _dataset,
     "run": _run,
@@ -219,6 +231,13 @@ RESOURCE_PROJECT: dict[str, ResourceProject] = {
 }
 
 
+SAVED_RESOURCE_PROJECT: dict[str, SavedResourceProject] = {
+    "agent_run": _agent_run,
+}
+# every kind an item route may declare (`require(..., resource=KIND)`)
+RESOURCE_KINDS = frozenset(RESOURCE_PROJECT) | frozenset(SAVED_RESOURCE_PROJECT)
+
+
 def resource_params(request: Request) -> dict[str, str]:
     """What a resource lookup reads: the request's query parameters, its path parameters
     over them."""
@@ -226,12 +245,14 @@ def resource_params(request: Request) -> dict[str, str]:
 
 
 def resource_project(
-    session: Session, kind: str, params: Mapping[str, str], project: str
+    session: Session, kind: str, params: Mapping[str, str], project: str, *, home: Path
 ) -> str | None:
     """The project of the `kind` resource the path parameters `params` name (asked in
-    `project`), or None when they name none (a malformed reference included: the route
-    refuses it itself)."""
+    `project`; a saved one read under `home`, FORGEML_HOME), or None when they name none (a
+    malformed reference included: the route refuses it itself)."""
     try:
+        if kind in SAVED_RESOURCE_PROJECT:
+            return SAVED_RESOURCE_PROJECT[kind](home, params, project)
         return RESOURCE_PROJECT[kind](session, params, project)
     except (ForgemlError, KeyError):
         return None

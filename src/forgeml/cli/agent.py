@@ -2,7 +2,9 @@
 
 A run ends answered (exit 0), waiting for approval (exit 0, with the command that
 approves), or stopped by a budget or an error (exit 1, one sentence on stderr); every
-run is saved under FORGEML_HOME and traced into MLflow (experiment `forgeml-agents`).
+run is saved under FORGEML_HOME and traced into MLflow (experiment `forgeml-agents`). A run
+belongs to FORGEML_PROJECT (its tools read that project's datasets, indexes and
+deployments), and only that project approves it.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     project: str = Field(
         default="default",
         description="Project that new datasets, runs, models, jobs, deployments, prompts, "
-        "RAG indexes and pipelines belong to, and that lists show.",
+        "RAG indexes, pipelines and agent runs belong to, and that lists show.",
     )
 
     @field_validator("project")
