@@ -337,10 +337,9 @@ def test_what_lives_install_wide_is_decided_in_default_whatever_project_a_header
     teams: dict,
 ) -> None:
     # bob is a developer of team-b only: naming team-b does not make default's agents' runs,
-    # alerts, labelling tasks, queues, keys or cost reports his (they carry no project)
+    # alerts, labelling tasks, queues or queue budgets his (they carry no project)
     install_wide = ("/api/v1/agents/runs/nosuch", "/api/v1/alerts",
-                    "/api/v1/labels", "/api/v1/queues", "/api/v1/keys",
-                    "/api/v1/cost/report")  # fmt: skip
+                    "/api/v1/labels", "/api/v1/queues", "/api/v1/cost/budgets")  # fmt: skip
     for url in install_wide:
         status, body = teams["bob"].get(url)
         assert status == 403 and "'default'" in body["error"], (url, body)  # type: ignore[index]
@@ -350,6 +349,11 @@ def test_what_lives_install_wide_is_decided_in_default_whatever_project_a_header
     assert teams["bob"].get("/api/v1/runs")[0] == 200
     assert teams["bob"].get("/api/v1/rag/indexes") == (200, [])
     assert teams["bob"].get("/api/v1/pipelines/runs") == (200, [])
+    # keys and cost reports too (tests/api/test_keys_cost_projects.py): a developer reads
+    # team-b's cost, and keys are a maintainer's
+    assert teams["bob"].get("/api/v1/cost/report")[0] == 200
+    status, body = teams["bob"].get("/api/v1/keys")
+    assert status == 403 and "keys:read in the project 'team-b'" in body["error"]  # type: ignore[index]
 
 
 def test_a_teams_pipeline_runs_are_listed_and_read_in_its_project_only(

@@ -4,7 +4,9 @@ import asyncio
 
 import httpx
 import pytest
+from sqlalchemy import update
 
+from forgeml.core.store import DeploymentRecord
 from forgeml.core.workspace import Workspace
 from forgeml.gateway import revoke_key, usage_report
 from tests._wait import wait_until
@@ -290,3 +292,63 @@ def test_gateway_keeps_serving_after_bad_requests(gw: GatewayUnderTest) -> None:
     assert gw.client.put("/v2/models/keep/infer", headers={"x-api-key": key}).status_code == 405
     assert gw.post("/v2/models/keep/infer", key, json=INFER).status_code == 200
     assert isinstance(httpx.get(gw.server.url + "/healthz").json(), dict)
+
+
+def _refusal(answer: httpx.Response) -> tuple[int, object]:
+    return answer.status_code, answer.json()
+
+
+def test_a_key_is_refused_another_projects_deployment_as_an_out_of_scope_one(
+    gw: GatewayUnderTest,
+) -> None:
+    own, other = gw.upstream("r-own-b"), gw.upstream("r-other-a")
+    gw.deploy("own-b", [own.url], project="team-b")
+    gw.deploy("other-a", [other.url], project="team-a")
+    every_b = gw.key(project="team-b")  # `*`: all of team-b's deployments
+    prefix = every_b.split("_")[1]
+    assert gw.post("/v2/models/own-b/infer", every_b, json=INFER).status_code == 200
+
+    crossed = gw.post("/v2/models/other-a/infer", every_b, json=INFER)
+    assert _refusal(crossed) == (
+        403, {"error": f"API key {prefix} is not allowed to call deployment 'other-a'."}
+    )  # fmt: skip
+    # the answer an out-of-scope key gets, on the OpenAI routes too
+    out_of_scope = gw.key(["own-b"], project="team-b")
+    scoped_prefix = out_of_scope.split("_")[1]
+    assert _refusal(gw.post("/v2/models/other-a/infer", out_of_scope, json=INFER)) == (
+        403, {"error": f"API key {scoped_prefix} is not allowed to call deployment 'other-a'."}
+    )  # fmt: skip
+    body = {"model": "other-a", "input": "hi"}
+    openai_crossed = gw.post("/v1/embeddings", every_b, json=body).json()
+    openai_scoped = gw.post("/v1/embeddings", out_of_scope, json=body).json()
+    assert openai_crossed["error"]["message"].replace(prefix, "P") == (
+        openai_scoped["error"]["message"].replace(scoped_prefix, "P")
+    )
+    assert openai_crossed["error"]["code"] == openai_scoped["error"]["code"] == "403"
+    models = gw.client.get("/v1/models", headers={"Authorization": f"Bearer {every_b}"})
+    assert [model["id"] for model in models.json()["data"]] == ["own-b"]
+    assert other.hits == []
+
+
+def test_a_star_key_is_refused_a_deployment_created_or_moved_into_another_project(
+    gw: GatewayUnderTest,
+) -> None:
+    replica = gw.upstream("r-moving")
+    gw.deploy("moving", [replica.url], project="team-b")
+    every_b = gw.key(project="team-b")
+    assert gw.post("/v2/models/moving/infer", every_b, json=INFER).status_code == 200
+    # created after the key (and after its verdict was cached) in another project
+    gw.deploy("later-a", [replica.url], project="team-a")
+    assert gw.post("/v2/models/later-a/infer", every_b, json=INFER).status_code == 403
+    # moved to another project: refused once the route table is reloaded
+    with gw.workspace.store.session() as session:
+        session.execute(
+            update(DeploymentRecord)
+            .where(DeploymentRecord.name == "moving")
+            .values(project="team-a")
+        )
+    routes = gw.app.state.gateway
+    wait_until(lambda: routes.routes["moving"].project == "team-a", what="the move reloaded")
+    answer = gw.post("/v2/models/moving/infer", every_b, json=INFER)
+    assert answer.status_code == 403 and "not allowed" in answer.json()["error"]
+    assert len(replica.hits) == 1

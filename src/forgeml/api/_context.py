@@ -4,7 +4,7 @@ acts in and as the caller acts on it.
 A route acts in the project its permission was decided in (`decision_project`, before an
 item route's resource lookup): the request's project for a partitioned kind (datasets,
 runs, ...), else `default` (or the route's `{project}` / declared `?project=`). So a route
-of an install-wide kind (agents, labels, queues, keys, ...) never acts in a project an
+of an install-wide kind (agents, labels, queues, ...) never acts in a project an
 `X-Forgeml-Project` header names: its caller was not authorized there.
 """
 

@@ -30,6 +30,7 @@ from forgeml.client._settings import PROJECT_HEADER
 from forgeml.core.errors import ForgemlError
 from forgeml.core.ids import parse_ref, validate_name
 from forgeml.core.store import (
+    ApiKeyRecord,
     Dataset,
     DeploymentRecord,
     ModelVersionRecord,
@@ -47,13 +48,15 @@ PAGE_PROJECT = "page_project"
 # the request state's key for the permission a route's `require` asked: the route acts in
 # the project that permission is decided in (`forgeml.api._context.acting_project`)
 PERMISSION = "asked_permission"
-# the resources a project holds (a `project` column, migrations 0019, 0021, 0022, 0023 and 0024):
-# their permissions are decided in the request's project; every other resource (agents,
-# alerts, labels, queues, keys, cost, audit, accounts) lives install-wide, in `default`, so
-# its permissions are decided there, whatever project a header names
+# the resources a project holds (a `project` column, migrations 0019, 0021, 0022, 0023 and 0024),
+# and its cost (its jobs', models' and keys' spend): their permissions are decided in the
+# request's project; every other resource (agents, alerts, labels, queues and their budgets,
+# audit, accounts) lives install-wide, in `default`, so its permissions are decided there,
+# whatever project a header names
 PARTITIONED = frozenset(
-    {"datasets", "runs", "models", "jobs", "deployments", "prompts", "rag", "pipelines"}
-)
+    {"datasets", "runs", "models", "jobs", "deployments", "prompts", "rag", "pipelines", "keys",
+     "cost"}
+)  # fmt: skip
 
 
 def decision_project(request: Request, permission: str) -> str:
@@ -150,6 +153,14 @@ def _pipeline(session: Session, params: Mapping[str, str], project: str) -> str 
     return get_run(session, params["ref"], project).project
 
 
+def _key(session: Session, params: Mapping[str, str], _: str) -> str | None:
+    """A gateway key's prefix (or `fml_<prefix>`) or id."""
+    from forgeml.gateway import find_key
+
+    record: ApiKeyRecord | None = find_key(session, params["key"])
+    return None if record is None else record.project
+
+
 def _served(session: Session, params: Mapping[str, str], project: str) -> str | None:
     """A monitoring read's `deployment` (else its `model`) query parameter."""
     if "deployment" in params:
@@ -182,6 +193,7 @@ RESOURCE_PROJECT: dict[str, ResourceProject] = {
     "prompt": _prompt,
     "rag_index": _rag_index,
     "pipeline": _pipeline,
+    "key": _key,
     "served": _served,
     "record": _record,
 }
