@@ -1,16 +1,25 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import closing, contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
 from sqlalchemy import update
 
+from forgeml.core.config import Settings
 from forgeml.core.store import DeploymentRecord
 from forgeml.core.workspace import Workspace
 from forgeml.gateway import revoke_key, usage_report
 from tests._wait import wait_until
-from tests.gateway.conftest import TEST_OPTIONS, GatewayUnderTest, dead_url, start_gateway
+from tests.gateway.conftest import (
+    TEST_OPTIONS,
+    GatewayUnderTest,
+    add_deployment,
+    dead_url,
+    start_gateway,
+)
 
 INFER = {"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1.0]}]}
 
@@ -352,3 +361,28 @@ def test_a_star_key_is_refused_a_deployment_created_or_moved_into_another_projec
     answer = gw.post("/v2/models/moving/infer", every_b, json=INFER)
     assert answer.status_code == 403 and "not allowed" in answer.json()["error"]
     assert len(replica.hits) == 1
+
+
+def test_the_project_check_reads_no_store_per_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
+    quiet = {"refresh_s": 600.0, "usage_flush_s": 600.0, "key_cache_ttl_s": 600.0}
+    running = contextmanager(start_gateway)(workspace, TEST_OPTIONS.model_copy(update=quiet))
+    with closing(workspace), running as gw:
+        replica = gw.upstream("r-quiet")
+        add_deployment(workspace, "quiet-b", [replica.url], project="team-b")
+        add_deployment(workspace, "quiet-a", [replica.url], project="team-a")
+        key = gw.key(project="team-b")
+        # the first call verifies the key and, past the miss interval, reloads the routes
+        gw.clock.advance(2.0)
+        assert gw.post("/v2/models/quiet-b/infer", key, json=INFER).status_code == 200
+        reads: list[str] = []
+        for name in ("session", "read_session"):
+            opened = getattr(workspace.store, name)
+            counted = lambda *a, _o=opened, _n=name, **k: reads.append(_n) or _o(*a, **k)  # noqa: E731
+            monkeypatch.setattr(workspace.store, name, counted)
+        for _ in range(5):
+            assert gw.post("/v2/models/quiet-b/infer", key, json=INFER).status_code == 200
+            assert gw.post("/v2/models/quiet-a/infer", key, json=INFER).status_code == 403
+        assert reads == []
