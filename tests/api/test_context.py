@@ -23,7 +23,7 @@ def request_as(permission: str | None, path_params: dict[str, str] | None = None
 
 @pytest.mark.parametrize(
     "permission",
-    ["alerts:receive", "queues:manage", "keys:manage", "cost:read", "audit:read"],
+    ["alerts:receive", "queues:manage", "audit:read"],
 )  # fmt: skip
 def test_an_install_wide_route_acts_in_default_whatever_the_header(permission: str) -> None:
     assert acting_project(request_as(permission)) == "default"
@@ -32,7 +32,8 @@ def test_an_install_wide_route_acts_in_default_whatever_the_header(permission: s
 @pytest.mark.parametrize(
     "permission",
     ["datasets:write", "jobs:submit", "prompts:read", "rag:read", "labels:manage",
-     "alerts:read", "alerts:ack", "agents:run", "agents:approve", None],
+     "alerts:read", "alerts:ack", "agents:run", "agents:approve", "keys:manage", "cost:read",
+     None],
 )  # fmt: skip
 def test_a_partitioned_route_or_none_recorded_acts_in_the_headers_project(
     permission: str | None,

@@ -337,10 +337,10 @@ def test_monitoring_reads_of_a_model_are_authorized_in_the_models_project(teams:
 def test_what_lives_install_wide_is_decided_in_default_whatever_project_a_header_names(
     teams: dict,
 ) -> None:
-    # bob is a developer of team-b only: naming team-b does not make default's keys or
-    # cost reports his (they carry no project); the shared queues he reads in team-b
+    # bob is a developer of team-b only: naming team-b does not make default's queue
+    # settings or audit log his (install-wide records); the shared queues he reads in team-b
     # (tests/api/test_queues_projects.py)
-    install_wide = ("/api/v1/keys", "/api/v1/cost/report")  # fmt: skip
+    install_wide = ("/api/v1/audit",)  # fmt: skip
     for url in install_wide:
         status, body = teams["bob"].get(url)
         assert status == 403 and "'default'" in body["error"], (url, body)  # type: ignore[index]
@@ -353,6 +353,11 @@ def test_what_lives_install_wide_is_decided_in_default_whatever_project_a_header
     assert teams["bob"].get("/api/v1/rag/indexes") == (200, [])
     assert teams["bob"].get("/api/v1/pipelines/runs") == (200, [])
     assert teams["bob"].get("/api/v1/alerts") == (200, {"alerts": []})
+    # keys and cost reports too (tests/api/test_keys_cost_projects.py): a developer reads
+    # team-b's cost, and keys are a maintainer's
+    assert teams["bob"].get("/api/v1/cost/report")[0] == 200
+    status, body = teams["bob"].get("/api/v1/keys")
+    assert status == 403 and "keys:read in the project 'team-b'" in body["error"]  # type: ignore[index]
 
 
 def test_a_teams_pipeline_runs_are_listed_and_read_in_its_project_only(

@@ -17,7 +17,7 @@ def test_create_prints_the_key_once_and_list_never_shows_it(
     assert_ok(result)
     key = result.stdout.strip().splitlines()[-1]
     assert key.startswith("fml_") and "not shown again" in result.stdout
-    assert verify_key(home_workspace, key).allows("adult")
+    assert verify_key(home_workspace, key).allows("adult", "default")
     listed = json_out(cli("keys", "list", "--json"))
     assert [(k["name"], k["scopes"], k["rate_per_s"], k["burst"]) for k in listed] == [
         ("ci", ["adult"], 5.0, 5)

@@ -260,3 +260,43 @@ def test_each_project_lists_and_acknowledges_its_own_alerts(
     _in(monkeypatch, "team-a")
     assert_ok(cli("alerts", "ack", alert["id"][:8]))
     assert json_out(cli("alerts", "show", alert["id"], "--json"))["acked_by"] == "tester"
+
+
+def _keys(cli: Cli) -> list[str]:
+    return [item["name"] for item in json_out(cli("keys", "list", "--json"))]
+
+
+def test_each_project_creates_lists_revokes_and_reports_its_own_keys(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forgeml.gateway._usage import UsageRecorder
+    from tests.gateway.conftest import add_deployment
+
+    home = Workspace(Settings(home=tmp_path / "home", user="tester"))
+    add_deployment(home, "served-a", ["http://127.0.0.1:9"], project="team-a")
+    _in(monkeypatch, "team-a")
+    created = json_out(cli("keys", "create", "--name", "ci-a", "--scope", "served-a", "--json"))
+    assert created["project"] == "team-a"
+    recorder = UsageRecorder(home)
+    recorder.record(created["id"], "served-a", forwarded=True, error=False, latency_ms=1.0)
+    recorder.flush()
+    home.close()
+    assert _keys(cli) == ["ci-a"]
+    assert [row["name"] for row in json_out(cli("keys", "usage", "--json"))] == ["ci-a"]
+    by_key = json_out(cli("cost", "report", "--by", "key", "--json"))
+    assert [row["name"] for row in by_key["rows"]] == ["ci-a"]
+
+    for project in ("team-b", None):
+        _in(monkeypatch, project)
+        assert _keys(cli) == []
+        assert json_out(cli("keys", "usage", "--json")) == []
+        assert json_out(cli("cost", "report", "--by", "key", "--json"))["rows"] == []
+        assert_cli_error(
+            cli("keys", "revoke", created["prefix"]), "belongs to the project 'team-a'"
+        )
+        assert_cli_error(
+            cli("keys", "create", "--name", "x", "--scope", "served-a"),
+            "'served-a' belongs to the project 'team-a'",
+        )
+    _in(monkeypatch, "team-a")
+    assert_ok(cli("keys", "revoke", created["prefix"]))

@@ -118,6 +118,7 @@ def add_deployment(
     canary: list[str] | None = None,
     shadow: list[str] | None = None,
     weight: float = 0,
+    project: str = "default",
 ) -> None:
     """Record a deployment and its ready replicas the way the control plane does."""
     spec = {
@@ -129,8 +130,9 @@ def add_deployment(
     }  # fmt: skip
     with workspace.store.session() as session:
         record = DeploymentRecord(
-            id=new_id(), name=name, status="ready", spec=spec, revision=1, created_by="tester"
-        )
+            id=new_id(), name=name, project=project, status="ready", spec=spec, revision=1,
+            created_by="tester",
+        )  # fmt: skip
         session.add(record)
         roles = [("primary", primary), ("canary", canary or []), ("shadow", shadow or [])]
         for role, urls in roles:
@@ -163,8 +165,8 @@ class GatewayUnderTest:
         add_deployment(self.workspace, name, primary, **roles)
         wait_until(lambda: name in self.app.state.gateway.routes, what=f"loading {name}")
 
-    def key(self, scopes: list[str] | None = None, **limits: Any) -> str:
-        _, secret = create_key(self.workspace, "test", scopes, **limits)
+    def key(self, scopes: list[str] | None = None, project: str = "default", **limits: Any) -> str:
+        _, secret = create_key(self.workspace.in_project(project), "test", scopes, **limits)
         return secret
 
     def post(self, path: str, key: str | None, **kwargs: Any) -> httpx.Response:

@@ -1,14 +1,25 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import closing, contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import update
 
+from forgeml.core.config import Settings
+from forgeml.core.store import DeploymentRecord
 from forgeml.core.workspace import Workspace
 from forgeml.gateway import revoke_key, usage_report
 from tests._wait import wait_until
-from tests.gateway.conftest import TEST_OPTIONS, GatewayUnderTest, dead_url, start_gateway
+from tests.gateway.conftest import (
+    TEST_OPTIONS,
+    GatewayUnderTest,
+    add_deployment,
+    dead_url,
+    start_gateway,
+)
 
 INFER = {"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1.0]}]}
 
@@ -290,3 +301,88 @@ def test_gateway_keeps_serving_after_bad_requests(gw: GatewayUnderTest) -> None:
     assert gw.client.put("/v2/models/keep/infer", headers={"x-api-key": key}).status_code == 405
     assert gw.post("/v2/models/keep/infer", key, json=INFER).status_code == 200
     assert isinstance(httpx.get(gw.server.url + "/healthz").json(), dict)
+
+
+def _refusal(answer: httpx.Response) -> tuple[int, object]:
+    return answer.status_code, answer.json()
+
+
+def test_a_key_is_refused_another_projects_deployment_as_an_out_of_scope_one(
+    gw: GatewayUnderTest,
+) -> None:
+    own, other = gw.upstream("r-own-b"), gw.upstream("r-other-a")
+    gw.deploy("own-b", [own.url], project="team-b")
+    gw.deploy("other-a", [other.url], project="team-a")
+    every_b = gw.key(project="team-b")  # `*`: all of team-b's deployments
+    prefix = every_b.split("_")[1]
+    assert gw.post("/v2/models/own-b/infer", every_b, json=INFER).status_code == 200
+
+    crossed = gw.post("/v2/models/other-a/infer", every_b, json=INFER)
+    assert _refusal(crossed) == (
+        403, {"error": f"API key {prefix} is not allowed to call deployment 'other-a'."}
+    )  # fmt: skip
+    # the answer an out-of-scope key gets, on the OpenAI routes too
+    out_of_scope = gw.key(["own-b"], project="team-b")
+    scoped_prefix = out_of_scope.split("_")[1]
+    assert _refusal(gw.post("/v2/models/other-a/infer", out_of_scope, json=INFER)) == (
+        403, {"error": f"API key {scoped_prefix} is not allowed to call deployment 'other-a'."}
+    )  # fmt: skip
+    body = {"model": "other-a", "input": "hi"}
+    openai_crossed = gw.post("/v1/embeddings", every_b, json=body).json()
+    openai_scoped = gw.post("/v1/embeddings", out_of_scope, json=body).json()
+    assert openai_crossed["error"]["message"].replace(prefix, "P") == (
+        openai_scoped["error"]["message"].replace(scoped_prefix, "P")
+    )
+    assert openai_crossed["error"]["code"] == openai_scoped["error"]["code"] == "403"
+    models = gw.client.get("/v1/models", headers={"Authorization": f"Bearer {every_b}"})
+    assert [model["id"] for model in models.json()["data"]] == ["own-b"]
+    assert other.hits == []
+
+
+def test_a_star_key_is_refused_a_deployment_created_or_moved_into_another_project(
+    gw: GatewayUnderTest,
+) -> None:
+    replica = gw.upstream("r-moving")
+    gw.deploy("moving", [replica.url], project="team-b")
+    every_b = gw.key(project="team-b")
+    assert gw.post("/v2/models/moving/infer", every_b, json=INFER).status_code == 200
+    # created after the key (and after its verdict was cached) in another project
+    gw.deploy("later-a", [replica.url], project="team-a")
+    assert gw.post("/v2/models/later-a/infer", every_b, json=INFER).status_code == 403
+    # moved to another project: refused once the route table is reloaded
+    with gw.workspace.store.session() as session:
+        session.execute(
+            update(DeploymentRecord)
+            .where(DeploymentRecord.name == "moving")
+            .values(project="team-a")
+        )
+    routes = gw.app.state.gateway
+    wait_until(lambda: routes.routes["moving"].project == "team-a", what="the move reloaded")
+    answer = gw.post("/v2/models/moving/infer", every_b, json=INFER)
+    assert answer.status_code == 403 and "not allowed" in answer.json()["error"]
+    assert len(replica.hits) == 1
+
+
+def test_the_project_check_reads_no_store_per_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace = Workspace(Settings(home=tmp_path / "home", user="tester"))
+    quiet = {"refresh_s": 600.0, "usage_flush_s": 600.0, "key_cache_ttl_s": 600.0}
+    running = contextmanager(start_gateway)(workspace, TEST_OPTIONS.model_copy(update=quiet))
+    with closing(workspace), running as gw:
+        replica = gw.upstream("r-quiet")
+        add_deployment(workspace, "quiet-b", [replica.url], project="team-b")
+        add_deployment(workspace, "quiet-a", [replica.url], project="team-a")
+        key = gw.key(project="team-b")
+        # the first call verifies the key and, past the miss interval, reloads the routes
+        gw.clock.advance(2.0)
+        assert gw.post("/v2/models/quiet-b/infer", key, json=INFER).status_code == 200
+        reads: list[str] = []
+        for name in ("session", "read_session"):
+            opened = getattr(workspace.store, name)
+            counted = lambda *a, _o=opened, _n=name, **k: reads.append(_n) or _o(*a, **k)  # noqa: E731
+            monkeypatch.setattr(workspace.store, name, counted)
+        for _ in range(5):
+            assert gw.post("/v2/models/quiet-b/infer", key, json=INFER).status_code == 200
+            assert gw.post("/v2/models/quiet-a/infer", key, json=INFER).status_code == 403
+        assert reads == []

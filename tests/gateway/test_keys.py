@@ -11,12 +11,14 @@ from forgeml.core.errors import (
     InvalidNameError,
     KeyStateError,
     NotFoundError,
+    OtherProjectError,
     UsageError,
 )
 from forgeml.core.store import ApiKeyRecord, AuditEvent
 from forgeml.core.workspace import Workspace
 from forgeml.gateway import _keys, create_key, list_keys, revoke_key, verify_key
 from forgeml.gateway._auth import KeyCache, presented_key
+from tests.gateway.conftest import add_deployment
 
 
 def test_key_is_stored_only_as_a_salted_hash(workspace: Workspace) -> None:
@@ -50,7 +52,7 @@ def test_verify_accepts_the_key_and_refuses_a_wrong_secret(workspace: Workspace)
     summary, key = create_key(workspace, "ci", ["adult", "sst2"], daily_quota=10)
     verified = verify_key(workspace, key)
     assert verified.id == summary["id"]
-    assert verified.allows("adult") and not verified.allows("other")
+    assert verified.allows("adult", "default") and not verified.allows("other", "default")
     assert verified.daily_quota == 10
     with pytest.raises(AuthenticationError, match="Unknown API key"):
         verify_key(workspace, key[:-2] + ("xx" if not key.endswith("xx") else "yy"))
@@ -145,3 +147,33 @@ def test_presented_key_reads_either_header(
 def test_no_key_header_is_refused() -> None:
     with pytest.raises(AuthenticationError, match="No API key"):
         presented_key("Basic xyz", None)
+
+
+def test_a_key_belongs_to_its_project_and_is_listed_there_only(workspace: Workspace) -> None:
+    team_a, team_b = workspace.in_project("team-a"), workspace.in_project("team-b")
+    summary, key = create_key(team_a, "ci-a")
+    create_key(team_b, "ci-b")
+    assert summary["project"] == "team-a"
+    assert verify_key(workspace, key).project == "team-a"
+    assert [k["name"] for k in list_keys(team_a)] == ["ci-a"]
+    assert [k["name"] for k in list_keys(team_b)] == ["ci-b"]
+    assert list_keys(workspace) == []
+
+
+def test_a_scope_naming_another_projects_deployment_is_refused(workspace: Workspace) -> None:
+    add_deployment(workspace, "served-a", ["http://127.0.0.1:9"], project="team-a")
+    team_a, team_b = workspace.in_project("team-a"), workspace.in_project("team-b")
+    with pytest.raises(OtherProjectError, match="'served-a' belongs to the project 'team-a'"):
+        create_key(team_b, "ci", ["served-a", "to-come"])
+    assert list_keys(team_b) == []
+    # its own project's deployment, or a name no deployment has yet
+    summary, _ = create_key(team_a, "ci", ["served-a", "to-come"])
+    assert summary["scopes"] == ["served-a", "to-come"]
+
+
+def test_a_key_of_another_project_is_not_revoked(workspace: Workspace) -> None:
+    summary, key = create_key(workspace.in_project("team-a"), "ci")
+    with pytest.raises(OtherProjectError, match="belongs to the project 'team-a'"):
+        revoke_key(workspace.in_project("team-b"), summary["prefix"])
+    assert verify_key(workspace, key).id == summary["id"]
+    assert revoke_key(workspace.in_project("team-a"), summary["id"])["revoked_at"] is not None

@@ -19,7 +19,7 @@ from forgeml.gateway._routing import Route
 def _key(
     rate: float | None = None, burst: int | None = None, quota: int | None = None
 ) -> VerifiedKey:
-    return VerifiedKey("k1", "abc", frozenset({"*"}), rate, burst, quota)
+    return VerifiedKey("k1", "abc", "default", frozenset({"*"}), rate, burst, quota)
 
 
 def test_bucket_grants_burst_then_refills_at_rate() -> None:

@@ -451,6 +451,7 @@ def add_job(
             JobRecord(
                 id=job_id,
                 name=name,
+                project=workspace.project,
                 kind="command",
                 spec={},
                 queue=queue,
@@ -528,7 +529,7 @@ def test_cost_report_groups_attempts(
     by: str,
     expected: list[tuple[str | None, int, float]],
 ) -> None:
-    rows = cost_report(any_workspace.store, by=by)
+    rows = cost_report(any_workspace.store, "default", by=by)
     names = {job_id: name for name, job_id in ledger.items()}
     got = [(names[r.key] if by == "job" else r.key, r.attempts, r.cost) for r in rows]
     assert got == [(key, attempts, pytest.approx(cost)) for key, attempts, cost in expected]
@@ -543,16 +544,19 @@ def test_cost_report_groups_attempts(
 def test_cost_report_since_counts_only_later_attempts(
     any_workspace: Workspace, ledger: dict[str, str]
 ) -> None:
-    rows = cost_report(any_workspace.store, by="job", since=parse_since("7d"))
+    rows = cost_report(any_workspace.store, "default", by="job", since=parse_since("7d"))
     by_job = {row.key: (row.attempts, row.cost) for row in rows}
     assert by_job[ledger["j1"]] == (1, pytest.approx(2.0))
     assert sum(row.cost for row in rows) == pytest.approx(6.5)
-    assert cost_report(any_workspace.store, since=datetime.now(UTC) + timedelta(hours=1)) == []
+    assert (
+        cost_report(any_workspace.store, "default", since=datetime.now(UTC) + timedelta(hours=1))
+        == []
+    )
 
 
 def test_cost_report_refuses_an_unknown_grouping(workspace: Workspace) -> None:
     with pytest.raises(UsageError, match="--by must be one of job, queue, owner, model"):
-        cost_report(workspace.store, by="team")
+        cost_report(workspace.store, "default", by="team")
 
 
 @pytest.mark.parametrize(
@@ -586,6 +590,21 @@ def test_parse_since_iso_dates_are_utc(text: str, expected: datetime) -> None:
 def test_parse_since_refuses_other_text(text: str) -> None:
     with pytest.raises(UsageError, match="--since"):
         parse_since(text)
+
+
+def test_cost_report_sums_the_jobs_of_its_project_only(any_workspace: Workspace) -> None:
+    team_a, team_b = any_workspace.in_project("team-a"), any_workspace.in_project("team-b")
+    add_attempt(any_workspace, add_job(team_a, "ja", queue="research", model="adult-a"), 2.0)
+    add_attempt(any_workspace, add_job(team_b, "jb", queue="research", model="adult-b"), 5.0)
+    for project, expected in (("team-a", ["adult-a"]), ("team-b", ["adult-b"]), ("default", [])):
+        rows = cost_report(any_workspace.store, project, by="model")
+        assert [row.key for row in rows] == expected
+    (queue,) = cost_report(any_workspace.store, "team-a", by="queue")
+    assert (queue.key, queue.cost) == ("research", 2.0)
+    # a queue's budget counts every project's jobs
+    add_queue(any_workspace, "research", budget=6.0)
+    (status,) = budget_status(any_workspace.store)
+    assert (status.spend, status.exceeded) == (7.0, True)
 
 
 # ---- budgets

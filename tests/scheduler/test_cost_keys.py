@@ -33,6 +33,7 @@ def add_key(workspace: Workspace, prefix: str, name: str, *, revoked: bool = Fal
                 id=key_id,
                 prefix=prefix,
                 name=name,
+                project=workspace.project,
                 salt="00" * 16,
                 secret_hash="00" * 32,
                 scopes=["*"],
@@ -100,7 +101,7 @@ def _summary(rows: list[KeyCostRow]) -> list[tuple[object, ...]]:
 def test_key_cost_report_groups_usage_per_key_costliest_first(
     any_workspace: Workspace, key_usage: dict[str, str]
 ) -> None:
-    rows = key_cost_report(any_workspace.store, PriceTable(requests_1k=0.5))
+    rows = key_cost_report(any_workspace.store, "default", PriceTable(requests_1k=0.5))
     assert _summary(rows) == [
         ("b2b2b2b2b2b2", "batch", ("sst2",), 3000, 0, 0, pytest.approx(6.0)),
         ("a1a1a1a1a1a1", "web", ("adult", "sst2"), 2000, 10, 2, pytest.approx(2.0)),
@@ -113,7 +114,9 @@ def test_key_cost_report_groups_usage_per_key_costliest_first(
 def test_key_cost_report_total_sums_rows_and_weights_latency(
     any_workspace: Workspace, key_usage: dict[str, str]
 ) -> None:
-    total = key_total_of(key_cost_report(any_workspace.store, PriceTable(requests_1k=0.5)))
+    total = key_total_of(
+        key_cost_report(any_workspace.store, "default", PriceTable(requests_1k=0.5))
+    )
     assert (total.key, total.prefix, total.name) == (None, None, None)
     assert total.deployments == ("adult", "nope", "sst2")
     assert (total.requests, total.errors, total.rejected) == (5000, 10, 7)
@@ -128,7 +131,7 @@ def test_key_cost_report_charges_nothing_at_the_default_price(
     add_usage(workspace, quiet, "sst2", "2026-03-01T14", 10)
     add_usage(workspace, busy, "sst2", "2026-03-01T14", 900)
     assert PriceTable().requests_1k == 0.0
-    rows = key_cost_report(workspace.store, PriceTable())
+    rows = key_cost_report(workspace.store, "default", PriceTable())
     assert [(r.name, r.requests, r.cost) for r in rows] == [("busy", 900, 0.0), ("quiet", 10, 0.0)]
 
 
@@ -149,7 +152,7 @@ def test_key_cost_report_since_includes_the_hour_holding_it(
     since: datetime,
     requests: dict[str, int],
 ) -> None:
-    rows = key_cost_report(any_workspace.store, PriceTable(), since=since)
+    rows = key_cost_report(any_workspace.store, "default", PriceTable(), since=since)
     assert {r.name: r.requests for r in rows if r.requests} == requests
 
 
@@ -161,15 +164,26 @@ def test_key_cost_report_since_from_parsed_text(
     add_usage(workspace, key, "sst2", usage_period_of(now - timedelta(hours=3)), 7)
     add_usage(workspace, key, "sst2", usage_period_of(now - timedelta(hours=1)), 5)
     add_usage(workspace, key, "sst2", usage_period_of(now), 3)
-    rows = key_cost_report(workspace.store, PriceTable(), since=parse_since("90m"))
+    rows = key_cost_report(workspace.store, "default", PriceTable(), since=parse_since("90m"))
     assert [r.requests for r in rows] == [8]
 
 
 def test_key_cost_report_of_no_usage_is_empty(workspace: Workspace) -> None:
     add_key(workspace, "a7a7a7a7a7a7", "unused")
-    assert key_cost_report(workspace.store, PriceTable(requests_1k=1.0)) == []
+    assert key_cost_report(workspace.store, "default", PriceTable(requests_1k=1.0)) == []
     total = key_total_of([])
     assert (total.requests, total.cost, total.mean_latency_ms) == (0, 0.0, None)
+
+
+def test_key_cost_report_counts_the_keys_of_its_project_only(workspace: Workspace) -> None:
+    key_a = add_key(workspace.in_project("team-a"), "a8a8a8a8a8a8", "key-a")
+    key_b = add_key(workspace.in_project("team-b"), "b8b8b8b8b8b8", "key-b")
+    add_usage(workspace, key_a, "served-a", "2026-03-01T14", 10)
+    add_usage(workspace, key_b, "served-b", "2026-03-01T14", 20)
+    for project, expected in (("team-a", [("key-a", 10)]), ("team-b", [("key-b", 20)])):
+        rows = key_cost_report(workspace.store, project, PriceTable())
+        assert [(row.name, row.requests) for row in rows] == expected
+    assert key_cost_report(workspace.store, "default", PriceTable()) == []
 
 
 @pytest.mark.parametrize(
@@ -186,9 +200,9 @@ def test_usage_period_of_matches_the_gateways_period(moment: datetime) -> None:
 
 def test_cost_report_refuses_an_unknown_grouping_naming_key(workspace: Workspace) -> None:
     with pytest.raises(UsageError, match="one of job, queue, owner, model, key, not 'team'"):
-        cost_report(workspace.store, by="team")
+        cost_report(workspace.store, "default", by="team")
     with pytest.raises(UsageError, match="key_cost_report"):
-        cost_report(workspace.store, by="key")
+        cost_report(workspace.store, "default", by="key")
 
 
 def test_price_table_example_in_the_module_docs_is_valid() -> None:

@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from forgeml.auth import add_member, create_project
 from forgeml.core.config import Settings
 from forgeml.core.workspace import Workspace
+from forgeml.gateway import create_key
 from forgeml.tracking import RunStatus, finish_run, start_run
 from forgeml.ui import create_app
 from tests.auth._accounts import person
@@ -157,6 +158,27 @@ def test_single_user_switches_among_every_project(tmp_path: Path) -> None:
         assert '<option value="team-a" selected>' in page
     finally:
         workspace.close()
+
+
+def test_the_keys_and_cost_pages_show_the_chosen_projects_keys_only(
+    served: Served, teams: str
+) -> None:
+    workspace = served.workspace
+    person(workspace, served.settings, "kim", "admin", "team-a")
+    create_key(workspace.in_project("team-a"), "key-of-team-a")
+    create_key(workspace, "key-of-default")
+    kim = signed_in(served.url, "kim")
+    try:
+        assert kim.get("/keys").status_code == 403  # no role in default
+        assert _switch(kim, "team-a").status_code == 303
+        keys = kim.get("/keys")
+        assert keys.status_code == 200
+        assert "key-of-team-a" in keys.text and "key-of-default" not in keys.text
+        cost = kim.get("/cost")
+        # budgets are the install-wide queues': kim may not read those in default
+        assert cost.status_code == 200 and "Budgets" not in cost.text
+    finally:
+        kim.close()
 
 
 @pytest.mark.slow

@@ -3,10 +3,10 @@ acts in and as the caller acts on it.
 
 A route acts in the project its permission was decided in (`decision_project`, before an
 item route's resource lookup): the request's project for a partitioned kind (datasets,
-runs, agent runs, labels, ...) and for the read of a shared one (`queues:read`), else
+runs, agent runs, labels, keys, ...) and for the read of a shared one (`queues:read`), else
 `default` (or the route's `{project}` / declared `?project=`). So a route that changes an
-install-wide kind (queues, keys, ...) never acts in a project an `X-Forgeml-Project` header
-names: its caller was not authorized there.
+install-wide kind (queues, audit, accounts) never acts in a project an `X-Forgeml-Project`
+header names: its caller was not authorized there.
 """
 
 from __future__ import annotations

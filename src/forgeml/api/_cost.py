@@ -1,4 +1,8 @@
-"""Cost routes: use and cost grouped on the server, and queue budgets (`cost report|budgets`)."""
+"""Cost routes: use and cost grouped on the server, and queue budgets (`cost report|budgets`).
+
+A report is the request's project's (`cost:read` there); budgets are install-wide queues'
+settings, read as queues are (`queues:read`, decided in `default`).
+"""
 
 from __future__ import annotations
 
@@ -22,12 +26,13 @@ def report(
         str | None, Query(max_length=64, description="A duration (7d, 24h, 30m) or ISO date.")
     ] = None,
 ) -> dict[str, Any]:
-    """Use and cost of job attempts (or gateway keys), costliest first, with the total."""
+    """Use and cost of the project's job attempts (or gateway keys), costliest first, with the
+    total."""
     start = parse_since(since) if since is not None else None
     return cost_summary(workspace(request), by, start)
 
 
-@router.get("/budgets", dependencies=[require("cost:read")])
+@router.get("/budgets", dependencies=[require("queues:read")])
 def budgets(request: Request) -> dict[str, Any]:
-    """Spend against budget of every queue that has one."""
+    """Spend (every project's) against budget of every queue that has one."""
     return budgets_summary(workspace(request))

@@ -1,7 +1,9 @@
 """Gateway API key routes: list, create (the secret answered once), revoke, usage.
 
 Answers are what `forgeml keys list|create|revoke|usage --json` print; nothing but `create`'s
-answer ever holds a secret, and the store keeps only its salted hash.
+answer ever holds a secret, and the store keeps only its salted hash. Keys belong to a
+project: list, usage and create act in the request's project, a revoke is authorized in its
+key's project (and must act there).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def keys(
     response: Response,
     page: Annotated[Page, Depends(pages(["created_at", "name"], "created_at"))],
 ) -> list[dict[str, Any]]:
-    """Every key (as `keys list --json`): prefix, scopes, limits, state; never a secret."""
+    """Every key of the project (as `keys list --json`): prefix, scopes, limits, state; never
+    a secret."""
     items = list_keys(workspace(request))
     kept, cursor = in_memory(items, page, lambda item, sort: (item[sort], item["id"]))
     link(request, response, cursor)
@@ -55,8 +58,8 @@ def usage(
         datetime | None, Query(description="Only usage from this time on (UTC if naive).")
     ] = None,
 ) -> list[dict[str, Any]]:
-    """Requests, errors and rejections per key and deployment, as the gateways flushed them
-    (as `keys usage --json`)."""
+    """Requests, errors and rejections per key of the project and deployment, as the
+    gateways flushed them (as `keys usage --json`)."""
     start = since.replace(tzinfo=since.tzinfo or UTC) if since else None
     return usage_report(workspace(request), start)
 
@@ -70,7 +73,7 @@ def create(request: Request, body: NewKey) -> dict[str, Any]:
     return {**summary, "key": secret}
 
 
-@router.post("/{key}/revoke", dependencies=[require("keys:manage")])
+@router.post("/{key}/revoke", dependencies=[require("keys:manage", resource="key")])
 def revoke(request: Request, key: str) -> dict[str, Any]:
     """Revoke a key by prefix or id (409 when it was revoked already)."""
     return revoke_key(acting(request), key)

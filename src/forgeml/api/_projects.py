@@ -33,6 +33,7 @@ from forgeml.client._settings import PROJECT_HEADER
 from forgeml.core.errors import ForgemlError
 from forgeml.core.ids import parse_ref, validate_name
 from forgeml.core.store import (
+    ApiKeyRecord,
     Dataset,
     DeploymentRecord,
     LabelTaskRecord,
@@ -55,19 +56,20 @@ PAGE_PROJECT = "page_project"
 # the project that permission is decided in (`forgeml.api._context.acting_project`)
 PERMISSION = "asked_permission"
 # the resources a project holds (a `project` column, migrations 0019, 0021, 0022, 0023 and 0024;
-# an agent run's saved state): their permissions are decided in the request's project;
-# every other resource (queues, keys, cost, audit, accounts) lives install-wide, in
-# `default`, so its permissions are decided there, whatever project a header names
+# an agent run's saved state), and its cost (its jobs', models' and keys' spend): their
+# permissions are decided in the request's project; every other resource (queues and their
+# budgets, audit, accounts) lives install-wide, in `default`, so its permissions are
+# decided there, whatever project a header names
 PARTITIONED = frozenset(
     {
         "datasets", "runs", "models", "jobs", "deployments", "prompts", "rag", "pipelines",
-        "labels", "alerts", "agents",
+        "labels", "alerts", "agents", "keys", "cost",
     }
 )  # fmt: skip
 # install-wide resources every project uses, read where the request acts: the queues are
 # shared capacity (as Volcano's queues, Kueue's ClusterQueues), so whoever may read queues in
-# a project may list and show them there to submit its jobs to one; changing them
-# (`queues:manage`) stays with default's maintainers
+# a project may list and show them (and their budgets) there to submit its jobs to one;
+# changing them (`queues:manage`) stays with default's maintainers
 SHARED_READS = frozenset({"queues:read"})
 # a partitioned kind's permissions that still serve the whole install, decided in `default`:
 # Alertmanager's webhook is one URL for every project, and files each alert it receives in
@@ -186,6 +188,14 @@ def _alert(session: Session, params: Mapping[str, str], project: str) -> str | N
     return find_alert(session, params["alert_id"], project).project
 
 
+def _key(session: Session, params: Mapping[str, str], _: str) -> str | None:
+    """A gateway key's prefix (or `fml_<prefix>`) or id."""
+    from forgeml.gateway import find_key
+
+    record: ApiKeyRecord | None = find_key(session, params["key"])
+    return None if record is None else record.project
+
+
 def _served(session: Session, params: Mapping[str, str], project: str) -> str | None:
     """A monitoring read's `deployment` (else its `model`) query parameter."""
     if "deployment" in params:
@@ -226,6 +236,7 @@ RESOURCE_PROJECT: dict[str, ResourceProject] = {
     "pipeline": _pipeline,
     "label": _label_task,
     "alert": _alert,
+    "key": _key,
     "served": _served,
     "record": _record,
 }

@@ -23,7 +23,8 @@ _FLUSH_S = GatewayOptions.model_fields["usage_flush_s"].default
 # a key's deployments shown in the table before "+N more" (--json lists them all)
 _SHOWN_DEPLOYMENTS = 3
 _REPORT_HELP = (
-    "Use and cost, costliest first, of job attempts or of gateway requests per key.\n\n"
+    "Use and cost, costliest first, of the project's job attempts or of gateway requests per "
+    "key of the project (FORGEML_PROJECT).\n\n"
     "Job attempts: CPU, GPU and memory use, wall time and cost. API keys (--by key): "
     "deployments, requests, errors, rejections, mean latency, and cost at prices.yaml's "
     "requests_1k per 1,000 requests (0 unless set). The gateway flushes usage every "
@@ -57,7 +58,8 @@ def report(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Use and cost of job attempts or of gateway keys, costliest first (help: `_REPORT_HELP`)."""
+    """Use and cost of the project's job attempts or gateway keys, costliest first (help:
+    `_REPORT_HELP`)."""
     from forgeml.scheduler.cost import CostRow, parse_since
 
     start = parse_since(since) if since is not None else None  # a bad one: refused here
@@ -133,7 +135,7 @@ def _key_cells(row: KeyCostRow, label: str | None = None) -> list[str]:
 
 @app.command("budgets")
 def budgets(as_json: JsonFlag = False) -> None:
-    """Spend against budget of every queue that has one."""
+    """Spend (every project's) against budget of every queue that has one."""
     summary = _cost().budgets()
     if as_json:
         print_json(summary)

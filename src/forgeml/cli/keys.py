@@ -1,4 +1,4 @@
-"""`forgeml keys create|list|revoke|usage`: API keys for the gateway."""
+"""`forgeml keys create|list|revoke|usage`: API keys for the gateway, in FORGEML_PROJECT."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from forgeml.cli._remote import source
 from forgeml.sdk.local import LocalKeys
 
 app = typer.Typer(
-    help="API keys for the gateway: stored as salted hashes, scoped to deployments.",
+    help="API keys for the gateway, per project: stored as salted hashes, scoped to the "
+    "project's deployments.",
     no_args_is_help=True,
 )
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON only.")]
@@ -34,7 +35,7 @@ def create(
     daily_quota: Annotated[int | None, typer.Option(help="Most requests per UTC day.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Create a key and print it ONCE: only a salted hash of it is kept."""
+    """Create a key in the project and print it ONCE: only a salted hash of it is kept."""
     created = _keys().create(name, scope, rate, burst, daily_quota)
     if as_json:
         print_json(created)
@@ -50,7 +51,7 @@ def _keys() -> Any:
 
 @app.command("list")
 def list_(as_json: JsonFlag = False) -> None:
-    """Every key (prefix, scopes, limits, state); never a secret or hash."""
+    """Every key of the project (prefix, scopes, limits, state); never a secret or hash."""
     keys = _keys().list()
     if as_json:
         print_json(keys)
@@ -91,7 +92,8 @@ def usage(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Requests, errors and rejections per key and deployment (flushed by the gateway)."""
+    """Requests, errors and rejections per key of the project and deployment (flushed by the
+    gateway)."""
     start = since.replace(tzinfo=since.tzinfo or UTC) if since else None
     rows = _keys().usage(start)
     if as_json:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from forgeml.gateway._keys import (
         VerifiedKey,
         create_key,
+        find_key,
         key_summary,
         list_keys,
         revoke_key,
@@ -32,6 +33,7 @@ _HOMES = {
     "VerifiedKey": "forgeml.gateway._keys",
     "create_app": "forgeml.gateway._app",
     "create_key": "forgeml.gateway._keys",
+    "find_key": "forgeml.gateway._keys",
     "gateway_in_thread": "forgeml.gateway._thread",
     "key_summary": "forgeml.gateway._keys",
     "list_keys": "forgeml.gateway._keys",
@@ -46,6 +48,7 @@ __all__ = [
     "VerifiedKey",
     "create_app",
     "create_key",
+    "find_key",
     "gateway_in_thread",
     "key_summary",
     "list_keys",

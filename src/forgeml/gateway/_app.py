@@ -121,7 +121,8 @@ def _add_routes(app: FastAPI, gateway: Gateway) -> None:
 
     @app.get("/v1/models")
     async def openai_models(key: VerifiedKey = authenticated) -> dict[str, Any]:
-        names = sorted(name for name in gateway.routes if key.allows(name))
+        routes = gateway.routes
+        names = sorted(name for name, route in routes.items() if key.allows(name, route.project))
         return {
             "object": "list",
             "data": [{"id": name, "object": "model", "owned_by": "forgeml"} for name in names],

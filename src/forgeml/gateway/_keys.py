@@ -4,6 +4,12 @@ A key reads `fml_<prefix>_<secret>`. The prefix is public (it names the row in l
 `revoke`); the secret is shown once, at creation, and the store keeps only
 `scrypt(secret, salt)` with a per-key random salt (RFC 7914, N=2**14, r=8, p=1: ~16 MiB and
 tens of milliseconds per check, so a stolen database does not give up keys cheaply).
+
+A key belongs to the project it was created in (`Workspace.project`). Its scopes name
+deployments of that project only (`*`: all of that project's), refused at create when one
+names another project's deployment; the gateway refuses it a deployment of another project,
+one created or moved there later included (`VerifiedKey.allows` with the route's project). A
+list shows the workspace's project's keys; a revoke must act in the key's project.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
 
 from forgeml.core.errors import AuthenticationError, KeyStateError, NotFoundError, UsageError
 from forgeml.core.ids import new_id, validate_name
-from forgeml.core.store import ApiKeyRecord
+from forgeml.core.store import ApiKeyRecord, DeploymentRecord
 from forgeml.core.workspace import Workspace
 
 KEY_MARK = "fml"
@@ -35,14 +42,19 @@ class VerifiedKey:
 
     id: str
     prefix: str
+    project: str
     scopes: frozenset[str]
     rate_per_s: float | None
     burst: int | None
     daily_quota: int | None
 
-    def allows(self, deployment: str) -> bool:
-        """Whether this key may call `deployment`."""
+    def scoped(self, deployment: str) -> bool:
+        """Whether this key's scopes name `deployment` (or are all of its project's)."""
         return ALL_DEPLOYMENTS in self.scopes or deployment in self.scopes
+
+    def allows(self, deployment: str, project: str) -> bool:
+        """Whether this key may call `deployment`, which belongs to `project`."""
+        return project == self.project and self.scoped(deployment)
 
 
 def hash_secret(secret: str, salt: bytes) -> str:
@@ -86,7 +98,8 @@ def create_key(
     Args:
         workspace: the workspace whose store keeps the key.
         name: a label for people.
-        scopes: deployment names the key may call; None or ["*"] for all.
+        scopes: deployment names the key may call, of its project; None or ["*"] for all
+            of its project's.
         rate_per_s: token-bucket refill rate; None for no rate limit.
         burst: bucket size (default: the rate rounded up, at least 1).
         daily_quota: most forwarded requests per UTC day; None for no quota.
@@ -94,6 +107,7 @@ def create_key(
     Raises:
         UsageError: a limit is out of range.
         InvalidNameError: the name or a scope is not a plain identifier.
+        OtherProjectError: a scope names a deployment of another project.
     """
     validate_name(name, "key name")
     chosen = sorted(set(scopes or [ALL_DEPLOYMENTS]))
@@ -105,11 +119,12 @@ def create_key(
         burst = max(1, math.ceil(rate_per_s))
     prefix, secret, salt = secrets.token_hex(6), secrets.token_urlsafe(32), secrets.token_bytes(16)
     record = ApiKeyRecord(
-        id=new_id(), prefix=prefix, name=name, salt=salt.hex(),
+        id=new_id(), prefix=prefix, name=name, project=workspace.project, salt=salt.hex(),
         secret_hash=hash_secret(secret, salt), scopes=chosen, rate_per_s=rate_per_s,
         burst=burst, daily_quota=daily_quota, created_by=workspace.actor,
     )  # fmt: skip
     with workspace.store.session() as session:
+        _check_scopes_own(session, workspace, chosen)
         session.add(record)
         session.flush()
         summary = key_summary(record)
@@ -117,8 +132,23 @@ def create_key(
     return summary, f"{KEY_MARK}_{prefix}_{secret}"
 
 
+def _check_scopes_own(session: Session, workspace: Workspace, scopes: list[str]) -> None:
+    """Refuse a scope naming a deployment of another project (a name no deployment has yet
+    is kept: the gateway refuses it if it is then deployed in another project)."""
+    named = [scope for scope in scopes if scope != ALL_DEPLOYMENTS]
+    if not named:
+        return
+    found = session.execute(
+        select(DeploymentRecord.name, DeploymentRecord.project).where(
+            DeploymentRecord.name.in_(named), DeploymentRecord.status != "deleted"
+        )
+    ).all()
+    for deployment, project in sorted(found):
+        workspace.check_own("Deployment", deployment, project)
+
+
 def _audit_payload(summary: dict[str, Any]) -> dict[str, Any]:
-    keep = ("id", "prefix", "name", "scopes", "rate_per_s", "burst", "daily_quota")
+    keep = ("id", "prefix", "name", "project", "scopes", "rate_per_s", "burst", "daily_quota")
     return {field: summary[field] for field in keep}
 
 
@@ -128,6 +158,7 @@ def key_summary(record: ApiKeyRecord) -> dict[str, Any]:
         "id": record.id,
         "prefix": record.prefix,
         "name": record.name,
+        "project": record.project,
         "scopes": list(record.scopes),
         "rate_per_s": record.rate_per_s,
         "burst": record.burst,
@@ -139,9 +170,13 @@ def key_summary(record: ApiKeyRecord) -> dict[str, Any]:
 
 
 def list_keys(workspace: Workspace) -> list[dict[str, Any]]:
-    """Every key, oldest first, as `key_summary` dicts."""
+    """Every key of the workspace's project, oldest first, as `key_summary` dicts."""
     with workspace.store.session() as session:
-        records = session.scalars(select(ApiKeyRecord).order_by(ApiKeyRecord.created_at)).all()
+        records = session.scalars(
+            select(ApiKeyRecord)
+            .where(ApiKeyRecord.project == workspace.project)
+            .order_by(ApiKeyRecord.created_at)
+        ).all()
         return [key_summary(record) for record in records]
 
 
@@ -150,23 +185,29 @@ def revoke_key(workspace: Workspace, prefix_or_id: str) -> dict[str, Any]:
 
     Raises:
         NotFoundError: no key has that prefix or id.
+        OtherProjectError: the key belongs to another project.
         KeyStateError: the key is revoked already.
     """
-    wanted = prefix_or_id.removeprefix(f"{KEY_MARK}_").split("_", 1)[0]
     with workspace.store.session() as session:
-        record = session.scalars(
-            select(ApiKeyRecord).where(
-                or_(ApiKeyRecord.prefix == wanted, ApiKeyRecord.id == wanted)
-            )
-        ).first()
+        record = find_key(session, prefix_or_id)
         if record is None:
             raise NotFoundError(f"No API key has prefix or id {prefix_or_id!r}.")
+        workspace.check_own("API key", record.prefix, record.project)
         if record.revoked_at is not None:
             raise KeyStateError(f"API key {record.prefix} was revoked already.")
         record.revoked_at = datetime.now(UTC)
         session.flush()
         workspace.audit(session, "key.revoke", f"key:{record.prefix}", {"id": record.id})
         return key_summary(record)
+
+
+def find_key(session: Session, prefix_or_id: str) -> ApiKeyRecord | None:
+    """The key a prefix (or `fml_<prefix>`, or the full key) or an id names, in whichever
+    project, or None."""
+    wanted = prefix_or_id.removeprefix(f"{KEY_MARK}_").split("_", 1)[0]
+    return session.scalars(
+        select(ApiKeyRecord).where(or_(ApiKeyRecord.prefix == wanted, ApiKeyRecord.id == wanted))
+    ).first()
 
 
 def verify_key(workspace: Workspace, presented: str) -> VerifiedKey:
@@ -206,6 +247,7 @@ def reread_key(workspace: Workspace, key_id: str) -> VerifiedKey:
 
 def _verified(record: ApiKeyRecord) -> VerifiedKey:
     return VerifiedKey(
-        id=record.id, prefix=record.prefix, scopes=frozenset(record.scopes),
+        id=record.id, prefix=record.prefix, project=record.project,
+        scopes=frozenset(record.scopes),
         rate_per_s=record.rate_per_s, burst=record.burst, daily_quota=record.daily_quota,
     )  # fmt: skip

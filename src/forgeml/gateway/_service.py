@@ -106,17 +106,6 @@ class Gateway:
             pending.add_done_callback(lambda _: self._verifying.pop(presented, None))
         return await asyncio.shield(pending)
 
-    async def route(self, deployment: str) -> Route:
-        """The route of `deployment`, once a replica of it is ready.
-
-        Raises:
-            NotFoundError: no such deployment.
-        """
-        found = await self.known_route(deployment)
-        if found.cold_starts and not found.serving:
-            return await self.cold_start(deployment)
-        return found
-
     async def known_route(self, deployment: str) -> Route:
         """The route of `deployment` as the table has it (no cold start waited for).
 
@@ -186,16 +175,21 @@ class Gateway:
         try:
             body = await read_body(request, self.options.max_body_bytes)
             name, payload = _target(request.scope["path"], deployment, body)
-            if not key.allows(name):
-                raise PermissionDeniedError(
-                    f"API key {key.prefix} is not allowed to call deployment {name!r}."
-                )
+            if not key.scoped(name):  # out of scope: refused before any lookup
+                raise _not_allowed(key, name)
+            # the cached route table's project: no store read on the hot path
+            route = await self.known_route(name)
+            if not key.allows(name, route.project):
+                raise _not_allowed(key, name)
             check_quota(key, self.usage.requests_today(key.id))
             self.limiter.check(key)
             if payload is not None and FIELD in payload:
-                project = (await self.known_route(name)).project
-                body, prompt = await self.prompts.apply(payload, request.scope["path"], project)
-            route = await self.route(name)
+                path = request.scope["path"]
+                body, prompt = await self.prompts.apply(payload, path, route.project)
+            if route.cold_starts and not route.serving:
+                route = await self.cold_start(name)
+                if not key.allows(name, route.project):  # moved while it woke
+                    raise _not_allowed(key, name)
         except ForgemlError as error:
             self.usage.record(key.id, name, forwarded=False, error=False, latency_ms=0.0)
             self.metrics.observe("-", key.prefix, error.http_status, started)
@@ -239,6 +233,13 @@ class Gateway:
             key.id, deployment, forwarded=True, error=status >= 500, latency_ms=latency_ms
         )
         self.metrics.observe(deployment, key.prefix, status, started)
+
+
+def _not_allowed(key: VerifiedKey, deployment: str) -> PermissionDeniedError:
+    # one answer whether the deployment is out of the key's scopes or of its project
+    return PermissionDeniedError(
+        f"API key {key.prefix} is not allowed to call deployment {deployment!r}."
+    )
 
 
 def _response(answer: Forwarded) -> Response:

@@ -152,13 +152,14 @@ def _upsert(session: Any, key_id: str, deployment: str, period: str, counts: _Co
 
 
 def usage_report(workspace: Workspace, since: datetime | None = None) -> list[dict[str, Any]]:
-    """Usage per key and deployment (for cost reports), from `since` (UTC hour) on.
+    """Usage per key of the workspace's project and deployment (for cost reports), from
+    `since` (UTC hour) on.
 
     Returns:
         Rows with key_id, prefix, name, deployment, requests, errors, rejected and
         mean_latency_ms, ordered by key prefix then deployment.
     """
-    rows = [row for row in key_usage_rows(workspace.store, since) if row[1] is not None]
+    rows = key_usage_rows(workspace.store, workspace.project, since)
     return [
         {
             "key_id": key_id,

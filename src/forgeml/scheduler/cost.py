@@ -15,7 +15,11 @@ Gateway requests are priced when reported (`key_cost_report`, `--by key`), at th
 `requests_1k`, from the per-key hourly counts the gateway flushes to `key_usage`: those
 counts keep no price, so a change of `requests_1k` reprices past requests too.
 
-A queue's budget is a threshold on the total cost of its jobs' attempts; `check_budgets`
+Reports are a project's: `cost_report` sums the attempts of one project's jobs (so its
+models' too) and `key_cost_report` the requests of one project's gateway keys. Queues are
+install-wide, and so are their budgets: a budget is a threshold on the total cost of its
+jobs' attempts, whichever project ran them (`budget_status`, read under `queues:read` in
+`default`, as the queues are). `check_budgets`
 writes one `cost.budget_exceeded` audit event (and logs a warning) when a queue goes over,
 and does not repeat it for that queue until its budget changes.
 """
@@ -153,11 +157,15 @@ _GROUP_COLUMNS = {
 }
 
 
-def cost_report(store: Store, by: str = "job", since: datetime | None = None) -> list[CostRow]:
-    """Use and cost of job attempts grouped `by` job, queue, owner or model, costliest first.
+def cost_report(
+    store: Store, project: str, by: str = "job", since: datetime | None = None
+) -> list[CostRow]:
+    """Use and cost of `project`'s job attempts grouped `by` job, queue, owner or model,
+    costliest first.
 
     Args:
         store: the metadata store.
+        project: whose jobs are counted.
         by: "job", "queue", "owner" or "model" (the config's name of train/tune jobs).
         since: only attempts started at or after this time.
 
@@ -188,6 +196,7 @@ def cost_report(store: Store, by: str = "job", since: datetime | None = None) ->
         )
         .select_from(attempt)
         .join(JobRecord, attempt.job_id == JobRecord.id)
+        .where(JobRecord.project == project)
         .group_by(key)
     )
     if since is not None:
@@ -242,32 +251,36 @@ def usage_period_of(moment: datetime) -> str:
 
 
 def key_cost_report(
-    store: Store, table: PriceTable, since: datetime | None = None
+    store: Store, project: str, table: PriceTable, since: datetime | None = None
 ) -> list[KeyCostRow]:
-    """Gateway requests and their cost per API key, costliest (then busiest) first.
+    """Gateway requests and their cost per API key of `project`, costliest (then busiest)
+    first.
 
     Reads `key_usage` as the gateway last flushed it, so figures lag live traffic by at
     most the gateway's usage flush interval.
 
     Args:
         store: the metadata store.
+        project: whose keys are counted.
         table: prices; a key's cost is its forwarded requests / 1000 * `table.requests_1k`.
         since: only usage from the UTC hour that contains this time on.
     """
     keys: dict[str, _KeyTotals] = {}
-    for key_id, prefix, name, deployment, *counts in key_usage_rows(store, since):
+    for key_id, prefix, name, deployment, *counts in key_usage_rows(store, project, since):
         keys.setdefault(key_id, _KeyTotals(prefix, name)).add(deployment, *counts)
     rows = [totals.row(key_id, table) for key_id, totals in keys.items()]
     return sorted(rows, key=lambda row: (-row.cost, -row.requests, row.prefix or "", row.key))
 
 
-def key_usage_rows(store: Store, since: datetime | None = None) -> list[tuple[Any, ...]]:
-    """Summed `key_usage` per key and deployment, from the UTC hour holding `since` on.
+def key_usage_rows(
+    store: Store, project: str, since: datetime | None = None
+) -> list[tuple[Any, ...]]:
+    """Summed `key_usage` of `project`'s keys per key and deployment, from the UTC hour
+    holding `since` on.
 
     Returns:
         (key_id, prefix, name, deployment, requests, errors, rejected, latency_ms_total)
-        tuples ordered by prefix then deployment; prefix and name are None for usage of a
-        key no longer in `api_keys`.
+        tuples ordered by prefix then deployment.
     """
     usage = KeyUsageRecord
     statement = (
@@ -282,7 +295,9 @@ def key_usage_rows(store: Store, since: datetime | None = None) -> list[tuple[An
             func.sum(usage.latency_ms_total),
         )
         .select_from(usage)
-        .outerjoin(ApiKeyRecord, ApiKeyRecord.id == usage.key_id)
+        # a key is never deleted (a revoke keeps its row), so its usage always finds it
+        .join(ApiKeyRecord, ApiKeyRecord.id == usage.key_id)
+        .where(ApiKeyRecord.project == project)
         .group_by(usage.key_id, ApiKeyRecord.prefix, ApiKeyRecord.name, usage.deployment)
         .order_by(ApiKeyRecord.prefix, usage.deployment)
     )
@@ -438,13 +453,14 @@ def _alerted_budget(session: Session, ref: str) -> float | None:
 def cost_summary(
     workspace: Workspace, by: str = "job", since: datetime | None = None
 ) -> dict[str, Any]:
-    """What `cost report --json` prints: use and cost grouped `by` job, queue, owner, model,
-    or (`by="key"`) gateway requests by key, costliest first, with their total."""
+    """What `cost report --json` prints for the workspace's project: use and cost grouped
+    `by` job, queue, owner, model, or (`by="key"`) gateway requests by key, costliest first,
+    with their total."""
     from dataclasses import asdict
 
     if by == "key":
         table = load_price_table(workspace.settings)
-        key_rows = key_cost_report(workspace.store, table, since=since)
+        key_rows = key_cost_report(workspace.store, workspace.project, table, since=since)
         return {
             "by": "key",
             "since": since,
@@ -454,7 +470,7 @@ def cost_summary(
             "total": asdict(key_total_of(key_rows)) | {"key": "total"},
         }
     currency = load_price_table(workspace.settings).currency
-    rows = cost_report(workspace.store, by=by, since=since)
+    rows = cost_report(workspace.store, workspace.project, by=by, since=since)
     return {
         "by": by,
         "since": since,
@@ -465,7 +481,8 @@ def cost_summary(
 
 
 def budgets_summary(workspace: Workspace) -> dict[str, Any]:
-    """What `cost budgets --json` prints: spend against budget of every queue with one."""
+    """What `cost budgets --json` prints: spend against budget of every queue with one,
+    install-wide (every project's jobs count against a queue's budget)."""
     from dataclasses import asdict
 
     currency = load_price_table(workspace.settings).currency

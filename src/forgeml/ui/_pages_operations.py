@@ -143,9 +143,11 @@ def cost(
     by: Annotated[str, Query(pattern="^(job|queue|owner|model|key)$")] = "queue",
     since: Annotated[str | None, Query(max_length=64)] = None,
 ) -> HTMLResponse:
-    """Use and cost grouped `by`, costliest first, and each queue's budget."""
+    """The project's use and cost grouped `by`, costliest first, and each queue's budget for
+    those who may read the (install-wide) queues."""
     report = _cost.report(request, by=by, since=since or None)
-    return render(request, "cost.html", report=report, budgets=_cost.budgets(request))
+    budgets = _cost.budgets(request) if allowed(request, _cost.router, _cost.budgets) else None
+    return render(request, "cost.html", report=report, budgets=budgets)
 
 
 @router.get("/audit", dependencies=[same_as(_audit.router, _audit.events)])
@@ -172,7 +174,7 @@ def audit(
 
 @router.get("/keys", dependencies=[same_as(_keys.router, _keys.keys)])
 def keys(request: Request) -> HTMLResponse:
-    """The gateway's keys: prefix, scopes, limits, state (never a secret)."""
+    """The project's gateway keys: prefix, scopes, limits, state (never a secret)."""
     found = _keys.keys(request, Response(), Page(ALL, "created_at", descending=True))
     return render(request, "keys.html", keys=found)
 
