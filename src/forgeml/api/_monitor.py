@@ -72,7 +72,8 @@ def drift_windows(
     )
 
     source = _source(workspace, deployment, model)
-    ref, profile = model_reference(workspace, source.model_ref)
+    # the route is authorized in the project of the deployment or model it names
+    ref, profile = model_reference(workspace, source.model_ref, any_project=True)
     served = source.served or ref.partition("@")[0]
     requests = read_requests(source.logs, served, None, source.version)
     latest = requests.frame.tail(window)
