@@ -142,10 +142,16 @@ def _gate_outputs(
 
 def run_promote(workspace: Workspace, step: PromoteStep) -> dict[str, Any]:
     """Move the alias to the model (the gate ran as an earlier step); the audit event
-    carries the gate's metric and mode, and its verdict (without one: `accuracy`)."""
+    carries the gate's metric and mode, and its verdict (without one: `accuracy`).
+
+    Raises:
+        OtherProjectError: the model belongs to another project than the pipeline's.
+    """
     from forgeml.tracking import get_model_version, promote
 
     record = get_model_version(workspace, step.model)
+    # a pipeline moves the aliases of its own project's models only (names resolve in any)
+    workspace.check_own("Model", record.name, record.project)
     verdict = step.gate if isinstance(step.gate, GateVerdict) else None
     done = promote(
         workspace,
