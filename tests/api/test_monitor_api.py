@@ -17,6 +17,7 @@ from forgeml.core.config import Settings, get_settings
 from forgeml.core.errors import OtherProjectError
 from forgeml.core.store import DeploymentRecord
 from forgeml.core.workspace import Workspace
+from forgeml.monitor.accuracy import model_calibration
 from forgeml.monitor.drift import detect_drift, model_reference, read_requests, request_log_path
 from tests.cli.conftest import assert_cli_error, json_out
 from tests.gateway.conftest import add_deployment
@@ -105,9 +106,10 @@ def test_a_models_reference_is_read_in_its_datas_project_save_by_the_server(
     monkeypatch.setenv("FORGEML_PROJECT", "team-b")
     get_settings.cache_clear()
 
-    # adult-mlp@v1's reference is kept by now: it is refused all the same
-    for args in (("drift", "adult-mlp@v1"), ("drift", "census"),
-                 ("online", "adult-mlp@v1")):  # fmt: skip
+    # adult-mlp@v1's reference is kept by now: it is refused all the same; so is the
+    # validation split a version's accuracy is calibrated on
+    for args in (("drift", "adult-mlp@v1"), ("drift", "census"), ("online", "adult-mlp@v1"),
+                 ("accuracy", "adult-small@v1")):  # fmt: skip
         assert_cli_error(cli("monitor", *args), sentence)
     in_b = workspace.in_project("team-b")
     with pytest.raises(OtherProjectError, match=sentence):
@@ -115,6 +117,9 @@ def test_a_models_reference_is_read_in_its_datas_project_save_by_the_server(
     # what the server reads for its gauges, or for a route authorized in the model's project
     assert model_reference(in_b, "adult-mlp@v1", any_project=True)[0] == "adult-mlp@v1"
     assert _drift(client, model="adult-mlp@v1", window=400)["reference"] == "adult-mlp@v1"
+    with pytest.raises(OtherProjectError, match=sentence):
+        model_calibration(in_b, "adult-small@v1")
+    assert model_calibration(in_b, "adult-small@v1", any_project=True).model == "adult-small@v1"
 
 
 @pytest.mark.parametrize(

@@ -153,7 +153,7 @@ def measure(workspace: Workspace, served: str, log: Path, window: int) -> ModelH
         return None
     health = ModelHealth(served, version, feedback_total=_feedback_total(workspace, served))
     try:
-        report = live_accuracy(workspace, served, version, window, log=log)
+        report = live_accuracy(workspace, served, version, window, log=log, any_project=True)
         health.accuracy = report.accuracy
         health.estimated_accuracy = report.estimated_accuracy
         health.reference_accuracy = report.reference_accuracy
