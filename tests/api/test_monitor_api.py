@@ -14,10 +14,12 @@ from sqlalchemy import select
 
 from forgeml.api import api_in_thread
 from forgeml.core.config import Settings, get_settings
+from forgeml.core.errors import OtherProjectError
 from forgeml.core.store import DeploymentRecord
 from forgeml.core.workspace import Workspace
+from forgeml.monitor.accuracy import model_calibration
 from forgeml.monitor.drift import detect_drift, model_reference, read_requests, request_log_path
-from tests.cli.conftest import json_out
+from tests.cli.conftest import assert_cli_error, json_out
 from tests.gateway.conftest import add_deployment
 from tests.train.conftest import copy_home, trained_adult_template
 from tests.ui._seed import (
@@ -93,6 +95,31 @@ def test_windows_are_bounded_and_keep_their_place_in_the_log(
     # 1500 rows in windows of 400: the latest two start at 800 and 1200 (the last is short)
     assert [(w["index"], w["rows"]) for w in body["windows"]] == [(800, 400), (1200, 300)]
     assert body["reference"] == "adult-mlp@v1" and body["deployment"] is None
+
+
+def test_a_models_reference_is_read_in_its_datas_project_save_by_the_server(
+    api: tuple[httpx.Client, Workspace], cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, workspace = api
+    sentence = "Dataset 'adult' belongs to the project 'default', not 'team-b'"
+    monkeypatch.setenv("FORGEML_HOME", str(workspace.settings.home))
+    monkeypatch.setenv("FORGEML_PROJECT", "team-b")
+    get_settings.cache_clear()
+
+    # adult-mlp@v1's reference is kept by now: it is refused all the same; so is the
+    # validation split a version's accuracy is calibrated on
+    for args in (("drift", "adult-mlp@v1"), ("drift", "census"), ("online", "adult-mlp@v1"),
+                 ("accuracy", "adult-small@v1")):  # fmt: skip
+        assert_cli_error(cli("monitor", *args), sentence)
+    in_b = workspace.in_project("team-b")
+    with pytest.raises(OtherProjectError, match=sentence):
+        model_reference(in_b, "adult-mlp@v1")
+    # what the server reads for its gauges, or for a route authorized in the model's project
+    assert model_reference(in_b, "adult-mlp@v1", any_project=True)[0] == "adult-mlp@v1"
+    assert _drift(client, model="adult-mlp@v1", window=400)["reference"] == "adult-mlp@v1"
+    with pytest.raises(OtherProjectError, match=sentence):
+        model_calibration(in_b, "adult-small@v1")
+    assert model_calibration(in_b, "adult-small@v1", any_project=True).model == "adult-small@v1"
 
 
 @pytest.mark.parametrize(

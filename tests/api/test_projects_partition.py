@@ -288,6 +288,26 @@ def test_lineage_is_authorized_in_the_root_records_project(teams: dict) -> None:
     assert teams["bob"].get("/api/v1/lineage/nosuch@v1")[0] == 404
 
 
+def test_a_datasets_rows_are_read_in_its_project_only(teams: dict) -> None:
+    import io
+
+    import polars as pl
+
+    assert teams["tara"].upload("iris-a") == 201
+    url = "/api/v1/datasets/iris-a@v1/frame"
+
+    answer = teams["tara"].client.get(url, headers=teams["tara"].headers)
+    assert answer.status_code == 200, answer.text
+    assert pl.read_ipc_stream(io.BytesIO(answer.content))["x"].to_list() == [1, 2, 3]
+    # a member of team-a acting in another project (pat in team-b, tara in default) is
+    # authorized, but reads no rows of team-a's there: `data head|export` act in one project
+    for caller in ("pat_in_b", "tara_no_header"):
+        status, body = teams[caller].get(url)
+        assert (status, body["code"]) == (403, "other_project"), (caller, body)  # type: ignore[index]
+        assert "Dataset 'iris-a' belongs to the project 'team-a'" in body["error"]  # type: ignore[index]
+    assert teams["bob"].get(url)[0] == 403
+
+
 def test_a_dataset_query_reads_the_request_projects_datasets_only(teams: dict) -> None:
     assert teams["tara"].upload("iris-a") == 201
 

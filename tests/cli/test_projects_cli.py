@@ -119,6 +119,46 @@ def test_a_transform_reads_the_datasets_of_its_project_only(
     assert _datasets(cli) == ["small-a"]
 
 
+# each reads small-a's rows by name (as `data head|export`, `monitor drift --reference`,
+# `prompts eval --data`, `rag index dataset:...`), so each is held to small-a's project;
+# the last field: whether the command succeeds in team-a (prompts eval calls no model here)
+DATASET_READS = [
+    (("data", "head", "small-a"), True),
+    (("data", "export", "small-a@v1", "OUT/exported.csv"), True),
+    (("monitor", "drift", "--reference", "small-a@v1", "--current", "small-a", "--json"), True),
+    (("prompts", "eval", "qa@v1", "--data", "small-a@v1", "--model-url",
+      "http://127.0.0.1:9/v1", "--model", "m"), False),
+    (("rag", "index", "cities", "dataset:small-a@v1:city"), True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("command", "succeeds"),
+    [pytest.param(*read, id=" ".join(read[0][:2])) for read in DATASET_READS],
+)
+def test_a_read_of_a_dataset_by_name_is_held_to_its_project(
+    cli: Cli,
+    small_csv: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: tuple[str, ...],
+    succeeds: bool,
+) -> None:
+    argv = [arg.replace("OUT", str(tmp_path)) for arg in command]
+    _in(monkeypatch, "team-a")
+    assert_ok(cli("data", "add", "small-a", small_csv))
+
+    for project in ("team-b", None):
+        _in(monkeypatch, project)
+        refused = cli(*argv)
+        assert_cli_error(refused, "Dataset 'small-a' belongs to the project 'team-a', not ")
+    assert not (tmp_path / "exported.csv").exists()
+    _in(monkeypatch, "team-a")
+    result = cli(*argv)
+    assert (result.code == 0) == succeeds, result.stderr
+    assert "belongs to the project" not in result.stderr
+
+
 def _prompts(cli: Cli) -> list[str]:
     return [item["name"] for item in json_out(cli("prompts", "list", "--json"))]
 

@@ -131,3 +131,77 @@ def test_a_trigger_watches_a_dataset_of_its_own_project_only(
     with pytest.raises(OtherProjectError, match="'small' belongs to the project 'team-a'"):
         add_trigger(any_workspace.in_project("team-b"), "on-small", path, dataset="small")
     add_trigger(any_workspace.in_project("team-a"), "on-small", path, dataset="small")
+
+
+PROMOTE_MLP_A = """
+name: release
+steps:
+  - {name: promote, kind: promote, model: mlp-a@v1, alias: production}
+"""
+
+
+def _mlp_a(workspace: Workspace, tmp_path: Path) -> None:
+    """team-a's model version mlp-a@v1, as registration records it (no bundle: a promotion
+    only moves its alias)."""
+    from forgeml.core.ids import new_id
+    from forgeml.core.store import ModelVersionRecord
+    from forgeml.tracking import RunStatus, finish_run, start_run
+    from forgeml.tracking._mlflow import open_client
+
+    in_a = workspace.in_project("team-a")
+    handle = start_run(in_a, {"lr": 0.1}, "probe", None)
+    finish_run(handle, RunStatus.FINISHED, {"accuracy": 0.5})
+    client = open_client(in_a)
+    client.create_registered_model("mlp-a")
+    client.create_model_version("mlp-a", str(tmp_path / "bundle"), run_id=handle.run_id)
+    with workspace.store.session() as session:
+        session.add(
+            ModelVersionRecord(id=new_id(), name="mlp-a", version=1, run_id=handle.run_id,
+                               project="team-a", artifact_digest="0" * 64,
+                               metrics={"accuracy": 0.5}, created_by="tester")
+        )  # fmt: skip
+
+
+def test_a_release_step_promotes_a_model_of_its_own_project_only(
+    any_workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forgeml.core.store import AuditEvent
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    _mlp_a(any_workspace, tmp_path)
+    path = write_pipeline(tmp_path, PROMOTE_MLP_A)
+
+    summary = run(any_workspace.in_project("team-b"), path)
+
+    step = steps_by_name(summary)["promote"]
+    assert summary["state"] == "FAILED" and step["state"] == "FAILED"
+    assert "Model 'mlp-a' belongs to the project 'team-a', not 'team-b'" in step["error"]
+    with any_workspace.store.session() as session:
+        promoted = select(AuditEvent).where(AuditEvent.action.startswith("model.promote"))
+        assert session.scalars(promoted).all() == []
+    released = run(any_workspace.in_project("team-a"), path)
+    assert released["state"] == "SUCCEEDED", steps_by_name(released)["promote"]
+    assert steps_by_name(released)["promote"]["outputs"]["model"] == "mlp-a@v1"
+
+
+def test_a_canary_step_that_moves_another_projects_alias_is_refused_before_it_starts(
+    any_workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forgeml.pipelines.release import run_canary
+    from forgeml.pipelines.steps import CanaryStep
+    from forgeml.serve.deployments import get_deployment
+    from tests.gateway.conftest import add_deployment
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    _mlp_a(any_workspace, tmp_path)
+    in_b = any_workspace.in_project("team-b")
+    add_deployment(in_b, "web-b", ["http://127.0.0.1:9"])
+    fields = {"name": "canary", "kind": "canary", "deployment": "web-b", "model": "mlp-a@v1"}
+
+    def never(_: float) -> None:
+        pytest.fail("the canary was watched")
+
+    with pytest.raises(OtherProjectError, match="'mlp-a' belongs to the project 'team-a'"):
+        run_canary(in_b, CanaryStep.model_validate(fields | {"alias": "production"}),
+                   clock=lambda: 0.0, sleep=never)  # fmt: skip
+    assert get_deployment(in_b, "web-b").spec.canary is None

@@ -41,10 +41,11 @@ def frame(
     limit: Annotated[int | None, Query(ge=0, description="Only the first rows.")] = None,
 ) -> Response:
     """The version's rows (`data head|export`), as an Arrow IPC stream; the header
-    `X-Dataset-Ref` names the version resolved."""
+    `X-Dataset-Ref` names the version resolved. 403 `other_project`: a dataset of another
+    project than the request's (its rows are read acting in its project)."""
     home = workspace(request)
     with home.store.session() as session:
-        version = catalog.resolve(session, ref)
+        version = catalog.resolve_to_read(home, session, ref)
     rows = catalog.read_frame(home, version, split)
     if limit is not None:
         rows = rows.head(limit)

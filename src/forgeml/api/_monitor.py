@@ -72,7 +72,8 @@ def drift_windows(
     )
 
     source = _source(workspace, deployment, model)
-    ref, profile = model_reference(workspace, source.model_ref)
+    # the route is authorized in the project of the deployment or model it names
+    ref, profile = model_reference(workspace, source.model_ref, any_project=True)
     served = source.served or ref.partition("@")[0]
     requests = read_requests(source.logs, served, None, source.version)
     latest = requests.frame.tail(window)
@@ -139,7 +140,8 @@ def accuracy(
     workspace: Workspace = request.app.state.workspace
     served, model_ref = _served(workspace, deployment, model)
     log = request_log_path(workspace, served)
-    report = live_accuracy(workspace, served, model_ref, window, None, log)
+    # authorized in the project of the deployment or model named, as `drift`
+    report = live_accuracy(workspace, served, model_ref, window, None, log, any_project=True)
     return report.model_dump(mode="json")
 
 
@@ -165,4 +167,6 @@ def accuracy_windows(
         )
     workspace: Workspace = request.app.state.workspace
     served, model_ref = _served(workspace, deployment, model)
-    return measured_windows(workspace, served, model_ref, window, windows).model_dump(mode="json")
+    # authorized in the project of the deployment or model named, as `drift`
+    found = measured_windows(workspace, served, model_ref, window, windows, any_project=True)
+    return found.model_dump(mode="json")

@@ -162,7 +162,8 @@ def _versions(
     from forgeml.monitor.drift import build_reference, detect_drift, text_embedder
 
     with workspace.store.session() as session:
-        old, new = catalog.resolve(session, old_ref[0]), catalog.resolve(session, new_ref[0])
+        old = catalog.resolve_to_read(workspace, session, old_ref[0])
+        new = catalog.resolve_to_read(workspace, session, new_ref[0])
     with step(f"comparing {new.ref} with {old.ref}"):
         profile = build_reference(
             catalog.read_frame(workspace, old, old_ref[1]), prediction=prediction

@@ -100,7 +100,8 @@ def resolve(session: Session, ref: str | Ref) -> DatasetVersion:
 
 def resolve_to_read(workspace: Workspace, session: Session, ref: str | Ref) -> DatasetVersion:
     """The version `ref` names, for a use that reads its rows in the workspace's project
-    (training, tuning, evaluation, a transform, a pipeline's data step): a dataset of
+    (training, tuning, evaluation, a transform, a pipeline's data step, `data head|export`,
+    a RAG dataset source, `prompts eval --data`, a drift check's reference): a dataset of
     another project is not this workspace's to read, though its name resolves.
 
     Raises:

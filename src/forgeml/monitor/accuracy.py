@@ -121,16 +121,27 @@ def calibration_path(workspace: Workspace, name: str, version: int) -> Path:
     return reference_path(workspace, name, version).with_name(f"v{version}.calibration.json")
 
 
-def model_calibration(workspace: Workspace, model_ref: str) -> Calibration:
+def model_calibration(
+    workspace: Workspace, model_ref: str, *, any_project: bool = False
+) -> Calibration:
     """The calibration of the model version `model_ref` names, made once and kept.
+
+    Args:
+        any_project: calibrate on another project's dataset than the workspace's, as
+            `drift.model_reference` reads one: for the server's own reads only.
 
     Raises:
         NotFoundError, UsageError: no such model version.
         ConfigError: it records no dataset version or target to calibrate on.
+        OtherProjectError: without `any_project`, its validation split is a dataset of
+            another project than the workspace's (checked before a kept calibration is read).
     """
+    from forgeml.data import catalog
     from forgeml.tracking import get_model_version
 
     found = get_model_version(workspace, model_ref)
+    if found.dataset_version is not None and not any_project:
+        catalog.check_readable(workspace, found.dataset_version)
     path = calibration_path(workspace, found.name, found.version)
     if path.is_file():
         return Calibration.model_validate_json(path.read_bytes())
@@ -302,21 +313,26 @@ def live_accuracy(
     window: int,
     slices: list[str] | None = None,
     log: Path | None = None,
+    *,
+    any_project: bool = False,
 ) -> AccuracyReport:
     """Measured and estimated accuracy of `served` lately.
 
     `model_ref` names the version whose calibration and reference apply; None: the one
     that answered the latest labelled prediction, else the latest logged one, else the
-    latest version of the model `served` names.
+    latest version of the model `served` names. `any_project` as `model_calibration`'s.
 
     Raises:
         NotFoundError, UsageError: no such model version.
         ConfigError: the version cannot be calibrated (no dataset or target recorded).
+        OtherProjectError: as `model_calibration`.
     """
     records = labelled_window(workspace, served, window)
     live, logged_version = logged_predictions(log, served, window) if log else ([], None)
     answered = records[0].model_ref if records else logged_version
-    calibration = model_calibration(workspace, model_ref or answered or served)
+    calibration = model_calibration(
+        workspace, model_ref or answered or served, any_project=any_project
+    )
     predictions = [record.prediction for record in records]
     labels = [record.label for record in records]
     measured = _measures(predictions, labels, calibration)
@@ -348,21 +364,31 @@ def live_accuracy(
 
 
 def accuracy_windows(
-    workspace: Workspace, served: str, model_ref: str | None, window: int, windows: int
+    workspace: Workspace,
+    served: str,
+    model_ref: str | None,
+    window: int,
+    windows: int,
+    *,
+    any_project: bool = False,
 ) -> AccuracyWindows:
     """The latest `windows` windows of `window` labelled predictions of `served`, oldest
     first. The newest window ends at the latest label; rows older than the oldest full
     window are left out, unless there are fewer than `window` rows (one window of them).
 
-    `model_ref` names the version whose calibration applies, as in `live_accuracy`.
+    `model_ref` names the version whose calibration applies, and `any_project` whether it
+    may be calibrated on another project's dataset, as in `live_accuracy`.
 
     Raises:
         NotFoundError, UsageError: no such model version.
         ConfigError: the version cannot be calibrated (no dataset or target recorded).
+        OtherProjectError: as `model_calibration`.
     """
     records = labelled_window(workspace, served, window * windows)[::-1]  # oldest first
     answered = records[-1].model_ref if records else None
-    calibration = model_calibration(workspace, model_ref or answered or served)
+    calibration = model_calibration(
+        workspace, model_ref or answered or served, any_project=any_project
+    )
     first = len(records) % window if len(records) >= window else 0
     found = []
     for start in range(first, len(records), window):

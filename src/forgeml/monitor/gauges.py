@@ -153,14 +153,15 @@ def measure(workspace: Workspace, served: str, log: Path, window: int) -> ModelH
         return None
     health = ModelHealth(served, version, feedback_total=_feedback_total(workspace, served))
     try:
-        report = live_accuracy(workspace, served, version, window, log=log)
+        report = live_accuracy(workspace, served, version, window, log=log, any_project=True)
         health.accuracy = report.accuracy
         health.estimated_accuracy = report.estimated_accuracy
         health.reference_accuracy = report.reference_accuracy
     except ForgemlError as error:  # e.g. a version without a dataset to calibrate on
         _log.debug("no accuracy for %s: %s", served, error)
     try:
-        _, profile = model_reference(workspace, version)
+        # the server measures what it serves, in every project
+        _, profile = model_reference(workspace, version, any_project=True)
         rows = read_window(log, served, window)
         known = [column for column in rows.columns if column in profile.columns]
         drift = detect_drift(profile, rows, columns=known)
@@ -247,7 +248,7 @@ def _online_watch(workspace: Workspace, config: OnlineDriftConfig) -> OnlineWatc
     from forgeml.monitor.drift import OnlineWatch, model_reference
 
     def reference(version: str) -> ReferenceProfile:
-        return model_reference(workspace, version)[1]
+        return model_reference(workspace, version, any_project=True)[1]
 
     return OnlineWatch(Path(workspace.settings.home), config, reference)
 

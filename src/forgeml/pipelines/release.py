@@ -33,6 +33,7 @@ from forgeml.pipelines.steps import CanaryStep, DeployStep, GateStep, GateVerdic
 from forgeml.scheduler.contract import JobContext, run_job, spec_argument
 
 if TYPE_CHECKING:
+    from forgeml.core.store import ModelVersionRecord
     from forgeml.core.workspace import Workspace
 
 
@@ -142,10 +143,14 @@ def _gate_outputs(
 
 def run_promote(workspace: Workspace, step: PromoteStep) -> dict[str, Any]:
     """Move the alias to the model (the gate ran as an earlier step); the audit event
-    carries the gate's metric and mode, and its verdict (without one: `accuracy`)."""
-    from forgeml.tracking import get_model_version, promote
+    carries the gate's metric and mode, and its verdict (without one: `accuracy`).
 
-    record = get_model_version(workspace, step.model)
+    Raises:
+        OtherProjectError: the model belongs to another project than the pipeline's.
+    """
+    from forgeml.tracking import promote
+
+    record = _check_own_model(workspace, step.model)
     verdict = step.gate if isinstance(step.gate, GateVerdict) else None
     done = promote(
         workspace,
@@ -158,6 +163,20 @@ def run_promote(workspace: Workspace, step: PromoteStep) -> dict[str, Any]:
         | ({"verdict": verdict.model_dump(mode="json")} if verdict else {}),
     )
     return {"model": record.ref, "alias": step.alias, "previous": done.previous or ""}
+
+
+def _check_own_model(workspace: Workspace, ref: str) -> ModelVersionRecord:
+    """The version `ref` names, refused unless it belongs to the workspace's project: a
+    pipeline moves the aliases of its own project's models only (names resolve in any).
+
+    Raises:
+        OtherProjectError: the model belongs to another project.
+    """
+    from forgeml.tracking import get_model_version
+
+    record = get_model_version(workspace, ref)
+    workspace.check_own("Model", record.name, record.project)
+    return record
 
 
 def run_deploy(workspace: Workspace, step: DeployStep) -> dict[str, Any]:
@@ -182,12 +201,16 @@ def run_canary(
     Raises:
         CanaryRolledBackError: the canary was rolled back (the step fails with the reason).
         NotFoundError: an unknown deployment or model.
+        OtherProjectError: the step moves an alias of another project's model (refused
+            before the canary starts).
     """
     from forgeml.serve.deployments import CanarySpec, get_deployment
     from forgeml.serve.deployments._spec import resolve_model
 
     current = get_deployment(workspace, step.deployment)
     challenger = resolve_model(workspace, step.model)
+    if step.alias is not None:
+        _check_own_model(workspace, challenger)
     base_spec = current.spec.model_copy(update={"canary": None})
     canary = CanarySpec(model=challenger, weight=step.weight, replicas=1)
     running = _apply(workspace, step.deployment, base_spec.model_copy(update={"canary": canary}))

@@ -22,6 +22,7 @@ def load_rows(
     Raises:
         InvalidDataError: the file cannot be read as rows, or holds none.
         NotFoundError: `source` is neither a file nor a dataset.
+        OtherProjectError: `source` is a dataset of another project than the workspace's.
     """
     path = Path(source)
     version = None
@@ -53,8 +54,8 @@ def _file_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def _dataset_rows(workspace: Workspace, ref: str) -> tuple[DatasetVersion, list[dict[str, Any]]]:
-    from forgeml.data.catalog import read_frame, resolve
+    from forgeml.data.catalog import read_frame, resolve_to_read
 
     with workspace.store.session() as session:
-        version = resolve(session, ref)
+        version = resolve_to_read(workspace, session, ref)
     return version, read_frame(workspace, version).to_dicts()

@@ -142,7 +142,9 @@ class DatasetSource:
         if workspace is None:
             raise InvalidDataError(f"The source '{spec}' needs a workspace to read datasets.")
         with workspace.store.session() as session:
-            version = catalog.resolve(session, ref)
+            # a dataset of another project is not this workspace's to index, though its
+            # name resolves
+            version = catalog.resolve_to_read(workspace, session, ref)
             frame = catalog.read_frame(workspace, version)
         if column not in frame.columns:
             raise MissingColumnError(
@@ -181,6 +183,7 @@ def load_source(spec: str, workspace: Workspace | None = None) -> LoadedSource:
     Raises:
         NotFoundError: the file, folder or dataset does not exist.
         InvalidDataError: a file cannot be read (unknown format, unreadable PDF, not UTF-8).
+        OtherProjectError: a dataset of another project than the workspace's.
     """
     for kind, reader in _KINDS.items():
         if reader.matches(spec):

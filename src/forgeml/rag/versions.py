@@ -104,6 +104,7 @@ def build_version(
     Raises:
         NotFoundError: a source does not exist.
         InvalidDataError: a source cannot be read, or they hold no text.
+        OtherProjectError: a source is a dataset of another project than the workspace's.
         AlreadyExistsError: an index of another project has that name (checked before
             anything is read or embedded).
     """

@@ -175,19 +175,33 @@ def _predictions(
 
 
 def model_reference(
-    workspace: Workspace, model_ref: str, options: ReferenceOptions | None = None
+    workspace: Workspace,
+    model_ref: str,
+    options: ReferenceOptions | None = None,
+    *,
+    any_project: bool = False,
 ) -> tuple[str, ReferenceProfile]:
     """The model version `model_ref` names (as NAME@vN) and its training data's reference.
+
+    Args:
+        any_project: read the reference of a version trained on another project's dataset
+            than the workspace's: for the server's own reads (its gauges, and a route
+            authorized in the project of the deployment or model it names), never for a
+            reader acting in one project (the CLI).
 
     Raises:
         NotFoundError, UsageError: no such model version.
         ConfigError: the version records no dataset version to take a reference from.
+        OtherProjectError: without `any_project`, the version was trained on a dataset of
+            another project than the workspace's (checked before a kept reference is read).
     """
     from forgeml.data import catalog
     from forgeml.tracking import get_model_version
 
     found = get_model_version(workspace, model_ref)
     ref = f"{found.name}@v{found.version}"
+    if found.dataset_version is not None and not any_project:
+        catalog.check_readable(workspace, found.dataset_version)
     path = reference_path(workspace, found.name, found.version)
     kept = _kept(path)
     if kept is not None:

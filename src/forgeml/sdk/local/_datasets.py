@@ -44,11 +44,13 @@ class LocalDatasets:
             return catalog.recorded_summary(add_version(workspace, name, path, parsed, label))
 
     def frame(self, ref: str, split: str | None = None, limit: int | None = None) -> Any:
+        """The version's rows (`data head|export`): a dataset of the workspace's project only
+        (OtherProjectError otherwise), as the server's frame route answers."""
         from forgeml.data import catalog
 
         with closing(open_workspace()) as workspace:
             with workspace.store.session() as session:
-                version = catalog.resolve(session, ref)
+                version = catalog.resolve_to_read(workspace, session, ref)
             rows = catalog.read_frame(workspace, version, split)
             return version.ref, rows if limit is None else rows.head(limit)
 
