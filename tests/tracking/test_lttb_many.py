@@ -100,8 +100,8 @@ def _selected(
 
 @pytest.mark.parametrize(
     ("curves", "length", "loop"),
-    [(1, 10_000, True), (4, 10_000, True), (8, 2_500, True),
-     (8, 10_000, False), (100, 10_000, False), (2, 100_000, False)],
+    [(1, 10_000, True), (8, 10_000, True), (12, 2_500, True), (2, 100_000, True),
+     (12, 10_000, False), (100, 10_000, False), (3, 100_000, False), (20, 2_500, False)],
 )  # fmt: skip
 def test_a_few_curves_go_through_the_loop_and_many_through_numpy(
     curves: int, length: int, loop: bool

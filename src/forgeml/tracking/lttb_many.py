@@ -7,9 +7,9 @@ instead of a Python loop over every point of every curve (100 curves of 10,000 s
 3.3 s in `lttb`). The arithmetic is `lttb`'s, operation for operation, and the first
 largest triangle wins as there; tests/tracking/test_lttb_many.py holds the two equal.
 
-A vectorised step costs about 17 us a bucket whatever the rows, so a few curves are faster
+A vectorised step costs about 20 us a bucket whatever the rows, so a few curves are faster
 through the plain loop (`_select_loop`): one curve of 10,000 steps cut to 2,000 points took
-34 ms in numpy and 5 ms in the loop, the loop's time growing with the group's points.
+~40 ms in numpy and ~4 ms in the loop, the loop's time growing with the group's curves.
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ def _select(xs: np.ndarray, ys: np.ndarray, threshold: int) -> np.ndarray:
 def _loop_is_faster(count: int, length: int, threshold: int) -> bool:
     """Whether the plain loop cuts `count` curves of `length` points to `threshold` faster
     than numpy does."""
-    # medians on a 2-core machine: the loop spends ~0.33 us a point and ~1.2 us a bucket
-    # on each curve, numpy ~17 us a bucket for all of them; cut to 2,000 points, the two
-    # met at 7 curves of 10,000 steps, 1 of 100,000 and 8 to 16 of 2,500
-    return count * (length + 4 * threshold) <= 50 * threshold
+    # medians on a loaded 2-core machine, the two run in turn: the loop spends ~1.7 us a
+    # bucket and ~0.15 us a point on each curve, numpy ~20 us a bucket for all of them; cut
+    # to 2,000 points, they met at 11 curves of 10,000 steps, 2 of 100,000, 15 of 2,500
+    return count * (length + 10 * threshold) <= 150 * threshold
 
 
 def _select_loop(xs: np.ndarray, ys: np.ndarray, threshold: int) -> np.ndarray:
