@@ -1,18 +1,23 @@
 """The many-curve LTTB (numpy, curves of one length together, given and kept as arrays)
-chooses exactly what the plain loop chooses, curve by curve."""
+chooses exactly what the plain loop chooses, curve by curve, through either of its paths."""
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from forgeml.tracking import lttb_many
 from forgeml.tracking.lttb import lttb
 from forgeml.tracking.lttb_many import lttb_arrays
+
+# `lttb_arrays` picks one of these for each group of curves of one length
+PATHS = [lttb_many._select_numpy, lttb_many._select_loop]
 
 values = st.one_of(
     st.integers(-1_000, 1_000).map(float),
@@ -54,14 +59,56 @@ def test_many_curves_keep_what_the_plain_loop_keeps(
     assert [[repr(p) for p in c] for c in fast] == [[repr(p) for p in c] for c in slow]
 
 
-def test_a_hundred_real_sized_curves_match_the_plain_loop() -> None:
+@pytest.mark.parametrize("select", PATHS)
+@settings(max_examples=150, deadline=None)
+@given(curve_sets())
+def test_each_path_keeps_what_the_plain_loop_keeps(
+    select: Callable[[np.ndarray, np.ndarray, int], np.ndarray],
+    found: tuple[list[list[tuple[float, float]]], int],
+) -> None:
+    curves, threshold = found
+    for length in {len(c) for c in curves if len(c) > threshold}:
+        group = [c for c in curves if len(c) == length]
+        fast = _selected(select, group, threshold)
+        slow = [lttb(c, threshold) for c in group]
+        assert [[repr(p) for p in c] for c in fast] == [[repr(p) for p in c] for c in slow]
+
+
+@pytest.mark.parametrize("select", PATHS)
+def test_each_path_matches_the_plain_loop_on_real_sized_curves(
+    select: Callable[[np.ndarray, np.ndarray, int], np.ndarray],
+) -> None:
     rng = random.Random(16)
-    curves = [
+    group = [
         [(float(s), 1 / (1 + 0.01 * s) + 0.05 * rng.random()) for s in range(10_000)]
-        for _ in range(100)
+        for _ in range(3)
     ]
-    curves.append([(float(s), rng.random()) for s in range(0, 7_000, 3)])
-    assert _many(curves, 860) == [lttb(curve, 860) for curve in curves]
+    # a loss plateau whose steps differ by less than float32 keeps apart: float64 throughout
+    group.append([(float(s), 0.5 + 1e-9 * rng.random()) for s in range(10_000)])
+    assert _selected(select, group, 2_000) == [lttb(c, 2_000) for c in group]
+
+
+def _selected(
+    select: Callable[[np.ndarray, np.ndarray, int], np.ndarray],
+    group: list[list[tuple[float, float]]],
+    threshold: int,
+) -> list[list[tuple[float, float]]]:
+    """The points `select` keeps of curves of one length, given to it as rows."""
+    xs = np.array([[x for x, _ in c] for c in group])
+    ys = np.array([[y for _, y in c] for c in group])
+    chosen = select(xs, ys, threshold)
+    return [[c[i] for i in chosen[row]] for row, c in enumerate(group)]
+
+
+@pytest.mark.parametrize(
+    ("curves", "length", "loop"),
+    [(1, 10_000, True), (8, 10_000, True), (12, 2_500, True), (2, 100_000, True),
+     (12, 10_000, False), (100, 10_000, False), (3, 100_000, False), (20, 2_500, False)],
+)  # fmt: skip
+def test_a_few_curves_go_through_the_loop_and_many_through_numpy(
+    curves: int, length: int, loop: bool
+) -> None:
+    assert lttb_many._loop_is_faster(curves, length, 2_000) is loop
 
 
 def test_a_threshold_below_three_is_refused_as_by_the_plain_loop() -> None:

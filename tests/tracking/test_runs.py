@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import socket
@@ -24,7 +25,7 @@ from forgeml.tracking import (
     resume_run,
     start_run,
 )
-from forgeml.tracking._context import config_params
+from forgeml.tracking._context import config_params, environment
 from forgeml.tracking._mlflow import MAX_PARAM_VALUE_LENGTH, open_client, sanitize_key
 from tests.data.conftest import assert_one_sentence
 from tests.tracking.conftest import audit_actions
@@ -321,3 +322,12 @@ def test_records_are_usable_after_their_session(tracking_workspace: Workspace) -
     record = finish_run(handle, "FINISHED", {})
     assert isinstance(record, RunRecord)
     assert get_run(tracking_workspace, record.id).dataset_version is None
+
+
+def test_the_environment_names_every_installed_distribution_at_its_version() -> None:
+    expected = {
+        dist.metadata["Name"]: dist.version
+        for dist in importlib.metadata.distributions()
+        if dist.metadata["Name"]
+    }
+    assert environment()["packages"] == dict(sorted(expected.items(), key=lambda i: i[0].lower()))

@@ -23,12 +23,25 @@ def lttb(
     Raises:
         ValueError: `threshold` below 3 while there are more points than it.
     """
-    count = len(points)
-    if count <= threshold:
+    if len(points) <= threshold:
         return list(points)
+    xs = [x for x, _ in points]
+    ys = [y for _, y in points]
+    return [points[index] for index in lttb_indexes(xs, ys, threshold)]
+
+
+def lttb_indexes(xs: Sequence[float], ys: Sequence[float], threshold: int) -> list[int]:
+    """The indexes of the points `lttb` keeps of the curve (`xs[i]`, `ys[i]`), in order.
+
+    Raises:
+        ValueError: `threshold` below 3 while there are more points than it.
+    """
+    count = len(xs)
+    if count <= threshold:
+        return list(range(count))
     if threshold < 3:
         raise ValueError(f"LTTB keeps the first and last points and one a bucket: {threshold} < 3.")
-    kept = [points[0]]
+    kept = [0]
     every = (count - 2) / (threshold - 2)  # the buckets between the first and last points
     chosen = 0
     for bucket in range(threshold - 2):
@@ -36,17 +49,18 @@ def lttb(
         end = int((bucket + 1) * every) + 1
         # the next bucket's average point (the last point for the final bucket)
         after_end = min(int((bucket + 2) * every) + 1, count)
-        following = points[end:after_end] or [points[-1]]
-        avg_x = sum(x for x, _ in following) / len(following)
-        avg_y = sum(y for _, y in following) / len(following)
-        ax, ay = points[chosen]
+        if end < after_end:
+            avg_x = sum(xs[end:after_end]) / (after_end - end)
+            avg_y = sum(ys[end:after_end]) / (after_end - end)
+        else:
+            avg_x, avg_y = xs[-1], ys[-1]
+        ax, ay = xs[chosen], ys[chosen]
         best, best_area = start, -1.0
         for index in range(start, end):
-            x, y = points[index]
-            area = abs((ax - avg_x) * (y - ay) - (ax - x) * (avg_y - ay))
+            area = abs((ax - avg_x) * (ys[index] - ay) - (ax - xs[index]) * (avg_y - ay))
             if area > best_area:
                 best, best_area = index, area
-        kept.append(points[best])
+        kept.append(best)
         chosen = best
-    kept.append(points[-1])
+    kept.append(count - 1)
     return kept

@@ -60,6 +60,10 @@ def build_optimizer(
         The optimiser, its LR at the peak value (the schedule scales it).
     """
     groups = parameter_groups(model, config.weight_decay)
+    # the first optimiser a process builds imports torch._dynamo (torch wraps
+    # Optimizer.add_param_group in torch._disable_dynamo, which imports it on first call):
+    # 3-4 s of a training job's start on a near-idle 2-core machine, 10-15 s at a load
+    # of 9, for every optimiser, fused, foreach or neither; no documented option avoids it
     fused = True if device_type in _FUSED_ADAM_DEVICES else None
     if config.name == "adamw":
         return torch.optim.AdamW(groups, lr=config.lr, fused=fused)
