@@ -232,7 +232,7 @@ def forgeml_index(labelled: LabelledSet, folder: Path) -> dict[str, Any]:
     for number, document in enumerate(labelled.documents):
         path = docs / f"{number:05d}.txt"
         path.write_text(document.text, encoding="utf-8")
-        by_source[str(path.resolve())] = document.id
+        by_source[f"docs/{path.name}"] = document.id  # named below its folder
     workspace = Workspace(Settings(home=folder / "home", user="bench"))
     default_embedder().embed(["load the model before the clock starts"])
     started = time.perf_counter()

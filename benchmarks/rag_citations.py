@@ -66,7 +66,7 @@ def index_documents(documents: list[Document], folder: Path) -> tuple[Any, Any, 
     for number, document in enumerate(documents):
         path = docs / f"{number:05d}.txt"
         path.write_text(document.text, encoding="utf-8")
-        by_source[str(path.resolve())] = document.id
+        by_source[f"docs/{path.name}"] = document.id  # named below its folder
     workspace = Workspace(Settings(home=folder / "home", user="bench"))
     build_version(workspace, "stdlib", [str(docs)])
     return workspace, open_index(workspace, "stdlib"), by_source

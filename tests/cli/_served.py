@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from forgeml.api._accounts import AccountsAuthorizer
+from forgeml.api._limits import ApiLimits
 from forgeml.api._thread import api_in_thread
 from forgeml.auth import issue_token
 from forgeml.core.config import Settings, get_settings
@@ -41,9 +42,11 @@ class Served:
 
 
 @contextmanager
-def served(tmp: Path, db_url: str | None = None) -> Iterator[Served]:
+def served(
+    tmp: Path, db_url: str | None = None, limits: ApiLimits | None = None
+) -> Iterator[Served]:
     """A fresh workspace under `tmp` (its database at `db_url` if given), with accounts,
-    served on loopback until the block ends."""
+    served on loopback (with the API's `limits`, if given) until the block ends."""
     home = tmp / "home"
     workspace = Workspace(Settings(home=home, db_url=db_url, user=ACTOR))
     try:
@@ -53,7 +56,7 @@ def served(tmp: Path, db_url: str | None = None) -> Iterator[Served]:
             person(workspace, settings, name, role)
             tokens[name] = issue_token(workspace, name, "cli", actor="tester")[1]
         authorizer = AccountsAuthorizer(workspace, settings)
-        with api_in_thread(workspace, authorizer=authorizer) as url:
+        with api_in_thread(workspace, authorizer=authorizer, limits=limits) as url:
             yield Served(home, db_url, url, tokens, workspace)
     finally:
         workspace.close()

@@ -185,7 +185,11 @@ def test_a_folder_named_by_a_remote_command_is_uploaded_and_indexed_as_locally(
     assert (remote.code, remote.stderr, local.code) == (0, "", 0), remote
     assert _timeless(progress.replace("there", "here") + "\n") == _timeless(local.stderr)
     here, there = json.loads(local.stdout), json.loads(printed)
-    same = ("version", "chunks", "documents", "config", "stats", "created", "run", "created_by")
+    # the same digest too: documents are named below their folder, wherever it was read
+    same = (
+        "version", "digest", "chunks", "documents", "config", "stats", "created", "run",
+        "created_by",
+    )  # fmt: skip
     assert {k: there[k] for k in same} == {k: here[k] for k in same}
     assert (here["documents"], here["created"]) == (2, True)
     # the same files, read from the folder the server unpacked them in

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.agents.conftest import ChatServer, chat_server  # noqa: F401  (the fixture)
 from tests.cli._served import (
     Forgeml,
     Served,
@@ -76,7 +77,10 @@ def test_rag_commands_beside_the_workspace_run_on_the_server_as_jobs(
 
 @pytest.mark.slow
 def test_an_index_of_an_uploaded_folder_rebuilds_after_the_jobs_folder_is_removed(
-    forgeml: Forgeml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    forgeml: Forgeml,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    chat_server: ChatServer,  # noqa: F811
 ) -> None:
     from tests.rag.conftest import write_stdlib_docs
 
@@ -86,11 +90,18 @@ def test_an_index_of_an_uploaded_folder_rebuilds_after_the_jobs_folder_is_remove
     (docs / "more").mkdir()
     (docs / "more" / "notes.md").write_text("# Notes\n\nA heap keeps its least item first.\n")
     index = ("rag", "index", "up", str(docs), "--chunk-tokens", "96", "--json")
+    question = ("up", "What does a heap keep first?")
     with scheduling(forgeml.served):
         indexed = forgeml.remote(*index)
         assert indexed.code == 0, indexed
         built = json.loads(indexed.stdout.partition("\n")[2])  # after its progress line
         rebuilt_there = forgeml.remote("rag", "rebuild", "up@v1", "--json")
+        hits = json.loads(forgeml.remote("rag", "query", *question, "--json").stdout)
+        quote = " ".join(hits[0]["text"].split()[:4])
+        chat_server.say(json.dumps({"answer": "Its least item [1].", "citations": [
+            {"n": 1, "quote": quote}]}))  # fmt: skip
+        url = ("--model-url", chat_server.url, "--model", "m", "--json")
+        answered = forgeml.remote("rag", "answer", *question, *url)
 
     uploaded = Path(built["sources"][0]["spec"])
     assert uploaded.parent.parent == (forgeml.served.home / "commands").resolve()
@@ -101,8 +112,13 @@ def test_an_index_of_an_uploaded_folder_rebuilds_after_the_jobs_folder_is_remove
     assert rebuilt_there.code == rebuilt_here.code == 0, (rebuilt_there, rebuilt_here)
     assert json.loads(rebuilt_there.stdout.partition("\n")[2]) == expected
     assert json.loads(rebuilt_here.stdout) == expected
-    # the same folder indexed here: the same snapshot but for the documents' names
+    # hits and citations name the documents as the caller sees them, not the job's folder
+    assert {hit["source"] for hit in hits} == {"docs/heapq.md", "docs/more/notes.md"}
+    assert answered.code == 0, answered
+    [cited] = json.loads(answered.stdout)["citations"]
+    assert cited["source"] == hits[0]["source"]
+    # the same folder indexed here: the same snapshot, digest included
     local = json.loads(forgeml(*index[:2], "here", *index[3:]).stdout)
-    same = ("chunks", "documents", "config")
+    same = ("digest", "chunks", "documents", "config")
     assert {k: local[k] for k in same} == {k: built[k] for k in same}
     assert [s["kind"] for s in local["sources"]] == [s["kind"] for s in built["sources"]]

@@ -1,6 +1,6 @@
 """What remote mode sends with a command run as a job: the files and folders the command line
 names, packed as one tar into a temporary file (never whole in memory) and read back by the
-server as the job's folder."""
+server as the job's folder; one over the server's upload limit is one sentence."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from forgeml.api._limits import ApiLimits
 from forgeml.cli._remote_jobs import pack, uploads
 from forgeml.core.archives import extract_tar
 from forgeml.core.errors import UsageError
+from tests.cli._served import forgeml_on, served
+from tests.cli.conftest import assert_cli_error
 
 MIB = 1 << 20
 
@@ -77,3 +80,26 @@ def test_two_files_of_one_name_are_sent_once_when_equal_and_refused_when_not(
         uploads(["train", paths[0], paths[2]])
 
     assert argv == ["train", "q.yaml", "q.yaml"] and list(named.files) == ["q.yaml"]
+
+
+def test_a_folder_over_the_servers_upload_limit_is_one_sentence_and_leaves_nothing_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "big.md").write_bytes(b"# big\n" + bytes(2 * MIB))
+    limits = ApiLimits(max_upload_bytes=MIB)
+    with (
+        served(tmp_path / "server", limits=limits) as home,
+        forgeml_on(home, capsys, monkeypatch) as forgeml,
+    ):
+        # the real CLI, through a real uvicorn: the tar is streamed from its file
+        refused = forgeml.remote("rag", "index", "up", str(docs), "--detach")
+        scratch = home.home / "commands"
+        left = sorted(p.name for p in scratch.iterdir()) if scratch.exists() else []
+
+    assert_cli_error(refused, "The archive is larger than this server's limit of 1,048,576 bytes.")
+    assert refused.stderr == (
+        "error: The archive is larger than this server's limit of 1,048,576 bytes.\n"
+    )
+    assert left == []

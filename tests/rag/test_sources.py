@@ -48,7 +48,10 @@ def test_text_and_markdown_files_are_read_as_they_are(tmp_path: Path) -> None:
         "txt",
     )
     assert (md.documents[0].text, md.documents[0].format) == ("# Title\n\nbody", "md")
-    assert md.documents[0].source == str((tmp_path / "b.md").resolve())
+    # a file's document is named by the file's name, its source by its full path
+    assert md.documents[0].source == "b.md" and md.spec == str((tmp_path / "b.md").resolve())
+    whole = load_source(str(tmp_path / "b.md"), full_paths=True)
+    assert whole.documents[0].source == str((tmp_path / "b.md").resolve())
 
 
 def test_html_keeps_visible_text_and_headings(tmp_path: Path) -> None:

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
-from forgeml.core.errors import IntegrityError, InvalidDataError, NotFoundError
+from forgeml.core.errors import IntegrityError, InvalidDataError, NotFoundError, UsageError
 from forgeml.core.store import AuditEvent, RagIndexRecord
 from forgeml.core.workspace import Workspace
 from forgeml.rag import IndexOptions, build_version, open_index, rebuild, resolve
@@ -161,3 +162,66 @@ def test_a_list_shows_one_projects_indexes_on_each_backend(any_workspace: Worksp
         assert latest_versions(session, "team-b") == []
     with pytest.raises(AlreadyExistsError, match="in the project 'team-a'"):
         build_version(any_workspace.in_project("team-b"), "docs-a", ["nosuch"])
+
+
+def test_documents_are_named_below_their_folder_so_a_moved_copy_has_the_same_digest(
+    workspace: Workspace, corpus: Path, embedder: MiniLMEmbedder, tmp_path: Path
+) -> None:
+    moved = shutil.copytree(corpus, tmp_path / "elsewhere" / "deeper" / "corpus")
+    here = build_version(workspace, "here", [str(corpus)], OPTIONS, embedder).version
+    specs = [str(moved / "heapq.md"), str(moved)]
+    there = build_version(workspace, "there", specs, OPTIONS, embedder).version
+
+    again = build_version(workspace, "again", [str(moved)], OPTIONS, embedder).version
+    assert here.digest == again.digest
+    index = open_index(workspace, "there", embedder)
+    sources = sorted({chunk.source for chunk in index.chunks()})
+    index.close()
+    assert sources == ["corpus/bisect.md", "corpus/heapq.md", "heapq.md"]
+    assert [s["spec"] for s in there.sources] == [str(moved / "heapq.md"), str(moved)]
+
+
+def test_two_folders_of_one_name_with_different_files_are_refused(
+    workspace: Workspace, corpus: Path, embedder: MiniLMEmbedder, tmp_path: Path
+) -> None:
+    other = tmp_path / "other" / "corpus"
+    other.mkdir(parents=True)
+    (other / "heapq.md").write_text(HEAPQ + " Edited.", encoding="utf-8")
+
+    with pytest.raises(UsageError, match=r"Two different files are named corpus/heapq\.md"):
+        build_version(workspace, "docs", [str(corpus), str(other)], OPTIONS, embedder)
+    # the same files twice are read once
+    twice = build_version(workspace, "docs", [str(corpus), str(corpus)], OPTIONS, embedder)
+    assert twice.version.documents == 2
+
+
+def test_a_version_recorded_with_full_path_names_still_rebuilds_to_its_digest(
+    workspace: Workspace,
+    corpus: Path,
+    embedder: MiniLMEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from forgeml.core.store import RagIndexVersionRecord
+    from forgeml.rag import sources, versions
+
+    # a version as recorded before documents were named below their folder
+    def full_paths(spec: str, workspace: Workspace | None = None, **_: bool) -> Any:
+        return sources.load_source(spec, workspace, full_paths=True)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(versions, "load_source", full_paths)
+        built = build_version(workspace, "old", [str(corpus)], OPTIONS, embedder).version
+    with workspace.store.session() as session:
+        record = session.get(RagIndexVersionRecord, built.id)
+        assert record is not None
+        record.sources = [{k: v for k, v in s.items() if k != "names"} for s in record.sources]
+        session.commit()
+    index = open_index(workspace, "old", embedder)
+    assert {chunk.source for chunk in index.chunks()} == {
+        str(corpus / "bisect.md"),
+        str(corpus / "heapq.md"),
+    }
+    index.close()
+
+    version, digest = rebuild(workspace, "old@v1", embedder)
+    assert digest == version.digest == built.digest

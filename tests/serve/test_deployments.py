@@ -537,3 +537,41 @@ def test_a_replica_environment_matches_on_where_it_records_and_what_it_imports(
         {"PYTHONPATH": "/elsewhere"},
     ):
         assert _serving_env({**plain, **change}) != _serving_env(plain)
+
+
+@pytest.mark.slow
+def test_a_team_b_deployments_replicas_act_in_team_b_however_they_are_started(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    from forgeml.rag import IndexOptions, build_version
+    from forgeml.serve.deployments import _replicas
+
+    # a RAG index of team-b: a replica serves it only when it acts in team-b
+    # (`forgeml serve --rag` refuses another project's index, and the replica fails)
+    in_b = workspace.in_project("team-b")
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "b.md").write_text("# Team B\n\nTeam B keeps its runbooks here.\n")
+    build_version(in_b, "kb-b", [str(tmp_path / "kb")], IndexOptions(chunk_tokens=64))
+    name = "dep-team-b"
+    try:
+        deployed = deployments.deploy(
+            in_b, name, "adult-mlp@v1", rag=["kb-b@v1"], min_replicas=1, max_replicas=2
+        )
+        # what the autoscaler starts, from its loop's workspace (acting in default)
+        [scaled] = [d for d in _replicas.autoscaled(workspace) if d.name == name]
+        spawned = _replicas.spawn_primary(workspace, name, scaled)
+        wait_until(
+            lambda: _supervisor.probe(spawned.url) or not alive(spawned.pid),
+            120,
+            "the scaled replica's start",
+        )
+        assert _supervisor.probe(spawned.url), _supervisor.log_tail(spawned.log_path)
+
+        [replica] = deployed.replicas
+        for url, pid in [(replica.url, replica.pid), (spawned.url, spawned.pid)]:
+            assert psutil.Process(pid).environ()["FORGEML_PROJECT"] == "team-b"
+            answer = httpx.post(f"{url}/v1/rag/kb-b/query", json={"query": "runbooks"}, timeout=30)
+            assert answer.status_code == 200, answer.text
+            assert [hit["source"] for hit in answer.json()["hits"]] == ["kb/b.md"]
+    finally:
+        kill_servers(name)

@@ -2,15 +2,17 @@
 for its heavy commands: train, tune, rag index, pipelines run, ...).
 
 The body is the command line after `forgeml` and the files and folders it names, by their
-bare names (a folder as a tar of its plain files). They are written into a fresh folder
-under the workspace (`commands/<id>/`), which is the job's working directory; each folder
-is unpacked with `forgeml.core.archives.extract_tar` (no link, no device, nothing outside
-it: ClearML CVE-2025-8917), all of them within the upload limits (bytes and members), and
-a refused upload leaves no folder behind. The job is `python -m forgeml.cli *argv`, queued
-for the server's scheduler, owned and audited as the caller; its folder is the job's
-scratch, removed when the job ends (its log is kept with every job's). Which commands may
-run this way and the permission each needs besides `jobs:submit` is one table
-(`forgeml.client._commands`).
+bare names (a folder as a tar of its plain files), in JSON; it is read as it arrives and
+refused (413) once over what the upload limit takes in base64
+(`ApiLimits.max_command_body_bytes`), so no larger body is ever held. They are written into
+a fresh folder under the workspace (`commands/<id>/`), which is the job's working
+directory; each folder is unpacked with `forgeml.core.archives.extract_tar` (no link, no
+device, nothing outside it: ClearML CVE-2025-8917), all of them within the upload limits
+(bytes and members), and a refused upload leaves no folder behind. The job is `python -m
+forgeml.cli *argv`, queued for the server's scheduler, owned and audited as the caller; its
+folder is the job's scratch, removed when the job ends (its log is kept with every job's).
+Which commands may run this way and the permission each needs besides `jobs:submit` is one
+table (`forgeml.client._commands`).
 
 `POST /api/v1/commands/archive` is the same with the files and folders as one tar, the
 request body itself, laid out as the job's folder (a file by its name, a folder as a
@@ -23,6 +25,7 @@ for callers without a tar.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import tempfile
@@ -30,12 +33,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from forgeml.api._authz import Authorizer, require
 from forgeml.api._context import acting
 from forgeml.api._json import CliRouter
-from forgeml.api._limits import ApiLimits, receive_to_file
+from forgeml.api._limits import ApiLimits, receive_body, receive_to_file
 from forgeml.client._commands import check_argv, decode_files
 from forgeml.core.archives import TAR_MEDIA_TYPE, UnpackBudget, extract_tar
 from forgeml.core.errors import PayloadTooLargeError, UsageError
@@ -67,16 +71,31 @@ class CommandRequest(BaseModel):
     )
 
 
-@router.post("", status_code=202, dependencies=[require("jobs:submit")])
-async def run_command(request: Request, body: CommandRequest) -> dict[str, Any]:
+# the body is read by the route itself (FastAPI would read a body parameter whole before
+# any check), so its schema is declared here
+_COMMAND_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": CommandRequest.model_json_schema()}},
+    }
+}
+
+
+@router.post(
+    "", status_code=202, dependencies=[require("jobs:submit")], openapi_extra=_COMMAND_BODY
+)
+async def run_command(request: Request) -> dict[str, Any]:
     """Queue `forgeml *argv` as a job in a folder holding `files` and `folders`; answers
     the job's summary (as `jobs submit --detach --json`). 400: not a command run as a job,
     an option a job may not carry, a name with a folder or `..`, or a folder's tar holding
     a link, a device or a member outside it; 403: the command's own permission is missing;
-    413: the files and the folders unpacked are over the upload limit (bytes, or members)."""
+    413: the body is over what the upload limit takes in base64 (refused as it arrives),
+    or the files and the folders unpacked are over the upload limit (bytes, or members)."""
+    limits: ApiLimits = request.app.state.limits
+    raw = await receive_body(request, limits.max_command_body_bytes, "The request body")
+    body = _command_request(raw)
     authorizer: Authorizer = request.app.state.authorizer
     await asyncio.to_thread(authorizer.authorize, request, check_argv(body.argv))
-    limits: ApiLimits = request.app.state.limits
     files = decode_files(body.files)
     folders = decode_files(body.folders, "folders")
     clash = sorted(files.keys() & folders.keys())
@@ -90,6 +109,25 @@ async def run_command(request: Request, body: CommandRequest) -> dict[str, Any]:
     # the folders unpack within what the files left of the limit
     budget = UnpackBudget(limits.max_upload_bytes, limits.max_upload_members, "folders", sent)
     return await asyncio.to_thread(_queue, acting(request), body.argv, files, folders, budget)
+
+
+def _command_request(raw: bytearray) -> CommandRequest:
+    """The body as FastAPI would have read it into a `CommandRequest` parameter: the same
+    JSON (lone surrogates kept, for `check_argv` to name) and the same 422s."""
+    if not raw:
+        missing = {"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}
+        raise RequestValidationError([missing])
+    try:
+        decoded = json.loads(raw)
+    except ValueError as error:  # not JSON, or not UTF-8
+        position = error.pos if isinstance(error, json.JSONDecodeError) else 0
+        invalid = {"type": "json_invalid", "loc": ("body", position), "msg": "JSON decode error"}
+        raise RequestValidationError([invalid]) from None
+    try:
+        return CommandRequest.model_validate(decoded)
+    except ValidationError as error:
+        errors = error.errors(include_url=False)
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in errors]) from None
 
 
 def _queue(

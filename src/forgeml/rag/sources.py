@@ -2,9 +2,11 @@
 
 A source spec on the command line is a file (txt, md, html, pdf), a folder (read
 recursively, every file whose extension a reader knows), or a dataset version's text
-column, `dataset:NAME@vN:column`. Each yields `Document`s: one per file, one per non-empty
-row. A document's `digest` is what incremental indexing compares: unchanged digest, nothing
-to do. `register_reader(ext, reader)` adds a file format.
+column, `dataset:NAME@vN:column`. Each yields `Document`s: one per file, named by the
+source's own name and the file's path below it (`docs/sub/a.md`, not where it lies on this
+machine), one per non-empty row. A document's `digest` is what incremental indexing
+compares: unchanged digest, nothing to do. `register_reader(ext, reader)` adds a file
+format.
 
 Files that do not outlive the indexing (a command job's uploads, removed when the job ends)
 are kept: `keep_source` stores each file's bytes in the artifact store under its document's
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -177,8 +179,17 @@ _KINDS: dict[str, SourceKind] = {
 }
 
 
-def load_source(spec: str, workspace: Workspace | None = None) -> LoadedSource:
+def load_source(
+    spec: str, workspace: Workspace | None = None, *, full_paths: bool = False
+) -> LoadedSource:
     """Read one source spec.
+
+    A file's document is named by the file's name, a folder's by the folder's name and
+    their path below it (`docs/sub/a.md`): the names the caller sees, wherever the files
+    are read (a command job reads its uploads from a folder of its own, by those names),
+    so the same files give the same names, and digests, here and on a server.
+    `full_paths`: name them by their absolute paths instead, as the versions recorded
+    before did (`rebuild` of one of those).
 
     Raises:
         NotFoundError: the file, folder or dataset does not exist.
@@ -188,8 +199,15 @@ def load_source(spec: str, workspace: Workspace | None = None) -> LoadedSource:
     for kind, reader in _KINDS.items():
         if reader.matches(spec):
             documents = tuple(reader.load(spec, workspace))
-            resolved = spec if kind == "dataset" else str(Path(spec).resolve())
-            return _loaded(resolved, kind, documents)
+            if kind == "dataset":
+                return _loaded(spec, kind, documents)
+            root = Path(spec).resolve()
+            if not full_paths:
+                documents = tuple(
+                    replace(d, source=Path(d.source).relative_to(root.parent).as_posix())
+                    for d in documents
+                )
+            return _loaded(str(root), kind, documents)
     raise NotFoundError(f"The source '{spec}' does not exist; check the path.")
 
 
@@ -206,7 +224,9 @@ def keep_source(loaded: LoadedSource, artifacts: ArtifactStore) -> str:
         IntegrityError: a file changed since it was read.
     """
     for document in loaded.documents:
-        if artifacts.put_file(document.source) != document.digest:
+        # a document's name is its path below the source's folder (or an absolute path)
+        path = Path(loaded.spec).parent / document.source
+        if artifacts.put_file(path) != document.digest:
             raise IntegrityError(
                 f"'{document.source}' changed while it was indexed; index it again."
             )

@@ -10,7 +10,9 @@ and then no new version.
 A source whose files do not outlive the build (`uploads`: a command job's folder, removed
 when the job ends) is kept in the artifact store before the version is recorded, and its
 lineage names the kept list (`"kept"`), which `rebuild` reads instead of the gone folder;
-its documents keep their names, so the digests are those of any other build.
+its documents keep their names (the folder's name and their path below it, as any build
+names them: `forgeml.rag.sources.load_source`), so the digests are those of a build of the
+same files on the caller's machine.
 
 An index belongs to the project it was first built in (`Workspace.project`); its name stays
 unique across projects. A list shows the workspace's project's indexes; an item is found by
@@ -58,10 +60,21 @@ class Built:
 
 
 def _documents(loaded: Sequence[LoadedSource]) -> list[Document]:
+    """The sources' documents, each name once.
+
+    Raises:
+        UsageError: two sources hold different documents of one name (`docs/a.md` of two
+            folders named `docs`).
+    """
     seen: dict[str, Document] = {}
     for source in loaded:
         for document in source.documents:
-            seen.setdefault(document.source, document)
+            first = seen.setdefault(document.source, document)
+            if first.digest != document.digest:
+                raise UsageError(
+                    f"Two different files are named {document.source}: a document is named by "
+                    "its folder's name and its path below it; rename one folder."
+                )
     return list(seen.values())
 
 
@@ -137,17 +150,26 @@ def _lineage(workspace: Workspace, source: LoadedSource, uploads: Path | None) -
     """What a version records of a source: its spec, kind and digest, and for one below
     `uploads` the digest of its kept files (`keep_source`)."""
     entry = {"spec": source.spec, "kind": source.kind, "digest": source.digest}
+    if source.kind in ("file", "folder"):
+        entry["names"] = _NAMED_BELOW_SOURCE
     below = uploads is not None and Path(source.spec).is_relative_to(uploads.resolve())
     if below and source.kind in ("file", "folder"):
         entry["kept"] = keep_source(source, workspace.artifacts)
     return entry
 
 
+# a recorded file or folder source whose documents are named by the source's name and their
+# path below it (`load_source`); one recorded before without it named them by full paths
+_NAMED_BELOW_SOURCE = "below-source"
+
+
 def _reload(workspace: Workspace, source: dict[str, str]) -> LoadedSource:
-    """A recorded source read again: from the artifact store when it was kept."""
+    """A recorded source read again (by the names it was read by): from the artifact store
+    when it was kept."""
     if "kept" in source:
         return kept_source(source["spec"], source["kind"], source["kept"], workspace.artifacts)
-    return load_source(source["spec"], workspace)
+    full_paths = source["kind"] != "dataset" and source.get("names") != _NAMED_BELOW_SOURCE
+    return load_source(source["spec"], workspace, full_paths=full_paths)
 
 
 def _record_version(
