@@ -597,3 +597,37 @@ def test_a_rag_index_is_used_by_what_acts_in_its_project_only(teams: dict, tmp_p
             with pytest.raises(OtherProjectError, match="'docs-a' belongs to the project 'team-a'"):
                 call(workspace.in_project(project))
                 pytest.fail(use)
+
+
+def test_a_traffic_change_refuses_a_deployment_serving_another_projects_model(
+    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forgeml.serve import _supervisor
+    from forgeml.serve.deployments import CanarySpec, DeploymentSpec, _records, get_deployment
+    from tests.serve.test_deployment_projects import register
+
+    def start_all(*_: object) -> None:
+        pytest.fail("a replica was started")
+
+    monkeypatch.setattr(_supervisor, "start_all", start_all)
+    client, settings, _ = accounts_client(workspace, tmp_path)
+    tokens = seed(workspace, settings, {"mia": ("maintainer", "team-b")})
+    register(workspace, "mlp-a", "team-a")
+    register(workspace, "mlp-b", "team-b")
+    # recorded before deployments were held to their project's models
+    canary = CanarySpec(model="mlp-a@v1", weight=10)
+    spec = DeploymentSpec(model="mlp-b@v1", model_ref="mlp-b@v1", canary=canary)
+    in_b = workspace.in_project("team-b").acting_as("mia")
+    with workspace.store.session() as session:
+        _records._add_record(session, in_b, "web-b", spec, "ready", _records.now())
+    mia = Caller(client, tokens["mia"], "team-b")
+    before = get_deployment(workspace, "web-b")
+
+    with client:
+        answer = client.post(
+            "/api/v1/deployments/web-b/traffic", json={"canary_weight": 50}, headers=mia.headers
+        )
+
+    assert (answer.status_code, answer.json()["code"]) == (403, "other_project"), answer.text
+    assert "Model 'mlp-a' belongs to the project 'team-a'" in answer.json()["error"]
+    assert get_deployment(workspace, "web-b") == before  # no revision recorded

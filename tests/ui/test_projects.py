@@ -79,6 +79,25 @@ def test_a_member_switching_to_team_a_sees_its_runs_and_not_defaults(tom: httpx.
     assert TEAM_RUN not in tom.get("/runs").text
 
 
+def test_a_dataset_of_another_project_shows_its_metadata_and_says_where_its_rows_are(
+    tom: httpx.Client,
+) -> None:
+    assert _switch(tom, "team-a").status_code == 303
+    page = tom.get("/datasets/notes")
+
+    # the page is read in the dataset's project (tom views `default`): all but the rows
+    assert page.status_code == 200, page.text
+    assert 'id="profile-table"' in page.text and 'id="versions-table"' in page.text
+    assert 'id="preview-table"' not in page.text
+    assert (
+        '<p id="preview-elsewhere">Rows are previewed only from the dataset\'s own project, '
+        "default: switch to it in the nav to see them.</p>"
+    ) in page.text
+    assert _switch(tom, "default").status_code == 303
+    shown = tom.get("/datasets/notes").text
+    assert 'id="preview-table"' in shown and 'id="preview-elsewhere"' not in shown
+
+
 def test_switching_to_a_project_the_caller_is_not_a_member_of_is_refused(
     tom: httpx.Client,
 ) -> None:

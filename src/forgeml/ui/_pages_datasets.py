@@ -10,7 +10,10 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import HTMLResponse
 
 from forgeml.api import _dataset_ops, _datasets
+from forgeml.api._context import workspace
 from forgeml.api._pages import NEXT_HEADER, Page, pages
+from forgeml.core.errors import OtherProjectError
+from forgeml.data import catalog
 from forgeml.ui._authz import same_as
 from forgeml.ui._render import render
 
@@ -55,10 +58,20 @@ def dataset(request: Request, ref: str) -> HTMLResponse:
 
 
 def _preview(request: Request, ref: str) -> dict[str, Any]:
-    """The version's first rows, read through the API's frame route (an Arrow stream)."""
+    """The version's first rows, read through the API's frame route (an Arrow stream).
+
+    The page is authorized in the dataset's project, but its rows are read in the project
+    the switch chose: for a dataset of another, `elsewhere` names its project instead (the
+    rest of the page still shows).
+    """
     import polars as pl
 
-    answer = _dataset_ops.frame(request, ref, limit=PREVIEW_ROWS)
+    try:
+        answer = _dataset_ops.frame(request, ref, limit=PREVIEW_ROWS)
+    except OtherProjectError:
+        with workspace(request).store.read_session() as session:
+            project = catalog.resolve(session, ref).dataset.project
+        return {"columns": [], "rows": [], "elsewhere": project}
     rows = pl.read_ipc_stream(io.BytesIO(bytes(answer.body)))
     return {"columns": rows.columns, "rows": [[str(v) for v in row] for row in rows.iter_rows()]}
 

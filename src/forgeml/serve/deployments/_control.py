@@ -24,7 +24,7 @@ from forgeml.serve.deployments._spec import (
     DeploymentSpec,
     Replica,
     build_spec,
-    resolve_model,
+    check_own_models,
 )
 
 if TYPE_CHECKING:
@@ -131,6 +131,9 @@ def apply_spec(
     Raises:
         AlreadyExistsError: `name` already runs `spec` and `force` is not set, or is a
             deployment of another project.
+        NotFoundError: a model version of `spec` is not registered.
+        OtherProjectError: a model version of `spec` belongs to another project (refused
+            before any replica starts, with nothing recorded).
         ServiceUnavailableError: a replica did not start; nothing new is left running.
     """
     validate_name(name, "deployment name")
@@ -141,6 +144,9 @@ def apply_spec(
             f"A deployment called {name!r} exists already, in the project "
             f"{current.project!r}; pick another name."
         )
+    # every path that runs a spec comes here (deploy, traffic, a pipeline's deploy or
+    # canary step): the one place a deployment is kept to its own project's models
+    check_own_models(workspace, spec)
     live = current is not None and current.status not in ("deleted", "failed")
     # compared as specs: one stored before a field existed reads back with its default
     same = current is not None and DeploymentSpec.model_validate(current.spec) == spec
@@ -171,6 +177,7 @@ def rollback(
     Raises:
         NotFoundError: no such deployment or revision.
         UsageError: `to_revision` is the current revision.
+        OtherProjectError: a model version of that revision belongs to another project.
         ServiceUnavailableError: a replica did not start; the current one keeps serving.
     """
     current = _records.require(workspace, name)
@@ -186,8 +193,8 @@ def rollback(
             f"(its revisions are 1..{current.revision})."
         )
     spec = DeploymentSpec.model_validate(stored)
-    for model in {role_model for _, role_model in spec.plan()}:
-        resolve_model(workspace, model)  # the version must still be registered
+    # the versions must still be registered, and of the deployment's project
+    check_own_models(workspace.in_project(current.project), spec)
     revision = current.revision + 1
     return _apply(
         workspace,

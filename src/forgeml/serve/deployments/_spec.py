@@ -161,6 +161,22 @@ def resolve_model(workspace: Workspace, ref: str) -> str:
     return f"{record.name}@v{record.version}"
 
 
+def check_own_models(workspace: Workspace, spec: DeploymentSpec) -> None:
+    """Refuse `spec` unless every model version it serves (primary, canary, shadow) belongs
+    to the workspace's project, the deployment's: a deployment serves its own project's
+    models only (names resolve in any project, so a name alone proves nothing).
+
+    Raises:
+        NotFoundError: a version is no longer registered.
+        OtherProjectError: a version belongs to another project.
+    """
+    from forgeml.tracking import get_model_version
+
+    for model in dict.fromkeys(role_model for _, role_model in spec.plan()):
+        record = get_model_version(workspace, model)
+        workspace.check_own("Model", record.name, record.project)
+
+
 def build_spec(
     workspace: Workspace,
     model_ref: str,
