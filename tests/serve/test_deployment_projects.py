@@ -152,3 +152,33 @@ def test_a_remote_forgeml_deploy_of_another_projects_model_fails_its_job(
         assert_cli_error(remote, "The job exited with code 1 (job ")
         assert f"error: {REFUSED}" in remote.stdout
         assert _records.find(home.workspace, "web-b") is None
+
+
+def test_a_pipelines_deploy_and_canary_steps_refuse_another_projects_deployment(
+    any_workspace: Workspace, no_replicas: list[int]
+) -> None:
+    from forgeml.core.errors import AlreadyExistsError
+    from forgeml.pipelines.release import run_canary, run_deploy
+    from forgeml.pipelines.steps import CanaryStep, DeployStep
+    from forgeml.serve.deployments import get_deployment
+    from tests.gateway.conftest import add_deployment
+
+    register(any_workspace, "mlp-b", "team-b")
+    add_deployment(any_workspace.in_project("team-a"), "web-a", ["http://127.0.0.1:9"],
+                   project="team-a")  # fmt: skip
+    in_b = any_workspace.in_project("team-b")
+    deploy_step = {"name": "deploy", "kind": "deploy", "deployment": "web-a", "model": "mlp-b@v1"}
+    canary_step = {"name": "canary", "kind": "canary", "deployment": "web-a", "model": "mlp-b@v1"}
+
+    def never(_: float) -> None:
+        pytest.fail("the canary was watched")
+
+    # the name is team-a's: the step neither takes it as its own nor watches it
+    taken = "A deployment called 'web-a' exists already, in the project 'team-a'"
+    with pytest.raises(AlreadyExistsError, match=taken):
+        run_deploy(in_b, DeployStep.model_validate(deploy_step))
+    with pytest.raises(AlreadyExistsError, match=taken):
+        run_canary(in_b, CanaryStep.model_validate(canary_step), clock=lambda: 0.0, sleep=never)
+
+    assert no_replicas == []
+    assert get_deployment(any_workspace, "web-a").revision == 1

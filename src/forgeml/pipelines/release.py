@@ -181,12 +181,12 @@ def _check_own_model(workspace: Workspace, ref: str) -> ModelVersionRecord:
 
 def run_deploy(workspace: Workspace, step: DeployStep) -> dict[str, Any]:
     from forgeml.core.errors import AlreadyExistsError
-    from forgeml.serve.deployments import deploy, get_deployment
+    from forgeml.serve.deployments import deploy
 
     try:
         done = deploy(workspace, step.deployment, step.model, step.replicas, runtime=step.runtime)
-    except AlreadyExistsError:  # already runs exactly this: nothing to do
-        done = get_deployment(workspace, step.deployment)
+    except AlreadyExistsError as error:  # already runs exactly this: nothing to do
+        done = _own_running(workspace, step.deployment, error)
     return {"deployment": done.name, "revision": done.revision, "model": done.spec.model}
 
 
@@ -282,12 +282,24 @@ def _apply(workspace: Workspace, name: str, spec: Any) -> Any:
     """Run `spec` as deployment `name`; one that runs it already is left as it is (a
     restarted attempt of the canary job finds its own earlier work done)."""
     from forgeml.core.errors import AlreadyExistsError
-    from forgeml.serve.deployments import apply_spec, get_deployment
+    from forgeml.serve.deployments import apply_spec
 
     try:
         return apply_spec(workspace, name, spec)
-    except AlreadyExistsError:
-        return get_deployment(workspace, name)
+    except AlreadyExistsError as error:
+        return _own_running(workspace, name, error)
+
+
+def _own_running(workspace: Workspace, name: str, error: Exception) -> Any:
+    """The deployment `name` that already runs a step's spec, when it is of the pipeline's
+    own project; else `error` (the name is another project's deployment: a step never
+    watches or changes it)."""
+    from forgeml.serve.deployments import get_deployment
+
+    found = get_deployment(workspace, name)
+    if found.project != workspace.project:
+        raise error
+    return found
 
 
 def _audit(workspace: Workspace, action: str, step: CanaryStep, payload: dict[str, Any]) -> None:
