@@ -12,7 +12,6 @@ from typing import Any
 
 import orjson
 import pytest
-from fastapi.testclient import TestClient
 
 from forgeml.agents import RunState, load_state
 from forgeml.agents.state import state_path
@@ -21,29 +20,11 @@ from forgeml.core.workspace import Workspace
 from forgeml.rag.versions import build_version
 from tests._wait import wait_until
 from tests.agents.conftest import ChatServer
-from tests.api._accounts_app import accounts_client, seed
+from tests.api._accounts_app import Caller, accounts_client, seed
 from tests.data.conftest import add, audit_events, write_table_csv
 
 RUNS = "/api/v1/agents/runs"
 HELD = {"name": "calculator", "requires_approval": True}
-
-
-class Caller:
-    """Requests as one token, in one project (None: no header, `default`)."""
-
-    def __init__(self, client: TestClient, token: str, project: str | None) -> None:
-        self.client = client
-        self.headers = {"Authorization": f"Bearer {token}"}
-        if project is not None:
-            self.headers["X-Forgeml-Project"] = project
-
-    def get(self, url: str) -> tuple[int, dict[str, Any]]:
-        answer = self.client.get(url, headers=self.headers)
-        return answer.status_code, answer.json()
-
-    def post(self, url: str, body: object) -> tuple[int, dict[str, Any]]:
-        answer = self.client.post(url, json=body, headers=self.headers)
-        return answer.status_code, answer.json()
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -53,3 +54,35 @@ def seed(
         person(workspace, settings, name, role, project)
         tokens[name] = issue_token(workspace, name, "test", actor="tester")[1]
     return tokens
+
+
+# a small dataset's rows, as a CSV upload's body
+CSV = b"x,y\n1,a\n2,b\n3,a\n"
+
+
+class Caller:
+    """Requests as one token, in one project (None: no header, `default`)."""
+
+    def __init__(self, client: TestClient, token: str, project: str | None) -> None:
+        self.client = client
+        self.headers = {"Authorization": f"Bearer {token}"}
+        if project is not None:
+            self.headers["X-Forgeml-Project"] = project
+
+    def get(self, url: str) -> tuple[int, Any]:
+        answer = self.client.get(url, headers=self.headers)
+        return answer.status_code, answer.json()
+
+    def post(self, url: str, body: object = None) -> tuple[int, Any]:
+        answer = self.client.post(url, json=body, headers=self.headers)
+        return answer.status_code, answer.json()
+
+    def upload(self, name: str, body: bytes = CSV, filename: str = "data.csv") -> int:
+        """A new version of dataset `name` from `body`; the answer's status."""
+        answer = self.client.post(
+            f"/api/v1/datasets/{name}/versions",
+            params={"filename": filename},
+            content=body,
+            headers=self.headers,
+        )
+        return answer.status_code

@@ -15,8 +15,7 @@ from forgeml.core.store import DeploymentRecord
 from forgeml.core.workspace import Workspace
 from forgeml.gateway import create_key
 from forgeml.gateway._usage import UsageRecorder
-from tests.api._accounts_app import accounts_client, seed
-from tests.api.test_projects_partition import Caller
+from tests.api._accounts_app import Caller, accounts_client, seed
 from tests.scheduler.test_cost import add_attempt, add_job, add_queue
 
 

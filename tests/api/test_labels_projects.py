@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
 from forgeml.auth import add_member
@@ -17,28 +16,10 @@ from forgeml.core.store import Dataset, LabelLeaseRecord
 from forgeml.core.workspace import Workspace
 from forgeml.data import pipeline
 from forgeml.data.ingest import IngestOptions
-from tests.api._accounts_app import accounts_client, seed
+from tests.api._accounts_app import Caller, accounts_client, seed
 from tests.label.conftest import REVIEWS
 
 SCHEMA = {"classes": ["pos", "neg"]}
-
-
-class Caller:
-    """Requests as one token, in one project (None: no header, `default`)."""
-
-    def __init__(self, client: TestClient, token: str, project: str | None) -> None:
-        self.client = client
-        self.headers = {"Authorization": f"Bearer {token}"}
-        if project is not None:
-            self.headers["X-Forgeml-Project"] = project
-
-    def get(self, url: str) -> tuple[int, object]:
-        answer = self.client.get(url, headers=self.headers)
-        return answer.status_code, answer.json()
-
-    def post(self, url: str, body: object = None) -> tuple[int, object]:
-        answer = self.client.post(url, json=body, headers=self.headers)
-        return answer.status_code, answer.json()
 
 
 def _reviews_in(workspace: Workspace, project: str, name: str, folder: Path) -> None:

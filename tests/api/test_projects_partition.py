@@ -8,38 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
 from forgeml.auth import add_member, issue_token
 from forgeml.core.workspace import Workspace
 from forgeml.tracking import RunStatus, finish_run, start_run
-from tests.api._accounts_app import accounts_client, seed
+from tests.api._accounts_app import Caller, accounts_client, seed
 
-CSV = b"x,y\n1,a\n2,b\n3,a\n"
 OTHER_CSV = b"x,y\n4,b\n5,a\n6,b\n"
-
-
-class Caller:
-    """Requests as one token, in one project (None: no header, `default`)."""
-
-    def __init__(self, client: TestClient, token: str, project: str | None) -> None:
-        self.client = client
-        self.headers = {"Authorization": f"Bearer {token}"}
-        if project is not None:
-            self.headers["X-Forgeml-Project"] = project
-
-    def get(self, url: str) -> tuple[int, object]:
-        answer = self.client.get(url, headers=self.headers)
-        return answer.status_code, answer.json()
-
-    def upload(self, name: str, body: bytes = CSV) -> int:
-        answer = self.client.post(
-            f"/api/v1/datasets/{name}/versions",
-            params={"filename": "data.csv"},
-            content=body,
-            headers=self.headers,
-        )
-        return answer.status_code
 
 
 @pytest.fixture
