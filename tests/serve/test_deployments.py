@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from forgeml.core.config import Settings
 from forgeml.core.errors import (
@@ -24,7 +24,7 @@ from forgeml.core.errors import (
     ServiceUnavailableError,
     UsageError,
 )
-from forgeml.core.store import AuditEvent, DeploymentRevisionRecord
+from forgeml.core.store import AuditEvent, DeploymentRevisionRecord, ModelVersionRecord
 from forgeml.core.workspace import Workspace
 from forgeml.serve import _supervisor, deployments
 from tests._wait import wait_until
@@ -553,6 +553,8 @@ def test_a_team_b_deployments_replicas_act_in_team_b_however_they_are_started(
     (tmp_path / "kb" / "b.md").write_text("# Team B\n\nTeam B keeps its runbooks here.\n")
     build_version(in_b, "kb-b", [str(tmp_path / "kb")], IndexOptions(chunk_tokens=64))
     name = "dep-team-b"
+    # a deployment serves its own project's models only: adult-mlp is team-b's for the test
+    _move_model(workspace, "adult-mlp", "team-b")
     try:
         deployed = deployments.deploy(
             in_b, name, "adult-mlp@v1", rag=["kb-b@v1"], min_replicas=1, max_replicas=2
@@ -575,3 +577,14 @@ def test_a_team_b_deployments_replicas_act_in_team_b_however_they_are_started(
             assert [hit["source"] for hit in answer.json()["hits"]] == ["kb/b.md"]
     finally:
         kill_servers(name)
+        _move_model(workspace, "adult-mlp", "default")
+
+
+def _move_model(workspace: Workspace, name: str, project: str) -> None:
+    """Every version of model `name` into `project` (the shared model's for one test)."""
+    with workspace.store.session() as session:
+        session.execute(
+            update(ModelVersionRecord)
+            .where(ModelVersionRecord.name == name)
+            .values(project=project)
+        )

@@ -134,7 +134,8 @@ COMMANDS = (
     LazyCommand(
         "keys",
         "forgeml.cli.keys:app",
-        "API keys for the gateway: stored as salted hashes, scoped to deployments.",
+        "API keys for the gateway, per project: stored as salted hashes, scoped to the "
+        "project's deployments.",
     ),
     LazyCommand(
         "label",
