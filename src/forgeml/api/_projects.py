@@ -34,12 +34,12 @@ from forgeml.core.errors import ForgemlError
 from forgeml.core.ids import parse_ref, validate_name
 from forgeml.core.store import (
     ApiKeyRecord,
-    Dataset,
-    DeploymentRecord,
     LabelTaskRecord,
-    ModelVersionRecord,
     PromptVersionRecord,
     RagIndexRecord,
+    dataset_project,
+    deployment_project,
+    model_project,
 )
 
 # kind -> (read session, path parameters, the request's project) -> the resource's project,
@@ -82,8 +82,8 @@ def decision_project(request: Request, permission: str) -> str:
     resource lookup): `request_project` for a partitioned resource's permission or a read of
     a shared one (`SHARED_READS`); else the route's `{project}` or declared `?project=`, else
     `default` (a header or a page's chosen project naming a project would otherwise let its
-    members act on `default`'s queues or keys, or receive Alertmanager's webhook:
-    `INSTALL_WIDE`)."""
+    members change the queues, read the audit log or manage accounts, or receive
+    Alertmanager's webhook: `INSTALL_WIDE`)."""
     kind = permission.partition(":")[0]
     if kind in (*PARTITIONED, "account") and permission not in INSTALL_WIDE:  # account: anywhere
         return request_project(request)
@@ -129,7 +129,7 @@ def _declares_project_query(request: Request) -> bool:
 
 def _dataset(session: Session, params: Mapping[str, str], _: str) -> str | None:
     name = parse_ref(params.get("name") or params["ref"], "dataset reference").name
-    return session.scalar(select(Dataset.project).where(Dataset.name == name))
+    return dataset_project(session, name)
 
 
 def _run(session: Session, params: Mapping[str, str], project: str) -> str | None:
@@ -139,10 +139,7 @@ def _run(session: Session, params: Mapping[str, str], project: str) -> str | Non
 
 
 def _model(session: Session, params: Mapping[str, str], _: str) -> str | None:
-    name = (params.get("name") or params["ref"]).partition("@")[0]
-    return session.scalar(
-        select(ModelVersionRecord.project).where(ModelVersionRecord.name == name).limit(1)
-    )
+    return model_project(session, params.get("name") or params["ref"])
 
 
 def _job(session: Session, params: Mapping[str, str], project: str) -> str | None:
@@ -152,8 +149,7 @@ def _job(session: Session, params: Mapping[str, str], project: str) -> str | Non
 
 
 def _deployment(session: Session, params: Mapping[str, str], _: str) -> str | None:
-    name = params.get("name") or params["ref"]
-    return session.scalar(select(DeploymentRecord.project).where(DeploymentRecord.name == name))
+    return deployment_project(session, params.get("name") or params["ref"])
 
 
 def _prompt(session: Session, params: Mapping[str, str], _: str) -> str | None:

@@ -33,11 +33,11 @@ from sqlalchemy.orm import Session
 from forgeml.core.errors import AlreadyExistsError, ForgemlError, NotFoundError, UsageError
 from forgeml.core.ids import new_id, validate_name
 from forgeml.core.store import (
-    Dataset,
     JobRecord,
-    ModelVersionRecord,
     PipelineFiringRecord,
     PipelineTriggerRecord,
+    dataset_project,
+    model_project,
 )
 from forgeml.pipelines.load import load_pipeline
 from forgeml.pipelines.trigger_kinds import SOURCES, TriggerKind
@@ -158,16 +158,13 @@ def _watched(subjects: dict[TriggerKind, str | None]) -> tuple[TriggerKind, str]
 def _check_watched(workspace: Workspace, session: Session, kind: TriggerKind, subject: str) -> None:
     """Refuse a dataset or model of another project (names are unique across projects)."""
     if kind == TriggerKind.DATASET:
-        owner = session.scalar(select(Dataset.project).where(Dataset.name == subject))
+        owner = dataset_project(session, subject)
         if owner is not None:
             workspace.check_own("Dataset", subject, owner)
     elif kind == TriggerKind.PROMOTED:
-        model = subject.partition("@")[0]
-        owner = session.scalar(
-            select(ModelVersionRecord.project).where(ModelVersionRecord.name == model).limit(1)
-        )
+        owner = model_project(session, subject)
         if owner is not None:
-            workspace.check_own("Model", model, owner)
+            workspace.check_own("Model", subject.partition("@")[0], owner)
 
 
 def list_triggers(workspace: Workspace) -> list[PipelineTriggerRecord]:

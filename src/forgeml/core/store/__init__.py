@@ -26,6 +26,7 @@ from forgeml.core.store._models import (
     FeatureSpecVersion,
     LineageEdge,
 )
+from forgeml.core.store._owners import dataset_project, deployment_project, model_project
 from forgeml.core.store._pipelines import (
     PipelineCacheRecord,
     PipelineFiringRecord,
@@ -91,6 +92,9 @@ __all__ = [
     "Store",
     "TokenRecord",
     "UserRecord",
+    "dataset_project",
+    "deployment_project",
+    "model_project",
     "open_store",
     "reading",
 ]

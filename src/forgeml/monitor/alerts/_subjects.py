@@ -19,35 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from forgeml.auth import DEFAULT_PROJECT
-from forgeml.core.store import Dataset, DeploymentRecord, ModelVersionRecord
+from forgeml.core.store import dataset_project, deployment_project, model_project
 
 Lookup = Callable[[Session, str], str | None]
 
-
-def _deployment(session: Session, name: str) -> str | None:
-    return session.scalar(select(DeploymentRecord.project).where(DeploymentRecord.name == name))
-
-
-def _model(session: Session, name: str) -> str | None:
-    name = name.partition("@")[0]
-    return session.scalar(
-        select(ModelVersionRecord.project).where(ModelVersionRecord.name == name).limit(1)
-    )
-
-
-def _dataset(session: Session, name: str) -> str | None:
-    return session.scalar(select(Dataset.project).where(Dataset.name == name))
-
-
 # label -> the lookups its value is tried with, in order; the labels in this order
 SUBJECT_LABELS: dict[str, tuple[Lookup, ...]] = {
-    "deployment": (_deployment,),
-    "model": (_deployment, _model),  # servers label their series with the served name
-    "dataset": (_dataset,),
+    "deployment": (deployment_project,),
+    # servers label their series with the served name
+    "model": (deployment_project, model_project),
+    "dataset": (dataset_project,),
 }
 
 
