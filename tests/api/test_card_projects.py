@@ -22,16 +22,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from forgeml.api._accounts import AccountsAuthorizer
-from forgeml.api._thread import api_in_thread
-from forgeml.auth import add_member, issue_token
-from forgeml.core.config import Settings
 from forgeml.core.ids import new_id
 from forgeml.core.store import DatasetVersion, LineageEdge, ModelVersionRecord
 from forgeml.core.workspace import Workspace
 from forgeml.governance.cards import model_card
-from tests.auth._accounts import fast_settings, person
-from tests.cli._served import Forgeml, Served, forgeml_on
+from tests.cli._served import Forgeml, Served, forgeml_on, served_teams
 
 CARD = "/api/v1/models/mlp-a/versions/1/card"
 # what team-a's member may not learn of team-b: its dataset, file, model and deployment
@@ -102,25 +97,11 @@ def _records(workspace: Workspace, tmp: Path) -> str:
 
 @pytest.fixture(scope="module")
 def teams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Teams]:
-    from forgeml.ui import create_app
-
     tmp = tmp_path_factory.mktemp("card-projects")
-    workspace = Workspace(Settings(home=tmp / "home", user="olivia"))
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.delenv("MLFLOW_TRACKING_URI", raising=False)
-            settings = fast_settings(tmp)
-            people = {"tara": "team-a", "bob": "team-b", "pat": "team-a"}
-            for name, project in people.items():
-                person(workspace, settings, name, "developer", project)
-            add_member(workspace, "team-b", "pat", "developer", actor="tester")
-            tokens = {name: issue_token(workspace, name, "t", actor="tester")[1] for name in people}
-            digest_b = _records(workspace, tmp)
-            authorizer = AccountsAuthorizer(workspace, settings)
-            with api_in_thread(workspace, authorizer=authorizer, app_factory=create_app) as url:
-                yield Teams(Served(tmp / "home", None, url, tokens, workspace), digest_b)
-    finally:
-        workspace.close()
+    people = {"tara": ("developer", "team-a"), "bob": ("developer", "team-b"),
+              "pat": ("developer", "team-a")}  # fmt: skip
+    with served_teams(tmp, people, members=(("team-b", "pat", "developer"),)) as served:
+        yield Teams(served, _records(served.workspace, tmp))
 
 
 @pytest.fixture

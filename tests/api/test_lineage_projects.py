@@ -20,16 +20,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from forgeml.api._accounts import AccountsAuthorizer
-from forgeml.api._thread import api_in_thread
-from forgeml.auth import add_member, issue_token
-from forgeml.core.config import Settings
 from forgeml.core.ids import new_id
 from forgeml.core.store import ModelVersionRecord
 from forgeml.core.workspace import Workspace
 from forgeml.governance.lineage import lineage
-from tests.auth._accounts import fast_settings, person
-from tests.cli._served import Forgeml, Served, forgeml_on
+from tests.cli._served import Forgeml, Served, forgeml_on, served_teams
 from tests.cli.conftest import table_columns
 
 CSV = b"x,y\n1,a\n2,b\n3,a\n"
@@ -88,27 +83,12 @@ def _records(workspace: Workspace, tmp: Path) -> tuple[str, str, str]:
 
 @pytest.fixture(scope="module")
 def teams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Teams]:
-    from forgeml.ui import create_app
-
     tmp = tmp_path_factory.mktemp("lineage-projects")
-    workspace = Workspace(Settings(home=tmp / "home", user="olivia"))
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.delenv("MLFLOW_TRACKING_URI", raising=False)
-            settings = fast_settings(tmp)
-            people = {"tara": "team-a", "bob": "team-b", "pat": "team-a", "olivia": "default"}
-            for name, project in people.items():
-                person(workspace, settings, name, "owner" if name == "olivia" else "developer",
-                       project)  # fmt: skip
-            add_member(workspace, "team-b", "pat", "developer", actor="tester")
-            tokens = {name: issue_token(workspace, name, "t", actor="tester")[1] for name in people}
-            run_a, run_b, digest = _records(workspace, tmp)
-            authorizer = AccountsAuthorizer(workspace, settings)
-            with api_in_thread(workspace, authorizer=authorizer, app_factory=create_app) as url:
-                served = Served(tmp / "home", None, url, tokens, workspace)
-                yield Teams(served, run_a, run_b, digest)
-    finally:
-        workspace.close()
+    people = {"tara": ("developer", "team-a"), "bob": ("developer", "team-b"),
+              "pat": ("developer", "team-a"), "olivia": ("owner", "default")}  # fmt: skip
+    with served_teams(tmp, people, members=(("team-b", "pat", "developer"),)) as served:
+        run_a, run_b, digest = _records(served.workspace, tmp)
+        yield Teams(served, run_a, run_b, digest)
 
 
 @pytest.fixture

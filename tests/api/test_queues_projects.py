@@ -17,13 +17,8 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from forgeml.api._accounts import AccountsAuthorizer
-from forgeml.api._thread import api_in_thread
-from forgeml.auth import issue_token
-from forgeml.core.config import Settings, get_settings
-from forgeml.core.workspace import Workspace
-from tests.auth._accounts import fast_settings, person
-from tests.cli._served import Forgeml, Served, forgeml_on
+from forgeml.core.config import get_settings
+from tests.cli._served import Forgeml, Served, forgeml_on, served_teams
 
 PEOPLE = {
     "olivia": ("owner", "default"),
@@ -50,29 +45,16 @@ class Teams:
 
 @pytest.fixture(scope="module")
 def teams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Teams]:
-    from forgeml.ui import create_app
-
     tmp = tmp_path_factory.mktemp("queues-projects")
-    workspace = Workspace(Settings(home=tmp / "home", user="olivia"))
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.delenv("MLFLOW_TRACKING_URI", raising=False)
-            settings = fast_settings(tmp)
-            for name, (role, project) in PEOPLE.items():
-                person(workspace, settings, name, role, project)
-            tokens = {name: issue_token(workspace, name, "t", actor="tester")[1] for name in PEOPLE}
-            authorizer = AccountsAuthorizer(workspace, settings)
-            with api_in_thread(workspace, authorizer=authorizer, app_factory=create_app) as url:
-                teams = Teams(Served(tmp / "home", None, url, tokens, workspace), "")
-                for queue in ("gpu", "cpu"):
-                    created = teams.call("olivia", "POST", "/api/v1/queues", None, {"name": queue})
-                    assert created.status_code == 201, created.text
-                body = {"command": ["true"], "name": "secret-job-a", "queue": "gpu"}
-                job = teams.call("tara", "POST", "/api/v1/jobs", "team-a", body)
-                assert job.status_code == 201, job.text
-                yield Teams(teams.served, job.json()["job_id"])
-    finally:
-        workspace.close()
+    with served_teams(tmp, PEOPLE) as served:
+        teams = Teams(served, "")
+        for queue in ("gpu", "cpu"):
+            created = teams.call("olivia", "POST", "/api/v1/queues", None, {"name": queue})
+            assert created.status_code == 201, created.text
+        body = {"command": ["true"], "name": "secret-job-a", "queue": "gpu"}
+        job = teams.call("tara", "POST", "/api/v1/jobs", "team-a", body)
+        assert job.status_code == 201, job.text
+        yield Teams(served, job.json()["job_id"])
 
 
 @pytest.fixture

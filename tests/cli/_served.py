@@ -20,7 +20,7 @@ import pytest
 from forgeml.api._accounts import AccountsAuthorizer
 from forgeml.api._limits import ApiLimits
 from forgeml.api._thread import api_in_thread
-from forgeml.auth import issue_token
+from forgeml.auth import add_member, issue_token
 from forgeml.core.config import Settings, get_settings
 from forgeml.core.workspace import Workspace
 from forgeml.scheduler.executors.local import LocalExecutor
@@ -74,6 +74,34 @@ def served_on(backend: str, factory: pytest.TempPathFactory) -> Iterator[Served]
         pytest.skip("FORGEML_TEST_PG_URL is not set (no PostgreSQL server for this run)")
     with fresh_postgres_database() as url, served(tmp, url) as home:
         yield home
+
+
+@contextmanager
+def served_teams(
+    tmp: Path,
+    people: dict[str, tuple[str, str]],
+    members: tuple[tuple[str, str, str], ...] = (),
+) -> Iterator[Served]:
+    """A fresh workspace under `tmp` (acting as olivia) whose `people` (name -> role, project)
+    and extra `members` ((project, name, role)) each hold a token, served with the web UI on
+    loopback until the block ends, MLflow's tracking URI unset for it."""
+    from forgeml.ui import create_app
+
+    workspace = Workspace(Settings(home=tmp / "home", user=ACTOR))
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+            settings = fast_settings(tmp)
+            for name, (role, project) in people.items():
+                person(workspace, settings, name, role, project)
+            for project, name, role in members:
+                add_member(workspace, project, name, role, actor="tester")
+            tokens = {name: issue_token(workspace, name, "t", actor="tester")[1] for name in people}
+            authorizer = AccountsAuthorizer(workspace, settings)
+            with api_in_thread(workspace, authorizer=authorizer, app_factory=create_app) as url:
+                yield Served(tmp / "home", None, url, tokens, workspace)
+    finally:
+        workspace.close()
 
 
 class Forgeml:
